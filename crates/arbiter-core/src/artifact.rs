@@ -1,0 +1,321 @@
+//! The JSON artifacts of a run directory (`.arbiter/runs/<run-id>/`), each carrying a
+//! `schema_version`. The directory alone is enough to audit a run, re-render its report
+//! and apply its result; the database only indexes it.
+//!
+//! ```text
+//! state.json                       RunState
+//! runtime_events.jsonl             one event::Event per line
+//! cost_summary.json                cost::CostSummary
+//! baseline.json                    Baseline
+//! candidates/<id>/patch.diff       the captured patch
+//! candidates/<id>/evidence.json    Evidence
+//! candidates/<id>/runner_summary.json  RunnerSummary
+//! candidates/<id>/transcript.jsonl agent events, secrets redacted
+//! candidates/<id>/stdout.log, stderr.log, prompt.md
+//! reviews/<id>.json                (judges)
+//! comparisons/pairwise.json        (judges) a JSON array
+//! comparisons/ranking.json         RankingArtifact
+//! comparisons/agreement.json       AgreementArtifact
+//! selection.json                   SelectionArtifact
+//! final_report.md, viewer/index.html
+//! apply.json                       ApplyRecord (written by `arbiter apply`)
+//! ```
+
+use serde::{Deserialize, Serialize};
+
+use crate::gate::{CommandOutcome, GateResult, GateSummary};
+use crate::ids::{CandidateId, RunId};
+use crate::money::Usd;
+use crate::patch::PatchStats;
+use crate::selection::{AgreementGroup, Decision, RankedCandidate};
+use crate::settings::{ApplyMode, RunSettings, RunnerSpec};
+use crate::status::{CandidateStatus, RunStatus};
+use crate::task::Task;
+use crate::time::Timestamp;
+
+/// The version every artifact of this build carries.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// File names inside a run directory.
+pub mod paths {
+    pub const STATE: &str = "state.json";
+    pub const EVENTS: &str = "runtime_events.jsonl";
+    pub const COST: &str = "cost_summary.json";
+    pub const BASELINE: &str = "baseline.json";
+    pub const CANDIDATES: &str = "candidates";
+    pub const PATCH: &str = "patch.diff";
+    pub const EVIDENCE: &str = "evidence.json";
+    pub const RUNNER_SUMMARY: &str = "runner_summary.json";
+    pub const TRANSCRIPT: &str = "transcript.jsonl";
+    pub const PROMPT: &str = "prompt.md";
+    pub const STDOUT: &str = "stdout.log";
+    pub const STDERR: &str = "stderr.log";
+    pub const REVIEWS: &str = "reviews";
+    pub const COMPARISONS: &str = "comparisons";
+    pub const PAIRWISE: &str = "comparisons/pairwise.json";
+    pub const RANKING: &str = "comparisons/ranking.json";
+    pub const AGREEMENT: &str = "comparisons/agreement.json";
+    pub const SELECTION: &str = "selection.json";
+    pub const REPORT: &str = "final_report.md";
+    pub const VIEWER: &str = "viewer/index.html";
+    pub const APPLY: &str = "apply.json";
+}
+
+/// The settings a run used, as recorded in `state.json`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SettingsSnapshot {
+    pub candidates: u32,
+    pub parallel: u32,
+    pub timeout_seconds: u64,
+    pub verify_timeout_seconds: u64,
+    pub include: Vec<String>,
+    pub setup: Option<String>,
+    pub apply: ApplyMode,
+    pub keep_worktrees: bool,
+    pub runners: Vec<RunnerSpec>,
+}
+
+impl From<&RunSettings> for SettingsSnapshot {
+    fn from(s: &RunSettings) -> Self {
+        SettingsSnapshot {
+            candidates: s.candidates.value,
+            parallel: s.parallel.value.min(s.candidates.value),
+            timeout_seconds: s.timeout_seconds.value,
+            verify_timeout_seconds: s.verify_timeout_seconds.value,
+            include: s.include.value.clone(),
+            setup: s.setup.value.clone(),
+            apply: s.apply.value.clone(),
+            keep_worktrees: s.keep_worktrees.value,
+            runners: s.runners.clone(),
+        }
+    }
+}
+
+/// A candidate's line in `state.json`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CandidateState {
+    pub id: CandidateId,
+    pub index: usize,
+    pub runner: String,
+    pub status: CandidateStatus,
+    pub started_at: Option<Timestamp>,
+    pub finished_at: Option<Timestamp>,
+    pub exit_code: Option<i32>,
+    pub gates: Option<String>,
+}
+
+/// What was done with the winner.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Materialization {
+    pub mode: ApplyMode,
+    pub applied: bool,
+    pub commit: Option<String>,
+    pub error: Option<String>,
+}
+
+/// `state.json`: the canonical state of a run, rewritten atomically at every step.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunState {
+    pub schema_version: u32,
+    pub run_id: RunId,
+    pub status: RunStatus,
+    pub phase: String,
+    pub repo: String,
+    pub base_ref: String,
+    pub base_commit: String,
+    pub task: Task,
+    pub settings: SettingsSnapshot,
+    pub candidates: Vec<CandidateState>,
+    pub started_at: Timestamp,
+    pub finished_at: Option<Timestamp>,
+    pub winner: Option<CandidateId>,
+    pub materialization: Option<Materialization>,
+    pub message: Option<String>,
+    /// The process that owns the run while it is `running`.
+    pub pid: u32,
+}
+
+/// `baseline.json`: the verify commands on the base commit.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Baseline {
+    pub schema_version: u32,
+    pub base_commit: String,
+    /// Why the baseline could not run, when it could not.
+    pub error: Option<String>,
+    pub commands: Vec<CommandOutcome>,
+}
+
+/// How the agent process ended.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentOutcome {
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub timed_out: bool,
+    pub cancelled: bool,
+    pub duration_ms: u64,
+}
+
+/// The patch part of `evidence.json`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PatchEvidence {
+    /// Relative to the candidate's directory.
+    pub path: String,
+    pub bytes: u64,
+    pub empty: bool,
+    pub stats: PatchStats,
+    pub normalized_hash: Option<String>,
+    pub applies_cleanly: bool,
+    pub apply_check_error: Option<String>,
+}
+
+/// `candidates/<id>/evidence.json`: everything arbiter itself observed about a candidate.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Evidence {
+    pub schema_version: u32,
+    pub candidate_id: CandidateId,
+    pub index: usize,
+    pub runner: String,
+    pub status: CandidateStatus,
+    pub setup_error: Option<String>,
+    pub agent: AgentOutcome,
+    pub patch: Option<PatchEvidence>,
+    pub gates: Vec<GateResult>,
+    pub gate_summary: Option<GateSummary>,
+    pub cost: Option<Usd>,
+}
+
+/// `candidates/<id>/runner_summary.json`: how the runner was invoked and how it ended.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunnerSummary {
+    pub schema_version: u32,
+    pub candidate_id: CandidateId,
+    pub runner: String,
+    pub kind: String,
+    /// The command line, secrets redacted.
+    pub command: String,
+    pub status: CandidateStatus,
+    pub agent: AgentOutcome,
+    pub started_at: Option<Timestamp>,
+    pub finished_at: Option<Timestamp>,
+    pub stdout: String,
+    pub stderr: String,
+    pub stdout_bytes: u64,
+    pub stderr_bytes: u64,
+    /// Environment variable names given to the agent (values are never recorded).
+    pub env_names: Vec<String>,
+}
+
+/// `comparisons/ranking.json`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RankingArtifact {
+    pub schema_version: u32,
+    /// The criteria, in the order they decide.
+    pub criteria: Vec<String>,
+    pub candidates: Vec<RankedCandidate>,
+}
+
+/// `comparisons/agreement.json`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AgreementArtifact {
+    pub schema_version: u32,
+    /// `same_patch` (every non-empty patch identical), `partial` (some agree), `none`.
+    pub consensus: String,
+    pub groups: Vec<AgreementGroup>,
+}
+
+/// One candidate's line in `selection.json`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SelectionEntry {
+    pub candidate_id: CandidateId,
+    pub rank: usize,
+    pub runner: String,
+    pub eligible: bool,
+    pub won: bool,
+    pub reason: String,
+}
+
+/// `selection.json`: the decision and a reason for every candidate.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SelectionArtifact {
+    pub schema_version: u32,
+    pub run_id: RunId,
+    /// `selected`, `none_acceptable` or `interrupted`.
+    pub outcome: String,
+    pub winner: Option<CandidateId>,
+    /// The winner's patch, relative to the run directory.
+    pub winner_patch: Option<String>,
+    pub summary: String,
+    pub candidates: Vec<SelectionEntry>,
+}
+
+/// `apply.json`: the last `arbiter apply` of this run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ApplyRecord {
+    pub schema_version: u32,
+    pub run_id: RunId,
+    pub candidate_id: CandidateId,
+    pub at: Timestamp,
+    pub branch: Option<String>,
+    pub created_branch: bool,
+    pub commit: Option<String>,
+    pub applied: bool,
+    pub rolled_back: bool,
+    pub error: Option<String>,
+}
+
+impl RankingArtifact {
+    pub fn from_decision(d: &Decision) -> Self {
+        RankingArtifact {
+            schema_version: SCHEMA_VERSION,
+            criteria: ["eligibility", "gates passed", "votes", "smaller patch", "lower cost", "candidate order"]
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+            candidates: d.ranking.clone(),
+        }
+    }
+}
+
+impl AgreementArtifact {
+    pub fn from_decision(d: &Decision) -> Self {
+        let consensus = match d.groups.as_slice() {
+            [] => "none",
+            [_] => "same_patch",
+            groups if groups.iter().any(|g| g.candidates.len() > 1) => "partial",
+            _ => "none",
+        };
+        AgreementArtifact { schema_version: SCHEMA_VERSION, consensus: consensus.into(), groups: d.groups.clone() }
+    }
+}
+
+impl SelectionArtifact {
+    pub fn from_decision(run_id: &RunId, d: &Decision, interrupted: bool) -> Self {
+        let outcome = if interrupted {
+            "interrupted"
+        } else if d.winner.is_some() {
+            "selected"
+        } else {
+            "none_acceptable"
+        };
+        SelectionArtifact {
+            schema_version: SCHEMA_VERSION,
+            run_id: run_id.clone(),
+            outcome: outcome.into(),
+            winner: if interrupted { None } else { d.winner.clone() },
+            winner_patch: d.winner.as_ref().filter(|_| !interrupted).map(|w| format!("{}/{w}/{}", paths::CANDIDATES, paths::PATCH)),
+            summary: d.summary.clone(),
+            candidates: d
+                .ranking
+                .iter()
+                .map(|r| SelectionEntry {
+                    candidate_id: r.candidate_id.clone(),
+                    rank: r.rank,
+                    runner: r.runner.clone(),
+                    eligible: r.eligible,
+                    won: !interrupted && d.winner.as_ref() == Some(&r.candidate_id),
+                    reason: r.reason.clone(),
+                })
+                .collect(),
+        }
+    }
+}

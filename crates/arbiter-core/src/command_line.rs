@@ -1,0 +1,73 @@
+//! The program a shell command line starts, for checking it exists before a run spends
+//! anything.
+//!
+//! Only the simple, common shape is understood: optional `NAME=value` assignments, then a
+//! program word. Anything more complex (a subshell, a compound command) yields `None` and is
+//! left to the shell.
+
+/// What a command line starts with.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Program<'a> {
+    /// A shell builtin or keyword: always available.
+    Builtin(&'a str),
+    /// A path containing `/`, relative to the working directory or absolute.
+    Path(&'a str),
+    /// A bare name looked up on `PATH`.
+    Name(&'a str),
+}
+
+const BUILTINS: &[&str] = &[
+    ".", ":", "[", "alias", "cd", "command", "echo", "eval", "exec", "exit", "export", "false",
+    "if", "for", "while", "until", "case", "printf", "pwd", "read", "set", "shift", "test",
+    "true", "type", "ulimit", "umask", "unset", "wait", "{", "(", "!",
+];
+
+/// The program a command line runs, or `None` when the line is not a simple command.
+pub fn first_program(line: &str) -> Option<Program<'_>> {
+    for word in line.split_whitespace() {
+        if is_assignment(word) {
+            continue;
+        }
+        if word.starts_with('(') || word.starts_with('{') || word.contains('$') || word.contains('`') {
+            return None;
+        }
+        let word = word.trim_matches(|c| c == '"' || c == '\'');
+        if word.is_empty() {
+            return None;
+        }
+        if BUILTINS.contains(&word) {
+            return Some(Program::Builtin(word));
+        }
+        if word.contains('/') {
+            return Some(Program::Path(word));
+        }
+        return Some(Program::Name(word));
+    }
+    None
+}
+
+fn is_assignment(word: &str) -> bool {
+    match word.split_once('=') {
+        Some((name, _)) => {
+            !name.is_empty()
+                && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+                && !name.as_bytes()[0].is_ascii_digit()
+        }
+        None => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_the_program() {
+        assert_eq!(first_program("python3 -m unittest -q"), Some(Program::Name("python3")));
+        assert_eq!(first_program("FOO=1 BAR=x ./run.sh a"), Some(Program::Path("./run.sh")));
+        assert_eq!(first_program("  test -f x"), Some(Program::Builtin("test")));
+        assert_eq!(first_program("$CMD x"), None);
+        assert_eq!(first_program("(cd a && make)"), None);
+        assert_eq!(first_program(""), None);
+    }
+}

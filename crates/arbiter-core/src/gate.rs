@@ -1,0 +1,174 @@
+//! Verify commands as gates: what one run of a command showed, and how a candidate's
+//! results compare with the baseline on the base commit.
+//!
+//! A candidate passes when every command that passed on the base still passes (no
+//! regression) and every command that failed on the base now passes (the task is done).
+
+use serde::{Deserialize, Serialize};
+
+/// One verify command run once, in one tree.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommandOutcome {
+    pub command: String,
+    /// `None` when the command was killed (timeout or interrupt) or could not start.
+    pub exit_code: Option<i32>,
+    pub timed_out: bool,
+    pub duration_ms: u64,
+    /// The last lines of stdout and stderr together, secrets redacted.
+    pub output_tail: String,
+}
+
+impl CommandOutcome {
+    pub fn passed(&self) -> bool {
+        self.exit_code == Some(0) && !self.timed_out
+    }
+}
+
+/// One verify command on a candidate, next to its baseline result.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GateResult {
+    #[serde(flatten)]
+    pub outcome: CommandOutcome,
+    pub passed: bool,
+    /// Whether it passed on the base commit (`None` when the baseline is unknown).
+    pub base_passed: Option<bool>,
+    pub verdict: GateVerdict,
+}
+
+/// The meaning of one gate result against the baseline.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GateVerdict {
+    /// Passed before and after.
+    KeptPassing,
+    /// Failed on the base, passes now.
+    Fixed,
+    /// Passed on the base, fails now.
+    Regressed,
+    /// Failed on the base and still fails.
+    StillFailing,
+}
+
+/// Totals over a candidate's gates.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GateSummary {
+    pub total: usize,
+    pub passed: usize,
+    /// Commands that passed on the base (the ones that must keep passing).
+    pub base_passing: usize,
+    pub kept_passing: usize,
+    pub regressed: usize,
+    /// Commands that failed on the base (the ones the task must fix).
+    pub base_failing: usize,
+    pub fixed: usize,
+    pub still_failing: usize,
+    /// Every gate passes: nothing regressed and everything failing was fixed.
+    pub all_passed: bool,
+}
+
+/// Compares a candidate's outcomes with the baseline, command by command.
+pub fn compare(candidate: &[CommandOutcome], baseline: &[CommandOutcome]) -> (Vec<GateResult>, GateSummary) {
+    let mut results = Vec::with_capacity(candidate.len());
+    let mut s = GateSummary { total: candidate.len(), ..Default::default() };
+    for (i, outcome) in candidate.iter().enumerate() {
+        let passed = outcome.passed();
+        let base_passed = baseline.get(i).map(CommandOutcome::passed);
+        // An unknown baseline is treated as failing: the command must pass now.
+        let verdict = match (base_passed.unwrap_or(false), passed) {
+            (true, true) => GateVerdict::KeptPassing,
+            (true, false) => GateVerdict::Regressed,
+            (false, true) => GateVerdict::Fixed,
+            (false, false) => GateVerdict::StillFailing,
+        };
+        if passed {
+            s.passed += 1;
+        }
+        match verdict {
+            GateVerdict::KeptPassing => {
+                s.base_passing += 1;
+                s.kept_passing += 1;
+            }
+            GateVerdict::Regressed => {
+                s.base_passing += 1;
+                s.regressed += 1;
+            }
+            GateVerdict::Fixed => {
+                s.base_failing += 1;
+                s.fixed += 1;
+            }
+            GateVerdict::StillFailing => {
+                s.base_failing += 1;
+                s.still_failing += 1;
+            }
+        }
+        results.push(GateResult { outcome: outcome.clone(), passed, base_passed, verdict });
+    }
+    s.all_passed = s.regressed == 0 && s.still_failing == 0;
+    (results, s)
+}
+
+impl GateSummary {
+    /// `kept 2/2 passing, fixed 1/1 failing`.
+    pub fn describe(&self) -> String {
+        format!(
+            "kept {}/{} passing, fixed {}/{} failing",
+            self.kept_passing, self.base_passing, self.fixed, self.base_failing
+        )
+    }
+}
+
+/// Keeps the last `max_lines` lines and at most `max_bytes` bytes of `text`.
+pub fn tail(text: &str, max_lines: usize, max_bytes: usize) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    let start = lines.len().saturating_sub(max_lines);
+    let mut out = lines[start..].join("\n");
+    if out.len() > max_bytes {
+        let mut cut = out.len() - max_bytes;
+        while !out.is_char_boundary(cut) {
+            cut += 1;
+        }
+        out = format!("…{}", &out[cut..]);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(cmd: &str, code: i32) -> CommandOutcome {
+        CommandOutcome { command: cmd.into(), exit_code: Some(code), timed_out: false, duration_ms: 1, output_tail: String::new() }
+    }
+
+    #[test]
+    fn fixing_without_regressing_passes() {
+        let base = [run("lint", 0), run("test", 1)];
+        let (r, s) = compare(&[run("lint", 0), run("test", 0)], &base);
+        assert!(s.all_passed);
+        assert_eq!((s.kept_passing, s.fixed), (1, 1));
+        assert_eq!(r[1].verdict, GateVerdict::Fixed);
+    }
+
+    #[test]
+    fn regression_fails_even_when_the_target_is_fixed() {
+        let base = [run("lint", 0), run("test", 1)];
+        let (_, s) = compare(&[run("lint", 2), run("test", 0)], &base);
+        assert!(!s.all_passed);
+        assert_eq!(s.regressed, 1);
+        assert_eq!(s.describe(), "kept 0/1 passing, fixed 1/1 failing");
+    }
+
+    #[test]
+    fn timeouts_fail() {
+        let mut o = run("test", 0);
+        o.timed_out = true;
+        let (_, s) = compare(&[o], &[run("test", 0)]);
+        assert_eq!(s.regressed, 1);
+    }
+
+    #[test]
+    fn tail_keeps_the_end() {
+        assert_eq!(tail("a\nb\nc\n", 2, 100), "b\nc");
+        assert_eq!(tail("abcdef", 10, 3), "…def");
+    }
+}

@@ -1,0 +1,41 @@
+//! arbiter-core: the pure domain of arbiter.
+//!
+//! Everything here is a plain function of its inputs: no processes, no file system, no
+//! network, no clock, no randomness (time and random suffixes are passed in). The crates
+//! around it (store, runner, cli) perform effects and hand their observations to this crate,
+//! which decides: how settings layer, what a patch is worth, whether a candidate passed its
+//! gates, who wins and why, and what the run directory's artifacts and reports say.
+//!
+//! Map:
+//! - [`time`] and [`ids`]: timestamps, run and candidate ids.
+//! - [`settings`]: the configuration file schema and flag/config/default layering.
+//! - [`task`]: the task a run works on and the clean prompt given to every candidate.
+//! - [`patch`]: statistics and the normalized hash of a captured `git diff`.
+//! - [`gate`]: verify-command outcomes compared with the baseline.
+//! - [`selection`]: eligibility, votes, ranking and the decision with its reasons.
+//! - [`status`] and [`event`]: run/candidate states and the event vocabulary.
+//! - [`artifact`]: the versioned JSON artifacts of the run directory.
+//! - [`report`] and [`viewer`]: `final_report.md` and the self-contained `viewer/index.html`.
+//! - [`cost`]: usage and cost records and their summary.
+//! - [`money`]: exact dollar amounts.
+//! - [`redact`]: removal of secrets from anything that is written or printed.
+//! - [`command_line`]: the first program named by a shell command line.
+
+#![forbid(unsafe_code)]
+
+pub mod artifact;
+pub mod command_line;
+pub mod cost;
+pub mod event;
+pub mod gate;
+pub mod ids;
+pub mod money;
+pub mod patch;
+pub mod redact;
+pub mod report;
+pub mod selection;
+pub mod settings;
+pub mod status;
+pub mod task;
+pub mod time;
+pub mod viewer;

@@ -1,0 +1,185 @@
+//! `final_report.md`: the run told to a person — the decision and why, each candidate's
+//! evidence and why it lost, the baseline, cost, and where everything is.
+
+use std::fmt::Write;
+
+use crate::artifact::{Baseline, Evidence, RankingArtifact, RunState, SelectionArtifact};
+use crate::cost::CostSummary;
+use crate::gate::GateVerdict;
+use crate::time::human_duration;
+
+/// Everything a report is rendered from; all of it is read back from the run directory.
+pub struct ReportInput<'a> {
+    pub state: &'a RunState,
+    pub baseline: Option<&'a Baseline>,
+    pub evidence: &'a [Evidence],
+    pub ranking: &'a RankingArtifact,
+    pub selection: &'a SelectionArtifact,
+    pub cost: &'a CostSummary,
+}
+
+/// Renders `final_report.md`.
+pub fn render_markdown(r: &ReportInput<'_>) -> String {
+    let s = r.state;
+    let mut out = String::new();
+    let _ = writeln!(out, "# arbiter run {}\n", s.run_id);
+    let _ = writeln!(out, "**Task:** {}\n", s.task.title());
+    let _ = writeln!(out, "## Decision\n");
+    let verdict = match r.selection.outcome.as_str() {
+        "selected" => format!("**Winner: {}**", r.selection.winner.as_ref().map(|w| w.to_string()).unwrap_or_default()),
+        "interrupted" => "**Interrupted** — no candidate was selected.".to_string(),
+        _ => "**No acceptable candidate** — nothing was applied.".to_string(),
+    };
+    let _ = writeln!(out, "{verdict}\n");
+    let _ = writeln!(out, "{}\n", r.selection.summary);
+    if let Some(m) = &s.materialization {
+        let what = match (&m.applied, &m.error) {
+            (true, _) => format!("applied ({}){}", m.mode, m.commit.as_ref().map(|c| format!(", commit {c}")).unwrap_or_default()),
+            (false, Some(e)) => format!("not applied ({}): {e}", m.mode),
+            (false, None) => format!("not applied ({})", m.mode),
+        };
+        let _ = writeln!(out, "Materialization: {what}\n");
+    }
+    let _ = writeln!(out, "| | |\n|---|---|");
+    let _ = writeln!(out, "| Status | {} |", s.status);
+    let _ = writeln!(out, "| Repository | `{}` |", s.repo);
+    let _ = writeln!(out, "| Base | `{}` ({}) |", short(&s.base_commit), s.base_ref);
+    let _ = writeln!(out, "| Candidates | {} (parallel {}) |", s.settings.candidates, s.settings.parallel);
+    let runners: Vec<String> = s.settings.runners.iter().map(|r| r.name.clone()).collect();
+    let _ = writeln!(out, "| Runners | {} |", runners.join(", "));
+    if let Some(done) = s.finished_at {
+        let _ = writeln!(out, "| Duration | {} |", human_duration(done.millis_since(s.started_at)));
+    }
+    let _ = writeln!(out, "| Cost | {} |", r.cost.total.describe_cost());
+    let _ = writeln!(out);
+
+    let _ = writeln!(out, "## Task\n");
+    let _ = writeln!(out, "{}\n", s.task.prompt.trim());
+    if let Some(c) = &s.task.success_criteria {
+        let _ = writeln!(out, "Success criteria: {}\n", c.trim());
+    }
+
+    let _ = writeln!(out, "## Baseline (verify commands on the base commit)\n");
+    match r.baseline {
+        None => {
+            let _ = writeln!(out, "No verify commands were configured: candidates were judged on their patch alone.\n");
+        }
+        Some(b) if b.commands.is_empty() && b.error.is_none() => {
+            let _ = writeln!(out, "No verify commands were configured: candidates were judged on their patch alone.\n");
+        }
+        Some(b) => {
+            if let Some(e) = &b.error {
+                let _ = writeln!(out, "The baseline could not run: {e}\n");
+            }
+            for c in &b.commands {
+                let _ = writeln!(
+                    out,
+                    "- `{}` — {} ({})",
+                    c.command,
+                    if c.passed() { "passes" } else { "fails" },
+                    exit_text(c.exit_code, c.timed_out)
+                );
+            }
+            let _ = writeln!(out);
+        }
+    }
+
+    let _ = writeln!(out, "## Ranking\n");
+    let _ = writeln!(out, "Criteria, in order: {}.\n", r.ranking.criteria.join(" → "));
+    let _ = writeln!(out, "| Rank | Candidate | Runner | Eligible | Gates | Votes | Patch lines | Files |");
+    let _ = writeln!(out, "|---|---|---|---|---|---|---|---|");
+    for c in &r.ranking.candidates {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {}/{} | {} | {} | {} |",
+            c.rank,
+            c.candidate_id,
+            c.runner,
+            if c.eligible { "yes" } else { "no" },
+            c.gates_passed,
+            c.gates_total,
+            c.votes,
+            c.patch_weight,
+            c.files_changed
+        );
+    }
+    let _ = writeln!(out);
+
+    let _ = writeln!(out, "## Candidates\n");
+    for c in &r.ranking.candidates {
+        let _ = writeln!(out, "### {} ({})\n", c.candidate_id, c.runner);
+        let _ = writeln!(out, "{}\n", capitalize(&c.reason));
+        if let Some(e) = r.evidence.iter().find(|e| e.candidate_id == c.candidate_id) {
+            let a = &e.agent;
+            let _ = writeln!(
+                out,
+                "- Agent: {} after {}",
+                if a.timed_out { "timed out".to_string() } else if a.cancelled { "cancelled".to_string() } else { exit_text(a.exit_code, false) },
+                human_duration(a.duration_ms)
+            );
+            if let Some(err) = &e.setup_error {
+                let _ = writeln!(out, "- Preparation: {err}");
+            }
+            if let Some(p) = &e.patch {
+                let _ = writeln!(
+                    out,
+                    "- Patch: {} file(s), +{} −{}{}, {} — `candidates/{}/patch.diff`",
+                    p.stats.files_changed,
+                    p.stats.lines_added,
+                    p.stats.lines_removed,
+                    if p.stats.binary_files > 0 { format!(", {} binary", p.stats.binary_files) } else { String::new() },
+                    if p.empty { "empty".to_string() } else if p.applies_cleanly { "applies cleanly".to_string() } else { "does NOT apply".to_string() },
+                    e.candidate_id
+                );
+            }
+            for g in &e.gates {
+                let verdict = match g.verdict {
+                    GateVerdict::KeptPassing => "kept passing",
+                    GateVerdict::Fixed => "fixed",
+                    GateVerdict::Regressed => "REGRESSED",
+                    GateVerdict::StillFailing => "still failing",
+                };
+                let _ = writeln!(
+                    out,
+                    "- Gate `{}`: {verdict} ({}, {})",
+                    g.outcome.command,
+                    exit_text(g.outcome.exit_code, g.outcome.timed_out),
+                    human_duration(g.outcome.duration_ms)
+                );
+            }
+        }
+        let _ = writeln!(out);
+    }
+
+    let _ = writeln!(out, "## Files\n");
+    let _ = writeln!(out, "- `selection.json` — the decision, with a reason for every candidate");
+    let _ = writeln!(out, "- `comparisons/ranking.json` — every ranking feature of every candidate");
+    let _ = writeln!(out, "- `candidates/<id>/` — patch, evidence, runner summary, transcript, agent output");
+    let _ = writeln!(out, "- `runtime_events.jsonl` — every step, in order");
+    let _ = writeln!(out, "- `viewer/index.html` — this report with the diffs, in a browser");
+    if r.selection.winner.is_some() {
+        let _ = writeln!(out, "\nApply later with `arbiter apply {}`.", s.run_id);
+    }
+    out
+}
+
+fn short(commit: &str) -> &str {
+    &commit[..commit.len().min(12)]
+}
+
+/// `exit 0`, `exit 2`, `timed out`, `killed`.
+pub fn exit_text(code: Option<i32>, timed_out: bool) -> String {
+    match (code, timed_out) {
+        (_, true) => "timed out".into(),
+        (Some(c), _) => format!("exit {c}"),
+        (None, _) => "killed".into(),
+    }
+}
+
+fn capitalize(s: &str) -> String {
+    let mut c = s.chars();
+    match c.next() {
+        Some(f) => f.to_uppercase().collect::<String>() + c.as_str(),
+        None => String::new(),
+    }
+}

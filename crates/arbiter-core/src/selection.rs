@@ -1,0 +1,416 @@
+//! Eligibility, votes, ranking and the decision, each with its reason.
+//!
+//! Eligible: a non-empty patch that applies cleanly to the base and, when verify commands
+//! exist, passes every gate (no regression, every baseline failure fixed). Without verify
+//! commands there is no evidence beyond the agent's own word, so the agent must also have
+//! exited successfully. Eligible candidates are ordered by gates passed, then votes
+//! (independent candidates that produced the same normalized patch), then smaller patch,
+//! then lower cost, then candidate index. The decision is a pure function of these facts.
+
+use std::cmp::Ordering;
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::gate::GateSummary;
+use crate::ids::CandidateId;
+use crate::money::Usd;
+use crate::patch::PatchStats;
+use crate::status::CandidateStatus;
+
+/// What arbiter observed about one candidate, as selection needs it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CandidateFacts {
+    pub id: CandidateId,
+    pub index: usize,
+    pub runner: String,
+    pub status: CandidateStatus,
+    pub agent_exit_code: Option<i32>,
+    /// Why preparation failed, when it did.
+    pub setup_error: Option<String>,
+    pub patch: Option<PatchFacts>,
+    /// `None` when the gates did not run.
+    pub gates: Option<GateSummary>,
+    pub cost: Option<Usd>,
+}
+
+/// The captured patch of a candidate.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PatchFacts {
+    pub stats: PatchStats,
+    /// `None` for an empty patch.
+    pub normalized_hash: Option<String>,
+    pub applies_cleanly: bool,
+    pub apply_check_error: Option<String>,
+}
+
+/// Why a candidate cannot win.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "code", rename_all = "snake_case")]
+pub enum Rejection {
+    SetupFailed { detail: String },
+    Cancelled,
+    NoPatchCaptured,
+    EmptyPatch,
+    PatchDoesNotApply { detail: String },
+    GatesFailed { regressed: usize, still_failing: usize, summary: String },
+    GatesNotRun,
+    AgentFailed { status: CandidateStatus, exit_code: Option<i32> },
+}
+
+impl Rejection {
+    /// A sentence for reports.
+    pub fn describe(&self) -> String {
+        match self {
+            Rejection::SetupFailed { detail } => format!("preparation failed: {detail}"),
+            Rejection::Cancelled => "the run was interrupted before it finished".into(),
+            Rejection::NoPatchCaptured => "no patch could be captured".into(),
+            Rejection::EmptyPatch => "it changed nothing (empty patch)".into(),
+            Rejection::PatchDoesNotApply { detail } => {
+                format!("its patch does not apply cleanly to the base: {detail}")
+            }
+            Rejection::GatesFailed { regressed, still_failing, summary } => {
+                let mut parts = Vec::new();
+                if *regressed > 0 {
+                    parts.push(format!("broke {regressed} verify command(s) that passed on the base"));
+                }
+                if *still_failing > 0 {
+                    parts.push(format!("left {still_failing} failing verify command(s) failing"));
+                }
+                format!("gates failed: {} ({summary})", parts.join(" and "))
+            }
+            Rejection::GatesNotRun => "its verify commands did not run".into(),
+            Rejection::AgentFailed { status, exit_code } => match (status, exit_code) {
+                (CandidateStatus::TimedOut, _) => {
+                    "the agent timed out and no verify command can vouch for its patch".into()
+                }
+                (_, Some(code)) => {
+                    format!("the agent exited with code {code} and no verify command can vouch for its patch")
+                }
+                _ => "the agent failed and no verify command can vouch for its patch".into(),
+            },
+        }
+    }
+}
+
+/// One candidate's place in the ranking, with every feature that decided it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RankedCandidate {
+    pub candidate_id: CandidateId,
+    pub rank: usize,
+    pub index: usize,
+    pub runner: String,
+    pub status: CandidateStatus,
+    pub eligible: bool,
+    pub rejection: Option<Rejection>,
+    pub gates_passed: usize,
+    pub gates_total: usize,
+    pub votes: usize,
+    pub normalized_hash: Option<String>,
+    pub patch_weight: usize,
+    pub files_changed: usize,
+    pub cost: Option<Usd>,
+    /// Why it won, or why it lost.
+    pub reason: String,
+}
+
+/// Candidates that produced the same normalized patch.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgreementGroup {
+    pub normalized_hash: String,
+    pub candidates: Vec<CandidateId>,
+}
+
+/// The outcome of selection.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Decision {
+    pub ranking: Vec<RankedCandidate>,
+    pub winner: Option<CandidateId>,
+    pub groups: Vec<AgreementGroup>,
+    /// One sentence: why the winner won, or why there is none.
+    pub summary: String,
+}
+
+/// Groups non-empty patches by normalized hash, largest group first.
+pub fn agreement(candidates: &[CandidateFacts]) -> Vec<AgreementGroup> {
+    let mut by_hash: BTreeMap<&str, Vec<CandidateId>> = BTreeMap::new();
+    for c in candidates {
+        if let Some(hash) = c.patch.as_ref().and_then(|p| p.normalized_hash.as_deref()) {
+            by_hash.entry(hash).or_default().push(c.id.clone());
+        }
+    }
+    let mut groups: Vec<AgreementGroup> = by_hash
+        .into_iter()
+        .map(|(h, candidates)| AgreementGroup { normalized_hash: h.to_string(), candidates })
+        .collect();
+    groups.sort_by(|a, b| b.candidates.len().cmp(&a.candidates.len()).then_with(|| a.candidates.cmp(&b.candidates)));
+    groups
+}
+
+/// Why `c` cannot win, or `None` when it is eligible.
+pub fn rejection(c: &CandidateFacts, has_verify: bool) -> Option<Rejection> {
+    if let Some(detail) = &c.setup_error {
+        return Some(Rejection::SetupFailed { detail: detail.clone() });
+    }
+    if c.status == CandidateStatus::Cancelled {
+        return Some(Rejection::Cancelled);
+    }
+    let Some(patch) = &c.patch else {
+        return Some(Rejection::NoPatchCaptured);
+    };
+    if patch.normalized_hash.is_none() {
+        return Some(Rejection::EmptyPatch);
+    }
+    if !patch.applies_cleanly {
+        return Some(Rejection::PatchDoesNotApply {
+            detail: patch.apply_check_error.clone().unwrap_or_else(|| "git apply --check failed".into()),
+        });
+    }
+    if has_verify {
+        match &c.gates {
+            None => return Some(Rejection::GatesNotRun),
+            Some(g) if !g.all_passed => {
+                return Some(Rejection::GatesFailed {
+                    regressed: g.regressed,
+                    still_failing: g.still_failing,
+                    summary: g.describe(),
+                });
+            }
+            Some(_) => {}
+        }
+    } else if c.status != CandidateStatus::Finished || c.agent_exit_code != Some(0) {
+        return Some(Rejection::AgentFailed { status: c.status, exit_code: c.agent_exit_code });
+    }
+    None
+}
+
+struct Scored<'a> {
+    facts: &'a CandidateFacts,
+    rejection: Option<Rejection>,
+    gates_passed: usize,
+    votes: usize,
+    weight: usize,
+}
+
+/// Which criterion separated two candidates, in ranking order.
+fn compare(a: &Scored<'_>, b: &Scored<'_>) -> (Ordering, &'static str) {
+    let cost_key = |s: &Scored<'_>| s.facts.cost.map(|c| (0, c.pico())).unwrap_or((1, 0));
+    let steps: [(Ordering, &'static str); 5] = [
+        (b.gates_passed.cmp(&a.gates_passed), "gates"),
+        (b.votes.cmp(&a.votes), "votes"),
+        (a.weight.cmp(&b.weight), "patch size"),
+        (cost_key(a).cmp(&cost_key(b)), "cost"),
+        (a.facts.index.cmp(&b.facts.index), "candidate order"),
+    ];
+    steps.into_iter().find(|(o, _)| *o != Ordering::Equal).unwrap_or((Ordering::Equal, "nothing"))
+}
+
+/// Decides the run: eligibility, ranking, winner and reasons.
+pub fn decide(candidates: &[CandidateFacts], has_verify: bool) -> Decision {
+    let groups = agreement(candidates);
+    let votes_of = |hash: Option<&str>| -> usize {
+        hash.and_then(|h| groups.iter().find(|g| g.normalized_hash == h)).map_or(0, |g| g.candidates.len())
+    };
+    let mut scored: Vec<Scored<'_>> = candidates
+        .iter()
+        .map(|facts| {
+            let hash = facts.patch.as_ref().and_then(|p| p.normalized_hash.as_deref());
+            Scored {
+                facts,
+                rejection: rejection(facts, has_verify),
+                gates_passed: facts.gates.as_ref().map_or(0, |g| g.passed),
+                votes: votes_of(hash),
+                weight: facts.patch.as_ref().map_or(0, |p| p.stats.weight()),
+            }
+        })
+        .collect();
+    scored.sort_by(|a, b| {
+        a.rejection
+            .is_some()
+            .cmp(&b.rejection.is_some())
+            .then_with(|| compare(a, b).0)
+    });
+
+    let winner_idx = scored.first().filter(|s| s.rejection.is_none()).map(|_| 0);
+    let mut ranking = Vec::with_capacity(scored.len());
+    for (pos, s) in scored.iter().enumerate() {
+        let reason = match (&s.rejection, winner_idx) {
+            (Some(r), _) => format!("rejected: {}", r.describe()),
+            (None, Some(0)) if pos == 0 => {
+                // Compare with the best eligible candidate that made a different patch:
+                // its identical twins share its votes and say nothing about why it won.
+                let hash = |x: &Scored<'_>| x.facts.patch.as_ref().and_then(|p| p.normalized_hash.clone());
+                let runner_up = scored[1..].iter().find(|n| n.rejection.is_none() && hash(n) != hash(s));
+                win_reason(s, runner_up, has_verify)
+            }
+            (None, _) => {
+                let (_, why) = compare(&scored[0], s);
+                loss_reason(s, &scored[0], why)
+            }
+        };
+        ranking.push(RankedCandidate {
+            candidate_id: s.facts.id.clone(),
+            rank: pos + 1,
+            index: s.facts.index,
+            runner: s.facts.runner.clone(),
+            status: s.facts.status,
+            eligible: s.rejection.is_none(),
+            rejection: s.rejection.clone(),
+            gates_passed: s.gates_passed,
+            gates_total: s.facts.gates.as_ref().map_or(0, |g| g.total),
+            votes: s.votes,
+            normalized_hash: s.facts.patch.as_ref().and_then(|p| p.normalized_hash.clone()),
+            patch_weight: s.weight,
+            files_changed: s.facts.patch.as_ref().map_or(0, |p| p.stats.files_changed),
+            cost: s.facts.cost,
+            reason,
+        });
+    }
+    let winner = winner_idx.map(|i| scored[i].facts.id.clone());
+    let summary = match &winner {
+        Some(_) => ranking[0].reason.clone(),
+        None if candidates.is_empty() => "no candidate ran".into(),
+        None => format!(
+            "no candidate is acceptable: {}",
+            ranking
+                .iter()
+                .map(|r| format!("{} {}", r.candidate_id, r.rejection.as_ref().map(Rejection::describe).unwrap_or_default()))
+                .collect::<Vec<_>>()
+                .join("; ")
+        ),
+    };
+    Decision { ranking, winner, groups, summary }
+}
+
+fn win_reason(w: &Scored<'_>, runner_up: Option<&Scored<'_>>, has_verify: bool) -> String {
+    let mut parts = Vec::new();
+    match (&w.facts.gates, has_verify) {
+        (Some(g), true) => parts.push(format!("passed all {} verify command(s) ({})", g.total, g.describe())),
+        _ => parts.push("its agent finished and its patch applies cleanly (no verify commands were configured)".into()),
+    }
+    if w.votes > 1 {
+        parts.push(format!("{} candidates produced this same patch", w.votes));
+    }
+    let versus = match runner_up {
+        None if w.votes > 1 => "every eligible candidate produced this patch; it comes first".to_string(),
+        None => "it is the only eligible candidate".to_string(),
+        Some(r) => {
+            let (_, why) = compare(w, r);
+            match why {
+                "votes" => format!("it beat {} on votes ({} vs {})", r.facts.id, w.votes, r.votes),
+                "patch size" => format!(
+                    "it beat {} on patch size ({} vs {} changed lines)",
+                    r.facts.id, w.weight, r.weight
+                ),
+                "cost" => format!("it beat {} on cost", r.facts.id),
+                "candidate order" => format!("it tied with {} on every criterion and comes first", r.facts.id),
+                other => format!("it beat {} on {other}", r.facts.id),
+            }
+        }
+    };
+    parts.push(versus);
+    format!("{} won: {}", w.facts.id, parts.join("; "))
+}
+
+fn loss_reason(l: &Scored<'_>, w: &Scored<'_>, why: &str) -> String {
+    match why {
+        "votes" => format!("eligible, lost to {} on votes ({} vs {})", w.facts.id, l.votes, w.votes),
+        "patch size" => format!(
+            "eligible, lost to {} on patch size ({} vs {} changed lines)",
+            w.facts.id, l.weight, w.weight
+        ),
+        "cost" => format!("eligible, lost to {} on cost", w.facts.id),
+        "candidate order" => format!("eligible, tied with {} on every criterion; {} comes first", w.facts.id, w.facts.id),
+        other => format!("eligible, lost to {} on {other}", w.facts.id),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gate::GateSummary;
+
+    fn facts(i: usize, hash: Option<&str>, lines: usize, gates_ok: Option<bool>) -> CandidateFacts {
+        CandidateFacts {
+            id: CandidateId::from_index(i),
+            index: i,
+            runner: "command".into(),
+            status: CandidateStatus::Finished,
+            agent_exit_code: Some(0),
+            setup_error: None,
+            patch: Some(PatchFacts {
+                stats: PatchStats { files_changed: 1, lines_added: lines, ..Default::default() },
+                normalized_hash: hash.map(str::to_string),
+                applies_cleanly: true,
+                apply_check_error: None,
+            }),
+            gates: gates_ok.map(|ok| GateSummary {
+                total: 1,
+                passed: ok as usize,
+                base_failing: 1,
+                fixed: ok as usize,
+                still_failing: (!ok) as usize,
+                all_passed: ok,
+                ..Default::default()
+            }),
+            cost: None,
+        }
+    }
+
+    #[test]
+    fn fixer_wins_others_rejected_with_reasons() {
+        let d = decide(&[facts(0, Some("h1"), 3, Some(false)), facts(1, Some("h2"), 2, Some(true)), facts(2, None, 0, Some(false))], true);
+        assert_eq!(d.winner, Some(CandidateId::from_index(1)));
+        assert!(d.ranking[0].reason.contains("passed all 1 verify command"));
+        let c1 = d.ranking.iter().find(|r| r.index == 0).unwrap();
+        assert!(matches!(c1.rejection, Some(Rejection::GatesFailed { .. })));
+        let c3 = d.ranking.iter().find(|r| r.index == 2).unwrap();
+        assert_eq!(c3.rejection, Some(Rejection::EmptyPatch));
+    }
+
+    #[test]
+    fn identical_patches_vote() {
+        let d = decide(&[facts(0, Some("solo"), 1, Some(true)), facts(1, Some("pair"), 5, Some(true)), facts(2, Some("pair"), 5, Some(true))], true);
+        assert_eq!(d.winner, Some(CandidateId::from_index(1)));
+        assert_eq!(d.ranking[0].votes, 2);
+        assert!(d.ranking[0].reason.contains("beat c01 on votes (2 vs 1)"), "{}", d.ranking[0].reason);
+        assert_eq!(d.groups[0].candidates.len(), 2);
+    }
+
+    #[test]
+    fn smaller_patch_breaks_ties_then_index() {
+        let d = decide(&[facts(0, Some("a"), 9, Some(true)), facts(1, Some("b"), 2, Some(true))], true);
+        assert_eq!(d.winner, Some(CandidateId::from_index(1)));
+        assert!(d.ranking[1].reason.contains("patch size"));
+        let d = decide(&[facts(0, Some("a"), 2, Some(true)), facts(1, Some("b"), 2, Some(true))], true);
+        assert_eq!(d.winner, Some(CandidateId::from_index(0)));
+    }
+
+    #[test]
+    fn no_eligible_candidate_explains_each() {
+        let mut broken = facts(1, Some("b"), 2, Some(true));
+        broken.patch.as_mut().unwrap().applies_cleanly = false;
+        let d = decide(&[facts(0, None, 0, Some(false)), broken], true);
+        assert_eq!(d.winner, None);
+        assert!(d.summary.contains("c01") && d.summary.contains("c02"), "{}", d.summary);
+        assert!(d.summary.contains("does not apply"));
+    }
+
+    #[test]
+    fn without_verify_the_agent_must_succeed() {
+        let mut failed = facts(0, Some("a"), 1, None);
+        failed.agent_exit_code = Some(3);
+        failed.status = CandidateStatus::AgentFailed;
+        let d = decide(&[failed, facts(1, Some("b"), 4, None)], false);
+        assert_eq!(d.winner, Some(CandidateId::from_index(1)));
+        assert!(d.ranking[1].reason.contains("exited with code 3"));
+    }
+
+    #[test]
+    fn ranking_does_not_depend_on_input_order() {
+        let a = vec![facts(0, Some("x"), 3, Some(true)), facts(1, Some("y"), 3, Some(true)), facts(2, Some("x"), 3, Some(true))];
+        let mut b = a.clone();
+        b.reverse();
+        assert_eq!(decide(&a, true).winner, decide(&b, true).winner);
+    }
+}

@@ -1,0 +1,544 @@
+//! Run settings: the `.arbiter/config.toml` schema, the flags that override it, and their
+//! layering (flags over config over built-in defaults) with the origin of every value.
+//!
+//! Reading the file is the caller's business; this module parses text and resolves values.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// Built-in defaults.
+pub mod defaults {
+    pub const CANDIDATES: u32 = 3;
+    pub const TIMEOUT_SECONDS: u64 = 1800;
+    pub const VERIFY_TIMEOUT_SECONDS: u64 = 600;
+    pub const SETUP_TIMEOUT_SECONDS: u64 = 600;
+    pub const RUNNER: &str = "command";
+}
+
+/// The text `arbiter init` writes: every setting, commented, at its default.
+pub const DEFAULT_CONFIG_TOML: &str = r#"# arbiter configuration. Command-line flags override these values; these values override
+# the built-in defaults. `arbiter config show` prints the resolved settings and their origin.
+
+[run]
+# Independent candidates per run.
+# candidates = 3
+# Candidates running at once (a sliding pool). Defaults to `candidates`.
+# parallel = 3
+# Wall-clock limit of one candidate's agent, in seconds (its whole process group is killed).
+# timeout_seconds = 1800
+# Commands arbiter runs itself on the base and on every candidate. A candidate passes when
+# every command that passed on the base still passes and every one that failed now passes.
+# verify = ["python3 -m unittest -q"]
+# verify_timeout_seconds = 600
+# Ignored files copied from the repository into each worktree (paths or globs).
+# include = [".env"]
+# Command run in each fresh worktree before the agent starts (e.g. installing dependencies).
+# setup = "npm ci"
+# setup_timeout_seconds = 600
+# Runner (or comma-separated runners, assigned round-robin) used when --runner is not given.
+# runner = "command"
+# Command of the `command` runner when --command is not given.
+# command = "./agent.sh"
+# What to do with the winner: "worktree" (apply to the working tree), "none", or
+# "branch:NAME" (a new branch with one commit; the working tree is untouched).
+# apply = "worktree"
+# Keep candidate worktrees after the run (they are removed by default).
+# keep_worktrees = false
+# Extra environment variables passed to agents, setup and verify commands. Agents get an
+# allowlist (PATH, HOME, locale, proxies) and never arbiter's own secrets.
+# env_passthrough = []
+
+# Named runners: `--runner fast-agent` uses this command.
+# [runners.fast-agent]
+# kind = "command"
+# command = "./agents/fast.sh"
+# env_passthrough = ["MY_AGENT_TOKEN"]
+"#;
+
+/// `.arbiter/config.toml` as written by users.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigFile {
+    #[serde(default)]
+    pub run: RunSection,
+    #[serde(default)]
+    pub runners: BTreeMap<String, RunnerSection>,
+}
+
+/// The `[run]` table.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunSection {
+    pub candidates: Option<u32>,
+    pub parallel: Option<u32>,
+    pub timeout_seconds: Option<u64>,
+    pub verify: Option<Vec<String>>,
+    pub verify_timeout_seconds: Option<u64>,
+    pub include: Option<Vec<String>>,
+    pub setup: Option<String>,
+    pub setup_timeout_seconds: Option<u64>,
+    pub runner: Option<String>,
+    pub command: Option<String>,
+    pub apply: Option<String>,
+    pub keep_worktrees: Option<bool>,
+    pub env_passthrough: Option<Vec<String>>,
+}
+
+/// A `[runners.NAME]` table.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunnerSection {
+    pub kind: String,
+    pub command: Option<String>,
+    #[serde(default)]
+    pub env_passthrough: Vec<String>,
+}
+
+/// Values given on the command line; `None` means "not given".
+#[derive(Clone, Debug, Default)]
+pub struct FlagOverrides {
+    pub candidates: Option<u32>,
+    pub parallel: Option<u32>,
+    pub timeout_seconds: Option<u64>,
+    pub verify: Vec<String>,
+    pub verify_timeout_seconds: Option<u64>,
+    pub include: Vec<String>,
+    pub setup: Option<String>,
+    pub runner: Option<String>,
+    pub command: Option<String>,
+    pub apply: Option<String>,
+    pub keep_worktrees: bool,
+}
+
+/// Where a resolved value came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Origin {
+    Default,
+    Config,
+    Flag,
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Origin::Default => "default",
+            Origin::Config => "config",
+            Origin::Flag => "flag",
+        })
+    }
+}
+
+/// A value and its origin.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Sourced<T> {
+    pub value: T,
+    pub origin: Origin,
+}
+
+fn layer<T>(flag: Option<T>, config: Option<T>, default: T) -> Sourced<T> {
+    match (flag, config) {
+        (Some(value), _) => Sourced { value, origin: Origin::Flag },
+        (None, Some(value)) => Sourced { value, origin: Origin::Config },
+        (None, None) => Sourced { value: default, origin: Origin::Default },
+    }
+}
+
+fn non_empty(v: Vec<String>) -> Option<Vec<String>> {
+    (!v.is_empty()).then_some(v)
+}
+
+/// Where the winning patch goes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "mode", content = "branch", rename_all = "snake_case")]
+pub enum ApplyMode {
+    /// Apply to the repository's working tree.
+    Worktree,
+    /// Create a new branch holding one commit; the working tree is untouched.
+    Branch(String),
+    /// Leave the repository alone.
+    None,
+}
+
+impl ApplyMode {
+    pub fn parse(s: &str) -> Result<Self, SettingsError> {
+        match s {
+            "worktree" => Ok(ApplyMode::Worktree),
+            "none" => Ok(ApplyMode::None),
+            other => match other.strip_prefix("branch:") {
+                Some(name) if !name.trim().is_empty() => Ok(ApplyMode::Branch(name.trim().to_string())),
+                _ => Err(SettingsError::Invalid {
+                    key: "apply",
+                    problem: format!("'{s}' is not an apply mode"),
+                    fix: "use `worktree`, `none` or `branch:NAME`".into(),
+                }),
+            },
+        }
+    }
+}
+
+impl fmt::Display for ApplyMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ApplyMode::Worktree => f.write_str("worktree"),
+            ApplyMode::None => f.write_str("none"),
+            ApplyMode::Branch(b) => write!(f, "branch:{b}"),
+        }
+    }
+}
+
+/// How a runner produces a candidate.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum RunnerKind {
+    /// Any program: `sh -c COMMAND` in the worktree.
+    Command { command: String },
+}
+
+/// A runner ready to be assigned to candidates.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunnerSpec {
+    /// The name candidates are labelled with (`command` or a `[runners.NAME]` key).
+    pub name: String,
+    #[serde(flatten)]
+    pub kind: RunnerKind,
+    /// Variables passed to this runner beyond the allowlist.
+    pub env_passthrough: Vec<String>,
+}
+
+/// Every setting of a run, resolved, with its origin.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RunSettings {
+    pub candidates: Sourced<u32>,
+    pub parallel: Sourced<u32>,
+    pub timeout_seconds: Sourced<u64>,
+    pub verify: Sourced<Vec<String>>,
+    pub verify_timeout_seconds: Sourced<u64>,
+    pub include: Sourced<Vec<String>>,
+    pub setup: Sourced<Option<String>>,
+    pub setup_timeout_seconds: Sourced<u64>,
+    pub runner: Sourced<String>,
+    pub command: Sourced<Option<String>>,
+    pub apply: Sourced<ApplyMode>,
+    pub keep_worktrees: Sourced<bool>,
+    pub env_passthrough: Sourced<Vec<String>>,
+    /// The runners named by `runner`, resolved against `[runners]`.
+    pub runners: Vec<RunnerSpec>,
+}
+
+/// A setting that cannot be used, with the fix.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum SettingsError {
+    #[error("invalid {key}: {problem}; {fix}")]
+    Invalid { key: &'static str, problem: String, fix: String },
+    #[error(
+        "unknown runner '{name}': known runners are {known}; add a [runners.{name}] table to .arbiter/config.toml to define it"
+    )]
+    UnknownRunner { name: String, known: String },
+    #[error("the {runner} runner needs a command: pass --command 'PROGRAM ARGS' or set `command` in {where_}")]
+    MissingCommand { runner: String, where_: String },
+    #[error("cannot parse {path}: {message}")]
+    Parse { path: String, message: String },
+}
+
+/// Runner kinds this build knows, in the order `arbiter` lists them.
+pub const RUNNER_KINDS: &[&str] = &["command"];
+
+impl ConfigFile {
+    /// Parses the text of a configuration file; `path` names it in errors.
+    pub fn parse(text: &str, path: &str) -> Result<Self, SettingsError> {
+        toml::from_str(text).map_err(|e| SettingsError::Parse {
+            path: path.to_string(),
+            message: e.to_string().trim().replace('\n', " "),
+        })
+    }
+}
+
+impl RunSettings {
+    /// Layers `flags` over `config` over the built-in defaults and validates the result.
+    pub fn resolve(config: &ConfigFile, flags: FlagOverrides) -> Result<Self, SettingsError> {
+        let run = &config.run;
+        let candidates = layer(flags.candidates, run.candidates, defaults::CANDIDATES);
+        if candidates.value == 0 {
+            return Err(SettingsError::Invalid {
+                key: "candidates",
+                problem: format!("0 (from {})", candidates.origin),
+                fix: "a run needs at least 1 candidate".into(),
+            });
+        }
+        let parallel = layer(flags.parallel, run.parallel, candidates.value);
+        if parallel.value == 0 {
+            return Err(SettingsError::Invalid {
+                key: "parallel",
+                problem: format!("0 (from {})", parallel.origin),
+                fix: "use at least 1".into(),
+            });
+        }
+        let positive = |key: &'static str, s: Sourced<u64>| {
+            if s.value == 0 {
+                Err(SettingsError::Invalid {
+                    key,
+                    problem: format!("0 seconds (from {})", s.origin),
+                    fix: "use a positive number of seconds".into(),
+                })
+            } else {
+                Ok(s)
+            }
+        };
+        let timeout_seconds = positive(
+            "timeout_seconds",
+            layer(flags.timeout_seconds, run.timeout_seconds, defaults::TIMEOUT_SECONDS),
+        )?;
+        let verify_timeout_seconds = positive(
+            "verify_timeout_seconds",
+            layer(flags.verify_timeout_seconds, run.verify_timeout_seconds, defaults::VERIFY_TIMEOUT_SECONDS),
+        )?;
+        let setup_timeout_seconds = positive(
+            "setup_timeout_seconds",
+            layer(None, run.setup_timeout_seconds, defaults::SETUP_TIMEOUT_SECONDS),
+        )?;
+        let verify = layer(non_empty(flags.verify), run.verify.clone(), Vec::new());
+        if let Some(blank) = verify.value.iter().position(|v| v.trim().is_empty()) {
+            return Err(SettingsError::Invalid {
+                key: "verify",
+                problem: format!("command #{} is empty", blank + 1),
+                fix: "give each --verify a command to run".into(),
+            });
+        }
+        let include = layer(non_empty(flags.include), run.include.clone(), Vec::new());
+        let setup = layer(flags.setup.map(Some), run.setup.clone().map(Some), None);
+        let runner = layer(flags.runner, run.runner.clone(), defaults::RUNNER.to_string());
+        let command = layer(flags.command.map(Some), run.command.clone().map(Some), None);
+        let apply_text = layer(flags.apply, run.apply.clone(), "worktree".to_string());
+        let apply = Sourced { value: ApplyMode::parse(&apply_text.value)?, origin: apply_text.origin };
+        let keep_worktrees = layer(flags.keep_worktrees.then_some(true), run.keep_worktrees, false);
+        let env_passthrough = layer(None, run.env_passthrough.clone(), Vec::new());
+        let runners = resolve_runners(config, &runner.value, command.value.as_deref(), command.origin)?;
+        Ok(RunSettings {
+            candidates,
+            parallel,
+            timeout_seconds,
+            verify,
+            verify_timeout_seconds,
+            include,
+            setup,
+            setup_timeout_seconds,
+            runner,
+            command,
+            apply,
+            keep_worktrees,
+            env_passthrough,
+            runners,
+        })
+    }
+
+    /// The runner of the candidate at `index` (runners are assigned round-robin).
+    pub fn runner_for(&self, index: usize) -> &RunnerSpec {
+        &self.runners[index % self.runners.len()]
+    }
+
+    /// `(key, value, origin)` rows for `arbiter config show`.
+    pub fn rows(&self) -> Vec<(&'static str, String, Origin)> {
+        fn list(v: &[String]) -> String {
+            if v.is_empty() { "[]".into() } else { format!("{v:?}") }
+        }
+        fn opt(v: &Option<String>) -> String {
+            v.clone().unwrap_or_else(|| "(none)".into())
+        }
+        vec![
+            ("candidates", self.candidates.value.to_string(), self.candidates.origin),
+            ("parallel", self.parallel.value.to_string(), self.parallel.origin),
+            ("timeout_seconds", self.timeout_seconds.value.to_string(), self.timeout_seconds.origin),
+            ("verify", list(&self.verify.value), self.verify.origin),
+            (
+                "verify_timeout_seconds",
+                self.verify_timeout_seconds.value.to_string(),
+                self.verify_timeout_seconds.origin,
+            ),
+            ("include", list(&self.include.value), self.include.origin),
+            ("setup", opt(&self.setup.value), self.setup.origin),
+            (
+                "setup_timeout_seconds",
+                self.setup_timeout_seconds.value.to_string(),
+                self.setup_timeout_seconds.origin,
+            ),
+            ("runner", self.runner.value.clone(), self.runner.origin),
+            ("command", opt(&self.command.value), self.command.origin),
+            ("apply", self.apply.value.to_string(), self.apply.origin),
+            ("keep_worktrees", self.keep_worktrees.value.to_string(), self.keep_worktrees.origin),
+            ("env_passthrough", list(&self.env_passthrough.value), self.env_passthrough.origin),
+        ]
+    }
+}
+
+fn resolve_runners(
+    config: &ConfigFile,
+    names: &str,
+    command: Option<&str>,
+    command_origin: Origin,
+) -> Result<Vec<RunnerSpec>, SettingsError> {
+    let names: Vec<&str> = names.split(',').map(str::trim).filter(|n| !n.is_empty()).collect();
+    if names.is_empty() {
+        return Err(SettingsError::Invalid {
+            key: "runner",
+            problem: "no runner named".into(),
+            fix: "pass --runner NAME (e.g. --runner command)".into(),
+        });
+    }
+    names
+        .into_iter()
+        .map(|name| {
+            if let Some(section) = config.runners.get(name) {
+                return runner_from_section(name, section);
+            }
+            match name {
+                "command" => {
+                    let command = command.filter(|c| !c.trim().is_empty()).ok_or_else(|| {
+                        SettingsError::MissingCommand {
+                            runner: "command".into(),
+                            where_: match command_origin {
+                                Origin::Flag => "--command (it is empty)".into(),
+                                _ => "the [run] table of .arbiter/config.toml".into(),
+                            },
+                        }
+                    })?;
+                    Ok(RunnerSpec {
+                        name: "command".into(),
+                        kind: RunnerKind::Command { command: command.to_string() },
+                        env_passthrough: Vec::new(),
+                    })
+                }
+                other => Err(SettingsError::UnknownRunner {
+                    name: other.to_string(),
+                    known: known_runners(config),
+                }),
+            }
+        })
+        .collect()
+}
+
+fn runner_from_section(name: &str, section: &RunnerSection) -> Result<RunnerSpec, SettingsError> {
+    match section.kind.as_str() {
+        "command" => {
+            let command = section
+                .command
+                .clone()
+                .filter(|c| !c.trim().is_empty())
+                .ok_or_else(|| SettingsError::MissingCommand {
+                    runner: name.to_string(),
+                    where_: format!("[runners.{name}] of .arbiter/config.toml"),
+                })?;
+            Ok(RunnerSpec {
+                name: name.to_string(),
+                kind: RunnerKind::Command { command },
+                env_passthrough: section.env_passthrough.clone(),
+            })
+        }
+        other => Err(SettingsError::Invalid {
+            key: "runners.kind",
+            problem: format!("[runners.{name}] has kind '{other}'"),
+            fix: format!("use one of: {}", RUNNER_KINDS.join(", ")),
+        }),
+    }
+}
+
+fn known_runners(config: &ConfigFile) -> String {
+    let mut names: Vec<String> = RUNNER_KINDS.iter().map(|s| s.to_string()).collect();
+    names.extend(config.runners.keys().cloned());
+    names.join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn flags_with_command() -> FlagOverrides {
+        FlagOverrides { command: Some("./agent.sh".into()), ..Default::default() }
+    }
+
+    #[test]
+    fn default_config_text_parses_to_defaults() {
+        let cfg = ConfigFile::parse(DEFAULT_CONFIG_TOML, "config.toml").unwrap();
+        assert_eq!(cfg, ConfigFile::default());
+    }
+
+    #[test]
+    fn flags_override_config_override_defaults() {
+        let cfg = ConfigFile::parse(
+            "[run]\ncandidates = 5\ntimeout_seconds = 60\nverify = [\"make test\"]\n",
+            "c",
+        )
+        .unwrap();
+        let s = RunSettings::resolve(
+            &cfg,
+            FlagOverrides { candidates: Some(2), ..flags_with_command() },
+        )
+        .unwrap();
+        assert_eq!(s.candidates, Sourced { value: 2, origin: Origin::Flag });
+        assert_eq!(s.parallel, Sourced { value: 2, origin: Origin::Default });
+        assert_eq!(s.timeout_seconds, Sourced { value: 60, origin: Origin::Config });
+        assert_eq!(s.verify.value, vec!["make test".to_string()]);
+        assert_eq!(s.verify.origin, Origin::Config);
+        assert_eq!(s.verify_timeout_seconds.origin, Origin::Default);
+        assert_eq!(s.apply.value, ApplyMode::Worktree);
+    }
+
+    #[test]
+    fn zero_candidates_is_refused() {
+        let err = RunSettings::resolve(
+            &ConfigFile::default(),
+            FlagOverrides { candidates: Some(0), ..flags_with_command() },
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("at least 1 candidate"), "{err}");
+    }
+
+    #[test]
+    fn unknown_runner_names_the_known_ones() {
+        let err = RunSettings::resolve(
+            &ConfigFile::default(),
+            FlagOverrides { runner: Some("nope".into()), ..flags_with_command() },
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("unknown runner 'nope'"), "{err}");
+        assert!(err.to_string().contains("command"), "{err}");
+    }
+
+    #[test]
+    fn named_runners_round_robin() {
+        let cfg = ConfigFile::parse(
+            "[runners.a]\nkind = \"command\"\ncommand = \"./a.sh\"\n[runners.b]\nkind = \"command\"\ncommand = \"./b.sh\"\n",
+            "c",
+        )
+        .unwrap();
+        let s = RunSettings::resolve(
+            &cfg,
+            FlagOverrides { runner: Some("a,b".into()), candidates: Some(3), ..Default::default() },
+        )
+        .unwrap();
+        assert_eq!(s.runner_for(0).name, "a");
+        assert_eq!(s.runner_for(1).name, "b");
+        assert_eq!(s.runner_for(2).name, "a");
+    }
+
+    #[test]
+    fn command_runner_without_command_says_how() {
+        let err = RunSettings::resolve(&ConfigFile::default(), FlagOverrides::default()).unwrap_err();
+        assert!(err.to_string().contains("--command"), "{err}");
+    }
+
+    #[test]
+    fn unknown_config_keys_are_reported() {
+        let err = ConfigFile::parse("[run]\ncandidatez = 3\n", ".arbiter/config.toml").unwrap_err();
+        assert!(err.to_string().contains("candidatez"), "{err}");
+    }
+
+    #[test]
+    fn apply_modes_parse() {
+        assert_eq!(ApplyMode::parse("branch:fix").unwrap(), ApplyMode::Branch("fix".into()));
+        assert!(ApplyMode::parse("branch:").is_err());
+        assert!(ApplyMode::parse("elsewhere").is_err());
+    }
+}

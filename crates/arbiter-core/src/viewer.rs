@@ -1,0 +1,210 @@
+//! `viewer/index.html`: one self-contained page (inline CSS, no script, no external URL)
+//! showing the decision, each candidate's evidence and its diff.
+
+use std::fmt::Write;
+
+use crate::gate::GateVerdict;
+use crate::ids::CandidateId;
+use crate::report::{ReportInput, exit_text};
+use crate::time::human_duration;
+
+/// Escapes text for HTML element content and attribute values.
+pub fn escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+const STYLE: &str = "body{font:14px/1.45 system-ui,sans-serif;margin:0;background:#f6f7f9;color:#1d2330}\
+header{background:#1d2330;color:#fff;padding:18px 28px}header h1{margin:0;font-size:20px}\
+main{padding:20px 28px;max-width:1200px}section{background:#fff;border:1px solid #dde1e7;border-radius:8px;padding:14px 18px;margin:0 0 16px}\
+table{border-collapse:collapse;width:100%}th,td{text-align:left;padding:5px 8px;border-bottom:1px solid #eceff3;vertical-align:top}\
+.win{background:#e7f6ec}.tag{display:inline-block;border-radius:10px;padding:1px 8px;font-size:12px;font-weight:600}\
+.ok{background:#d4f2dd;color:#135c2c}.bad{background:#fbdada;color:#8a1f1f}.mid{background:#eee;color:#444}\
+pre{background:#0f1420;color:#d8dee9;padding:10px;border-radius:6px;overflow:auto;font-size:12.5px;max-height:520px}\
+.add{color:#8fd19e}.del{color:#f19999}.hunk{color:#88b4f0}.meta{color:#b8a4e3}summary{cursor:pointer;font-weight:600}";
+
+/// Renders the page; `patches` holds each candidate's diff text.
+pub fn render_html(r: &ReportInput<'_>, patches: &[(CandidateId, String)]) -> String {
+    let s = r.state;
+    let mut h = String::new();
+    let _ = write!(
+        h,
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>arbiter run {}</title><style>{STYLE}</style></head><body>",
+        escape(s.run_id.as_str())
+    );
+    let _ = write!(
+        h,
+        "<header><h1>arbiter run {}</h1><div>{}</div></header><main>",
+        escape(s.run_id.as_str()),
+        escape(&s.task.title())
+    );
+
+    let (tag_class, tag) = match r.selection.outcome.as_str() {
+        "selected" => ("ok", format!("winner {}", r.selection.winner.as_ref().map(|w| w.to_string()).unwrap_or_default())),
+        "interrupted" => ("mid", "interrupted".to_string()),
+        _ => ("bad", "no acceptable candidate".to_string()),
+    };
+    let _ = write!(
+        h,
+        "<section><h2>Decision <span class=\"tag {tag_class}\">{}</span></h2><p>{}</p>",
+        escape(&tag),
+        escape(&r.selection.summary)
+    );
+    if let Some(m) = &s.materialization {
+        let _ = write!(
+            h,
+            "<p>Materialization ({}): {}</p>",
+            escape(&m.mode.to_string()),
+            escape(&if m.applied { "applied".to_string() } else { m.error.clone().unwrap_or_else(|| "not applied".into()) })
+        );
+    }
+    let _ = write!(
+        h,
+        "<table><tr><th>Status</th><td>{}</td><th>Base</th><td><code>{}</code> ({})</td></tr><tr><th>Repository</th><td><code>{}</code></td><th>Cost</th><td>{}</td></tr></table></section>",
+        escape(s.status.as_str()),
+        escape(&s.base_commit[..s.base_commit.len().min(12)]),
+        escape(&s.base_ref),
+        escape(&s.repo),
+        escape(&r.cost.total.describe_cost())
+    );
+
+    let _ = write!(h, "<section><h2>Task</h2><pre>{}</pre>", escape(s.task.prompt.trim()));
+    if let Some(c) = &s.task.success_criteria {
+        let _ = write!(h, "<p><b>Success criteria:</b> {}</p>", escape(c));
+    }
+    if let Some(b) = r.baseline {
+        if !b.commands.is_empty() {
+            let _ = write!(h, "<h3>Baseline on the base commit</h3><table>");
+            for c in &b.commands {
+                let (cls, word) = if c.passed() { ("ok", "passes") } else { ("bad", "fails") };
+                let _ = write!(
+                    h,
+                    "<tr><td><code>{}</code></td><td><span class=\"tag {cls}\">{word}</span> {}</td></tr>",
+                    escape(&c.command),
+                    escape(&exit_text(c.exit_code, c.timed_out))
+                );
+            }
+            let _ = write!(h, "</table>");
+        }
+    }
+    let _ = write!(h, "</section>");
+
+    let _ = write!(
+        h,
+        "<section><h2>Ranking</h2><p>Criteria in order: {}</p><table><tr><th>Rank</th><th>Candidate</th><th>Runner</th><th>Eligible</th><th>Gates</th><th>Votes</th><th>Patch lines</th><th>Reason</th></tr>",
+        escape(&r.ranking.criteria.join(" → "))
+    );
+    for c in &r.ranking.candidates {
+        let won = r.selection.winner.as_ref() == Some(&c.candidate_id);
+        let _ = write!(
+            h,
+            "<tr{}><td>{}</td><td><a href=\"#{id}\">{id}</a></td><td>{}</td><td><span class=\"tag {}\">{}</span></td><td>{}/{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            if won { " class=\"win\"" } else { "" },
+            c.rank,
+            escape(&c.runner),
+            if c.eligible { "ok" } else { "bad" },
+            if c.eligible { "yes" } else { "no" },
+            c.gates_passed,
+            c.gates_total,
+            c.votes,
+            c.patch_weight,
+            escape(&c.reason),
+            id = escape(c.candidate_id.as_str()),
+        );
+    }
+    let _ = write!(h, "</table></section>");
+
+    for c in &r.ranking.candidates {
+        let _ = write!(h, "<section id=\"{id}\"><h2>{id} <small>({})</small></h2><p>{}</p>", escape(&c.runner), escape(&c.reason), id = escape(c.candidate_id.as_str()));
+        if let Some(e) = r.evidence.iter().find(|e| e.candidate_id == c.candidate_id) {
+            let a = &e.agent;
+            let _ = write!(
+                h,
+                "<p>Agent: {} after {}</p>",
+                escape(&if a.timed_out { "timed out".into() } else if a.cancelled { "cancelled".into() } else { exit_text(a.exit_code, false) }),
+                human_duration(a.duration_ms)
+            );
+            if let Some(err) = &e.setup_error {
+                let _ = write!(h, "<p><span class=\"tag bad\">preparation failed</span> {}</p>", escape(err));
+            }
+            if !e.gates.is_empty() {
+                let _ = write!(h, "<table><tr><th>Verify command</th><th>Result</th><th>Output (tail)</th></tr>");
+                for g in &e.gates {
+                    let (cls, word) = match g.verdict {
+                        GateVerdict::KeptPassing => ("ok", "kept passing"),
+                        GateVerdict::Fixed => ("ok", "fixed"),
+                        GateVerdict::Regressed => ("bad", "regressed"),
+                        GateVerdict::StillFailing => ("bad", "still failing"),
+                    };
+                    let _ = write!(
+                        h,
+                        "<tr><td><code>{}</code></td><td><span class=\"tag {cls}\">{word}</span> {}</td><td><details><summary>output</summary><pre>{}</pre></details></td></tr>",
+                        escape(&g.outcome.command),
+                        escape(&exit_text(g.outcome.exit_code, g.outcome.timed_out)),
+                        escape(&g.outcome.output_tail)
+                    );
+                }
+                let _ = write!(h, "</table>");
+            }
+        }
+        match patches.iter().find(|(id, _)| *id == c.candidate_id) {
+            Some((_, diff)) if !diff.trim().is_empty() => {
+                let _ = write!(h, "<details{}><summary>Diff</summary><pre>{}</pre></details>", if r.selection.winner.as_ref() == Some(&c.candidate_id) { " open" } else { "" }, colour_diff(diff));
+            }
+            _ => {
+                let _ = write!(h, "<p><i>No changes.</i></p>");
+            }
+        }
+        let _ = write!(h, "</section>");
+    }
+    let _ = write!(h, "</main></body></html>\n");
+    h
+}
+
+fn colour_diff(diff: &str) -> String {
+    let mut out = String::with_capacity(diff.len() + diff.len() / 4);
+    for line in diff.lines() {
+        let class = if line.starts_with("diff --git") || line.starts_with("index ") || line.starts_with("+++") || line.starts_with("---") {
+            Some("meta")
+        } else if line.starts_with("@@") {
+            Some("hunk")
+        } else if line.starts_with('+') {
+            Some("add")
+        } else if line.starts_with('-') {
+            Some("del")
+        } else {
+            None
+        };
+        match class {
+            Some(c) => {
+                let _ = writeln!(out, "<span class=\"{c}\">{}</span>", escape(line));
+            }
+            None => {
+                let _ = writeln!(out, "{}", escape(line));
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escapes_markup() {
+        assert_eq!(escape("<script>\"&'"), "&lt;script&gt;&quot;&amp;&#39;");
+        let d = colour_diff("+<b>\n-x\n");
+        assert!(d.contains("&lt;b&gt;") && d.contains("class=\"add\""));
+    }
+}
