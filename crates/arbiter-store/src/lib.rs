@@ -1,1 +1,88 @@
-//! placeholder
+//! arbiter-store: where runs, candidates and events are indexed.
+//!
+//! [`Store`] is the port; [`sqlite::SqliteStore`] the embedded implementation behind
+//! `.arbiter/arbiter.db`. A Postgres implementation satisfies the same trait. The run
+//! directory stays the source of truth for a run's artifacts; the store indexes them and
+//! keeps the event log queryable.
+
+#![forbid(unsafe_code)]
+
+pub mod migrate;
+pub mod sqlite;
+
+use arbiter_core::event::Event;
+use arbiter_core::ids::{CandidateId, RunId};
+use arbiter_core::status::{CandidateStatus, RunStatus};
+use arbiter_core::time::Timestamp;
+use async_trait::async_trait;
+
+/// A run as the store indexes it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunRecord {
+    pub id: RunId,
+    pub repo: String,
+    pub task_title: String,
+    pub status: RunStatus,
+    pub base_commit: String,
+    pub run_dir: String,
+    pub candidates: u32,
+    pub winner: Option<CandidateId>,
+    pub started_at: Timestamp,
+    pub finished_at: Option<Timestamp>,
+}
+
+/// A candidate as the store indexes it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CandidateRecord {
+    pub run_id: RunId,
+    pub id: CandidateId,
+    pub index: usize,
+    pub runner: String,
+    pub status: CandidateStatus,
+    pub exit_code: Option<i32>,
+    pub normalized_hash: Option<String>,
+    pub eligible: Option<bool>,
+    pub rank: Option<usize>,
+}
+
+/// Store failures.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("cannot open the database {location}: {source}; check the path and its permissions")]
+    Open { location: String, source: sqlx::Error },
+    #[error("database migration {version} ({name}) failed: {source}")]
+    Migration { version: i64, name: &'static str, source: sqlx::Error },
+    #[error(
+        "the database is at schema version {found}, newer than this arbiter knows ({known}); upgrade arbiter"
+    )]
+    TooNew { found: i64, known: i64 },
+    #[error("database error: {0}")]
+    Query(#[from] sqlx::Error),
+    #[error("the database holds an invalid value in {column}: '{value}'")]
+    Corrupt { column: &'static str, value: String },
+}
+
+/// The persistence port.
+#[async_trait]
+pub trait Store: Send + Sync {
+    /// Inserts a run, or replaces its row when it exists.
+    async fn put_run(&self, run: &RunRecord) -> Result<(), StoreError>;
+    /// Changes a run's status, winner and end time.
+    async fn finish_run(
+        &self,
+        id: &RunId,
+        status: RunStatus,
+        winner: Option<&CandidateId>,
+        finished_at: Option<Timestamp>,
+    ) -> Result<(), StoreError>;
+    /// Inserts a candidate, or replaces its row when it exists.
+    async fn put_candidate(&self, c: &CandidateRecord) -> Result<(), StoreError>;
+    /// Appends one event.
+    async fn append_event(&self, e: &Event) -> Result<(), StoreError>;
+    /// The newest runs first.
+    async fn list_runs(&self, limit: u32) -> Result<Vec<RunRecord>, StoreError>;
+    async fn get_run(&self, id: &RunId) -> Result<Option<RunRecord>, StoreError>;
+    async fn candidates(&self, run: &RunId) -> Result<Vec<CandidateRecord>, StoreError>;
+    /// A run's events in order.
+    async fn events(&self, run: &RunId) -> Result<Vec<Event>, StoreError>;
+}
