@@ -39,3 +39,8 @@ pub mod status;
 pub mod task;
 pub mod time;
 pub mod viewer;
+
+/// A source of the current time, injected so tests and replays are deterministic.
+pub trait Clock: Send + Sync {
+    fn now(&self) -> time::Timestamp;
+}

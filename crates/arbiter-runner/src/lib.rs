@@ -1,1 +1,37 @@
-//! placeholder
+//! arbiter-runner: the effects of a tournament.
+//!
+//! This crate owns everything that touches the outside world while a task runs: git and
+//! worktrees ([`git`], [`workspace`], [`capture`]), child processes ([`process`],
+//! [`agent_env`]), agents ([`agent`]), verify commands ([`gates`]), the run directory and
+//! its event log ([`rundir`], [`events`]), putting a patch into the repository
+//! ([`materialize`]) and the tournament itself ([`engine`]). Every decision is delegated to
+//! `arbiter-core`; every record goes through the `arbiter-store` port.
+
+#![forbid(unsafe_code)]
+
+pub mod agent;
+pub mod agent_env;
+pub mod capture;
+pub mod engine;
+pub mod events;
+pub mod gates;
+pub mod git;
+pub mod include;
+pub mod materialize;
+pub mod preflight;
+pub mod process;
+pub mod rundir;
+pub mod workspace;
+
+/// The system clock.
+pub struct SystemClock;
+
+impl arbiter_core::Clock for SystemClock {
+    fn now(&self) -> arbiter_core::time::Timestamp {
+        let micros = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_micros() as i64)
+            .unwrap_or(0);
+        arbiter_core::time::Timestamp(micros)
+    }
+}

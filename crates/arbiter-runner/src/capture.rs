@@ -1,0 +1,81 @@
+//! Capturing a candidate's work as a patch, and checking that it applies to the base.
+//!
+//! The patch is every change against the base commit, whatever the agent did with git:
+//! modified, new (untracked), deleted, renamed and binary files and mode changes; ignored
+//! files and arbiter's own `.arbiter/` are left out. Because it is taken against the base
+//! commit through the index, an agent that committed its work is captured the same way as
+//! one that left it in the working tree.
+
+use std::path::Path;
+
+use crate::git::{Git, GitError};
+
+const EXCLUDE_ARBITER: &str = ":(exclude).arbiter";
+
+/// `git diff --binary` of everything in `worktree` against `base`.
+pub async fn capture_patch(worktree: &Git, base: &str) -> Result<String, GitError> {
+    worktree.run(["add", "--all", "--", ".", EXCLUDE_ARBITER]).await?;
+    let out = worktree
+        .run([
+            "diff",
+            "--cached",
+            "--binary",
+            "--no-color",
+            "--no-ext-diff",
+            "--no-textconv",
+            "--find-renames",
+            "--src-prefix=a/",
+            "--dst-prefix=b/",
+            base,
+            "--",
+            ".",
+            EXCLUDE_ARBITER,
+        ])
+        .await?;
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Checks that `patch_file` applies cleanly to `base`, without touching any working tree:
+/// the base is read into a private index and the patch is applied to that index.
+/// Returns git's complaint when it does not apply.
+pub async fn apply_check(repo: &Git, base: &str, patch_file: &Path, scratch_index: &Path) -> Result<Result<(), String>, GitError> {
+    repo.run_with_index(["read-tree", base], Some(scratch_index)).await?;
+    let result = repo
+        .run_with_index(
+            [std::ffi::OsStr::new("apply"), std::ffi::OsStr::new("--cached"), std::ffi::OsStr::new("--check"), patch_file.as_os_str()],
+            Some(scratch_index),
+        )
+        .await;
+    let _ = std::fs::remove_file(scratch_index);
+    match result {
+        Ok(_) => Ok(Ok(())),
+        Err(GitError::Failed { stderr, .. }) => Ok(Err(stderr)),
+        Err(e) => Err(e),
+    }
+}
+
+/// Commits `patch_file` on top of `base` as a new commit, without touching any working
+/// tree, and returns the commit id. The caller points a branch at it.
+pub async fn commit_patch(repo: &Git, base: &str, patch_file: &Path, scratch_index: &Path, message: &str) -> Result<String, GitError> {
+    let result = async {
+        repo.run_with_index(["read-tree", base], Some(scratch_index)).await?;
+        repo.run_with_index(
+            [std::ffi::OsStr::new("apply"), std::ffi::OsStr::new("--cached"), patch_file.as_os_str()],
+            Some(scratch_index),
+        )
+        .await?;
+        let tree = repo.run_with_index(["write-tree"], Some(scratch_index)).await?.text();
+        let mut args = vec!["commit-tree".to_string(), tree, "-p".into(), base.to_string(), "-m".into(), message.to_string()];
+        if !repo.has_identity().await {
+            args = [
+                vec!["-c".to_string(), "user.name=arbiter".into(), "-c".into(), "user.email=arbiter@localhost".into()],
+                args,
+            ]
+            .concat();
+        }
+        Ok(repo.run(args).await?.text())
+    }
+    .await;
+    let _ = std::fs::remove_file(scratch_index);
+    result
+}

@@ -1,0 +1,186 @@
+//! The one way arbiter talks to git: the `git` program, with a sanitized environment.
+//!
+//! Working-tree mutations (worktrees, apply, commit) go through the git CLI because it is
+//! what users run and trust; libraries differ from it at the edges. Inherited `GIT_DIR`,
+//! `GIT_WORK_TREE` and `GIT_INDEX_FILE` are removed so a caller's environment cannot
+//! redirect arbiter to another repository, prompts are disabled, and messages are in C.
+
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+/// A git failure, with git's own message.
+#[derive(Debug, thiserror::Error)]
+pub enum GitError {
+    #[error("git is not installed or not on PATH ({0}); install git and try again")]
+    Missing(std::io::Error),
+    #[error("`git {args}` failed in {dir}: {stderr}")]
+    Failed { args: String, dir: String, stderr: String },
+    #[error("{0} is not inside a git repository; run `git init` there or pass --repo DIR")]
+    NotARepository(String),
+    #[error("cannot resolve '{0}' to a commit; pass an existing branch, tag or commit to --base")]
+    UnknownRevision(String),
+    #[error("i/o error around git: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Output of a successful git command.
+pub struct GitOutput {
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+}
+
+impl GitOutput {
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.stdout).trim_end().to_string()
+    }
+}
+
+/// Runs git in a directory.
+#[derive(Clone, Debug)]
+pub struct Git {
+    dir: PathBuf,
+}
+
+impl Git {
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        Git { dir: dir.into() }
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn command<I, S>(&self, args: I, index_file: Option<&Path>) -> tokio::process::Command
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        let mut cmd = tokio::process::Command::new("git");
+        cmd.arg("-c").arg("core.quotepath=off").args(args).current_dir(&self.dir);
+        for var in ["GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY", "GIT_CEILING_DIRECTORIES", "GIT_PREFIX"] {
+            cmd.env_remove(var);
+        }
+        cmd.env("GIT_TERMINAL_PROMPT", "0").env("LC_ALL", "C").env("GIT_OPTIONAL_LOCKS", "0");
+        if let Some(index) = index_file {
+            cmd.env("GIT_INDEX_FILE", index);
+        }
+        cmd.stdin(Stdio::null()).kill_on_drop(true);
+        cmd
+    }
+
+    /// Runs `git ARGS`, failing on a non-zero exit.
+    pub async fn run<I, S>(&self, args: I) -> Result<GitOutput, GitError>
+    where
+        I: IntoIterator<Item = S> + Clone,
+        S: AsRef<OsStr>,
+    {
+        self.run_with_index(args, None).await
+    }
+
+    /// Runs `git ARGS` with `GIT_INDEX_FILE` pointing at a private index.
+    pub async fn run_with_index<I, S>(&self, args: I, index_file: Option<&Path>) -> Result<GitOutput, GitError>
+    where
+        I: IntoIterator<Item = S> + Clone,
+        S: AsRef<OsStr>,
+    {
+        let out = self.command(args.clone(), index_file).output().await.map_err(|e| {
+            if e.kind() == std::io::ErrorKind::NotFound { GitError::Missing(e) } else { GitError::Io(e) }
+        })?;
+        if out.status.success() {
+            Ok(GitOutput { stdout: out.stdout, stderr: out.stderr })
+        } else {
+            Err(GitError::Failed {
+                args: args.into_iter().map(|a| a.as_ref().to_string_lossy().into_owned()).collect::<Vec<_>>().join(" "),
+                dir: self.dir.display().to_string(),
+                stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+            })
+        }
+    }
+
+    /// The top of the repository containing this directory.
+    pub async fn toplevel(&self) -> Result<PathBuf, GitError> {
+        match self.run(["rev-parse", "--show-toplevel"]).await {
+            Ok(out) => Ok(PathBuf::from(out.text())),
+            Err(GitError::Failed { stderr, .. }) if stderr.contains("not a git repository") => {
+                Err(GitError::NotARepository(self.dir.display().to_string()))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The commit a revision names.
+    pub async fn resolve_commit(&self, rev: &str) -> Result<String, GitError> {
+        let spec = format!("{rev}^{{commit}}");
+        match self.run(["rev-parse", "--verify", "--quiet", spec.as_str()]).await {
+            Ok(out) => Ok(out.text()),
+            Err(GitError::Failed { .. }) => Err(GitError::UnknownRevision(rev.to_string())),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The current branch name, or `None` on a detached HEAD.
+    pub async fn current_branch(&self) -> Result<Option<String>, GitError> {
+        match self.run(["symbolic-ref", "--quiet", "--short", "HEAD"]).await {
+            Ok(out) => Ok(Some(out.text())),
+            Err(GitError::Failed { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Paths with uncommitted changes (tracked or untracked, ignored files excluded).
+    pub async fn dirty_paths(&self) -> Result<Vec<String>, GitError> {
+        let out = self.run(["status", "--porcelain=v1", "-z", "--untracked-files=normal"]).await?;
+        Ok(out
+            .stdout
+            .split(|b| *b == 0)
+            .filter(|e| e.len() > 3)
+            .map(|e| String::from_utf8_lossy(&e[3..]).into_owned())
+            .filter(|p| !p.starts_with(".arbiter/"))
+            .collect())
+    }
+
+    /// `git worktree add --detach PATH COMMIT`.
+    pub async fn worktree_add(&self, path: &Path, commit: &str) -> Result<(), GitError> {
+        self.run([OsStr::new("worktree"), OsStr::new("add"), OsStr::new("--detach"), OsStr::new("--quiet"), path.as_os_str(), OsStr::new(commit)])
+            .await
+            .map(|_| ())
+    }
+
+    /// Removes a worktree and its administrative files, even when it is dirty or half gone.
+    pub async fn worktree_remove(&self, path: &Path) -> Result<(), GitError> {
+        let removed = self
+            .run([OsStr::new("worktree"), OsStr::new("remove"), OsStr::new("--force"), OsStr::new("--force"), path.as_os_str()])
+            .await;
+        if removed.is_err() || path.exists() {
+            if path.exists() {
+                tokio::fs::remove_dir_all(path).await?;
+            }
+            self.worktree_prune().await?;
+        }
+        Ok(())
+    }
+
+    pub async fn worktree_prune(&self) -> Result<(), GitError> {
+        self.run(["worktree", "prune"]).await.map(|_| ())
+    }
+
+    /// Whether `name` is a valid new branch name.
+    pub async fn valid_branch_name(&self, name: &str) -> bool {
+        self.run(["check-ref-format", "--branch", name]).await.is_ok()
+    }
+
+    pub async fn branch_exists(&self, name: &str) -> Result<bool, GitError> {
+        let r = format!("refs/heads/{name}");
+        match self.run(["show-ref", "--verify", "--quiet", r.as_str()]).await {
+            Ok(_) => Ok(true),
+            Err(GitError::Failed { .. }) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Whether an author identity is configured (commits need one).
+    pub async fn has_identity(&self) -> bool {
+        self.run(["config", "user.name"]).await.is_ok() && self.run(["config", "user.email"]).await.is_ok()
+    }
+}
