@@ -1,1 +1,44 @@
-fn main() {}
+//! The `arbiter` binary: parse, dispatch, turn errors into messages and exit codes.
+
+mod cli;
+mod commands;
+mod context;
+mod error;
+mod progress;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use crate::cli::{Cli, Command, ConfigCommand, RunsCommand};
+use crate::error::CliError;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("arbiter: cannot start the async runtime: {e}");
+            return ExitCode::from(error::exit::ENVIRONMENT);
+        }
+    };
+    match runtime.block_on(dispatch(cli)) {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("arbiter: error: {e}");
+            ExitCode::from(e.code)
+        }
+    }
+}
+
+async fn dispatch(cli: Cli) -> Result<u8, CliError> {
+    let repo = cli.repo.as_deref();
+    match &cli.command {
+        Command::Init => commands::init::init(repo).await,
+        Command::Run(args) => commands::run::run(repo, args).await,
+        Command::Runs(RunsCommand::List { limit, json }) => commands::runs::list(repo, *limit, *json).await,
+        Command::Runs(RunsCommand::Show { run, json }) => commands::runs::show(repo, run, *json).await,
+        Command::Apply(args) => commands::apply::apply(repo, args).await,
+        Command::Config(ConfigCommand::Show { settings, json }) => commands::config::show(repo, settings, *json).await,
+    }
+}

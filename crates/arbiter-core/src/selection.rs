@@ -289,10 +289,10 @@ fn win_reason(w: &Scored<'_>, runner_up: Option<&Scored<'_>>, has_verify: bool) 
         _ => parts.push("its agent finished and its patch applies cleanly (no verify commands were configured)".into()),
     }
     if w.votes > 1 {
-        parts.push(format!("{} candidates produced this same patch", w.votes));
+        parts.push(format!("{} independent candidates produced this same patch", w.votes));
     }
     let versus = match runner_up {
-        None if w.votes > 1 => "every eligible candidate produced this patch; it comes first".to_string(),
+        None if w.votes > 1 => "no eligible candidate made a different patch; it is the first of its group".to_string(),
         None => "it is the only eligible candidate".to_string(),
         Some(r) => {
             let (_, why) = compare(w, r);

@@ -257,8 +257,21 @@ impl ConfigFile {
 }
 
 impl RunSettings {
-    /// Layers `flags` over `config` over the built-in defaults and validates the result.
+    /// Layers `flags` over `config` over the built-in defaults, validates the result and
+    /// resolves the runners it names.
     pub fn resolve(config: &ConfigFile, flags: FlagOverrides) -> Result<Self, SettingsError> {
+        let mut settings = Self::resolve_values(config, flags)?;
+        settings.runners = settings.resolve_runners(config)?;
+        Ok(settings)
+    }
+
+    /// The runners `runner` names, resolved against `[runners]` and `command`.
+    pub fn resolve_runners(&self, config: &ConfigFile) -> Result<Vec<RunnerSpec>, SettingsError> {
+        resolve_runners(config, &self.runner.value, self.command.value.as_deref(), self.command.origin)
+    }
+
+    /// Like [`RunSettings::resolve`] but leaves `runners` empty (for showing settings).
+    pub fn resolve_values(config: &ConfigFile, flags: FlagOverrides) -> Result<Self, SettingsError> {
         let run = &config.run;
         let candidates = layer(flags.candidates, run.candidates, defaults::CANDIDATES);
         if candidates.value == 0 {
@@ -315,7 +328,6 @@ impl RunSettings {
         let apply = Sourced { value: ApplyMode::parse(&apply_text.value)?, origin: apply_text.origin };
         let keep_worktrees = layer(flags.keep_worktrees.then_some(true), run.keep_worktrees, false);
         let env_passthrough = layer(None, run.env_passthrough.clone(), Vec::new());
-        let runners = resolve_runners(config, &runner.value, command.value.as_deref(), command.origin)?;
         Ok(RunSettings {
             candidates,
             parallel,
@@ -330,7 +342,7 @@ impl RunSettings {
             apply,
             keep_worktrees,
             env_passthrough,
-            runners,
+            runners: Vec::new(),
         })
     }
 

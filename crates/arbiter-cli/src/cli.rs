@@ -1,0 +1,159 @@
+//! The command-line grammar (clap definitions only; behaviour lives in `commands`).
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// Run several coding agents on one task in isolated git worktrees, check their work
+/// yourself, and apply the best patch with reasons.
+#[derive(Debug, Parser)]
+#[command(name = "arbiter", version, about, propagate_version = true)]
+pub struct Cli {
+    /// The git repository to work on (default: the current directory).
+    #[arg(long, global = true, value_name = "DIR")]
+    pub repo: Option<PathBuf>,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Create .arbiter/ (config.toml, runs/, arbiter.db) and exclude it from git.
+    Init,
+    /// Run a task as a tournament of independent candidates.
+    Run(RunArgs),
+    /// List and inspect runs.
+    #[command(subcommand)]
+    Runs(RunsCommand),
+    /// Apply the winning patch of a finished run to the repository.
+    Apply(ApplyArgs),
+    /// Show the resolved configuration.
+    #[command(subcommand)]
+    Config(ConfigCommand),
+}
+
+/// Settings shared by `run` and `config show`; each overrides .arbiter/config.toml.
+#[derive(Debug, Args, Clone, Default)]
+pub struct SettingsArgs {
+    /// Number of independent candidates.
+    #[arg(long, value_name = "N")]
+    pub candidates: Option<u32>,
+    /// Candidates running at once (default: all of them).
+    #[arg(long, value_name = "N")]
+    pub parallel: Option<u32>,
+    /// Wall-clock limit of each candidate's agent.
+    #[arg(long, value_name = "SECONDS")]
+    pub timeout_seconds: Option<u64>,
+    /// A command arbiter runs itself on the base and on every candidate (repeatable).
+    #[arg(long, value_name = "COMMAND")]
+    pub verify: Vec<String>,
+    /// Wall-clock limit of each verify command.
+    #[arg(long, value_name = "SECONDS")]
+    pub verify_timeout_seconds: Option<u64>,
+    /// An ignored file or glob to copy into each worktree, e.g. .env (repeatable).
+    #[arg(long, value_name = "PATH")]
+    pub include: Vec<String>,
+    /// A command run in each fresh worktree before the agent.
+    #[arg(long, value_name = "COMMAND")]
+    pub setup: Option<String>,
+    /// Runner name, or comma-separated names assigned round-robin.
+    #[arg(long, value_name = "NAME")]
+    pub runner: Option<String>,
+    /// The command of the `command` runner (run with `sh -c` in the worktree).
+    #[arg(long, value_name = "COMMAND")]
+    pub command: Option<String>,
+    /// What to do with the winner: worktree, none, or branch:NAME.
+    #[arg(long, value_name = "MODE")]
+    pub apply: Option<String>,
+    /// Keep the candidates' worktrees after the run.
+    #[arg(long)]
+    pub keep_worktrees: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The task, in words.
+    #[arg(long, value_name = "TEXT", conflicts_with = "task_file", required_unless_present = "task_file")]
+    pub task: Option<String>,
+    /// A file holding the task.
+    #[arg(long, value_name = "FILE")]
+    pub task_file: Option<PathBuf>,
+    /// What a good result looks like (shown to every candidate).
+    #[arg(long, value_name = "TEXT")]
+    pub success_criteria: Option<String>,
+    /// The revision candidates start from.
+    #[arg(long, value_name = "REF", default_value = "HEAD")]
+    pub base: String,
+    /// Run even though the working tree has uncommitted changes (they are not part of the base).
+    #[arg(long)]
+    pub allow_dirty: bool,
+    /// Print one JSON summary on stdout at the end.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub settings: SettingsArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum RunsCommand {
+    /// The newest runs first.
+    List {
+        #[arg(long, default_value_t = 20)]
+        limit: u32,
+        #[arg(long)]
+        json: bool,
+    },
+    /// One run: decision, candidates, reasons, where its files are.
+    Show {
+        /// A run id, or `latest`.
+        run: String,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct ApplyArgs {
+    /// A run id, or `latest`.
+    pub run: String,
+    /// Create and switch to this new branch before applying.
+    #[arg(long, value_name = "NAME")]
+    pub branch: Option<String>,
+    /// Commit the applied patch.
+    #[arg(long)]
+    pub commit: bool,
+    /// Apply even though the working tree has uncommitted changes.
+    #[arg(long)]
+    pub force: bool,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Every setting with its value and where it came from (flag, config or default).
+    Show {
+        #[command(flatten)]
+        settings: SettingsArgs,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+impl SettingsArgs {
+    pub fn overrides(&self) -> arbiter_core::settings::FlagOverrides {
+        arbiter_core::settings::FlagOverrides {
+            candidates: self.candidates,
+            parallel: self.parallel,
+            timeout_seconds: self.timeout_seconds,
+            verify: self.verify.clone(),
+            verify_timeout_seconds: self.verify_timeout_seconds,
+            include: self.include.clone(),
+            setup: self.setup.clone(),
+            runner: self.runner.clone(),
+            command: self.command.clone(),
+            apply: self.apply.clone(),
+            keep_worktrees: self.keep_worktrees,
+        }
+    }
+}

@@ -1,0 +1,67 @@
+//! `arbiter apply RUN`: put a finished run's winning patch into the repository.
+
+use std::path::Path;
+
+use arbiter_core::artifact::{ApplyRecord, RunState, SCHEMA_VERSION, SelectionArtifact, paths};
+use arbiter_runner::materialize::apply_run_patch;
+use arbiter_runner::rundir::RunDir;
+use serde_json::json;
+
+use crate::cli::ApplyArgs;
+use crate::context::{RepoContext, read_artifact};
+use crate::error::{CliError, exit};
+
+pub async fn apply(repo: Option<&Path>, args: &ApplyArgs) -> Result<u8, CliError> {
+    let ctx = RepoContext::locate(repo).await?;
+    let (id, dir) = ctx.resolve_run(&args.run)?;
+    let selection: SelectionArtifact = read_artifact(&dir, paths::SELECTION)?;
+    let state: RunState = read_artifact(&dir, paths::STATE)?;
+    let (Some(winner), Some(rel)) = (selection.winner.clone(), selection.winner_patch.clone()) else {
+        return Err(CliError::no_result(format!("run {id} has no winner to apply: {}", selection.summary)));
+    };
+    let patch = dir.join(&rel);
+    if !patch.is_file() {
+        return Err(CliError::environment(format!("the winner's patch {} is missing from the run directory", patch.display())));
+    }
+    let message = format!("{}\n\narbiter run {id} (candidate {winner})", state.task.title());
+    let result = apply_run_patch(&ctx.git, &patch, args.branch.as_deref(), args.commit.then_some(message.as_str()), args.force).await;
+    let clock = arbiter_runner::SystemClock;
+    let record = ApplyRecord {
+        schema_version: SCHEMA_VERSION,
+        run_id: id.clone(),
+        candidate_id: winner.clone(),
+        at: arbiter_core::Clock::now(&clock),
+        branch: args.branch.clone(),
+        created_branch: result.as_ref().map(|r| r.created_branch).unwrap_or(false),
+        commit: result.as_ref().ok().and_then(|r| r.commit.clone()),
+        applied: result.is_ok(),
+        rolled_back: result.as_ref().err().map(|f| f.rolled_back).unwrap_or(false),
+        error: result.as_ref().err().map(|f| f.error.to_string()),
+    };
+    RunDir::open(dir.clone()).write_json(paths::APPLY, &record)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&json!(record)).unwrap_or_default());
+    }
+    match result {
+        Ok(r) => {
+            if !args.json {
+                println!("Applied {winner} of run {id}{}", args.branch.as_ref().map(|b| format!(" on new branch {b}")).unwrap_or_default());
+                if let Some(c) = r.commit {
+                    println!("Committed {c}");
+                }
+            }
+            Ok(exit::SUCCESS)
+        }
+        Err(f) => {
+            let mut msg = f.error.to_string();
+            if f.rolled_back {
+                msg.push_str("; the new branch was removed and the original branch checked out again");
+            }
+            Err(match f.error {
+                arbiter_runner::materialize::MaterializeError::Git(_) => CliError::environment(msg),
+                arbiter_runner::materialize::MaterializeError::DoesNotApply(_) => CliError::no_result(msg),
+                _ => CliError::usage(msg),
+            })
+        }
+    }
+}

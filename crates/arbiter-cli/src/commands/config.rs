@@ -1,0 +1,57 @@
+//! `arbiter config show`: every setting, its value, and where it came from.
+
+use std::path::Path;
+
+use arbiter_core::settings::RunSettings;
+use serde_json::json;
+
+use crate::cli::SettingsArgs;
+use crate::context::RepoContext;
+use crate::error::CliError;
+
+pub async fn show(repo: Option<&Path>, args: &SettingsArgs, as_json: bool) -> Result<u8, CliError> {
+    let ctx = RepoContext::locate(repo).await?;
+    let config = ctx.config()?;
+    let settings = RunSettings::resolve_values(&config, args.overrides())?;
+    let runners = settings.resolve_runners(&config);
+    let config_path = ctx.workspace.config_path();
+    if as_json {
+        let rows: Vec<_> = settings
+            .rows()
+            .into_iter()
+            .map(|(k, v, o)| json!({"key": k, "value": v, "origin": o}))
+            .collect();
+        let value = json!({
+            "config_file": config_path.display().to_string(),
+            "config_file_exists": config_path.exists(),
+            "settings": rows,
+            "runners": runners.as_ref().ok(),
+            "runners_error": runners.as_ref().err().map(|e| e.to_string()),
+        });
+        println!("{}", serde_json::to_string_pretty(&value).unwrap_or_default());
+        return Ok(0);
+    }
+    println!(
+        "Config file: {}{}",
+        config_path.display(),
+        if config_path.exists() { "" } else { " (absent: built-in defaults apply)" }
+    );
+    println!();
+    let rows = settings.rows();
+    let width = rows.iter().map(|(k, _, _)| k.len()).max().unwrap_or(0);
+    let vwidth = rows.iter().map(|(_, v, _)| v.chars().count()).max().unwrap_or(0).min(48);
+    for (k, v, origin) in rows {
+        println!("{k:<width$}  {v:<vwidth$}  ({origin})");
+    }
+    println!();
+    match runners {
+        Ok(list) => {
+            for r in list {
+                let arbiter_core::settings::RunnerKind::Command { command } = &r.kind;
+                println!("runner {}: command `{}`", r.name, command);
+            }
+        }
+        Err(e) => println!("runners: not usable yet: {e}"),
+    }
+    Ok(0)
+}

@@ -1,0 +1,7 @@
+//! One module per command.
+
+pub mod apply;
+pub mod config;
+pub mod init;
+pub mod run;
+pub mod runs;

@@ -1,0 +1,169 @@
+//! `arbiter run`: validate everything, run the tournament, report.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use arbiter_core::settings::{ApplyMode, RunSettings, RunnerKind};
+use arbiter_core::status::RunStatus;
+use arbiter_core::task::Task;
+use arbiter_runner::engine::{Engine, EngineError, RunOutcome, RunRequest};
+use arbiter_runner::preflight::check_program;
+use arbiter_runner::SystemClock;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use crate::cli::RunArgs;
+use crate::context::RepoContext;
+use crate::error::{CliError, exit};
+use crate::progress;
+
+pub async fn run(repo: Option<&Path>, args: &RunArgs) -> Result<u8, CliError> {
+    let ctx = RepoContext::locate(repo).await?;
+    let task_text = match (&args.task, &args.task_file) {
+        (Some(t), _) => t.clone(),
+        (None, Some(file)) => std::fs::read_to_string(file)
+            .map_err(|e| CliError::usage(format!("cannot read the task file {}: {e}", file.display())))?,
+        (None, None) => return Err(CliError::usage("give the task with --task TEXT or --task-file FILE")),
+    };
+    let config = ctx.config()?;
+    let settings = RunSettings::resolve(&config, args.settings.overrides())?;
+    let task = Task::new(task_text, args.success_criteria.clone(), settings.verify.value.clone()).map_err(CliError::usage)?;
+    preflight(&settings, ctx.workspace.repo_root())?;
+    if let ApplyMode::Branch(name) = &settings.apply.value {
+        if !ctx.git.valid_branch_name(name).await {
+            return Err(CliError::usage(format!("'{name}' is not a valid branch name for --apply branch:NAME")));
+        }
+        if ctx.git.branch_exists(name).await? {
+            return Err(CliError::usage(format!("branch '{name}' already exists; choose another name for --apply branch:NAME")));
+        }
+    }
+    let store = ctx.store().await?;
+
+    let cancel = CancellationToken::new();
+    let signals = tokio::spawn(watch_signals(cancel.clone()));
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let renderer = tokio::spawn(progress::render(rx));
+    let engine = Engine {
+        store,
+        clock: Arc::new(SystemClock),
+        observer: Some(tx),
+        cancel: cancel.clone(),
+        run_suffix: random_suffix(),
+        process_env: std::env::vars().collect(),
+    };
+    let result = engine
+        .run(RunRequest {
+            workspace: ctx.workspace.clone(),
+            task,
+            settings,
+            base_ref: args.base.clone(),
+            allow_dirty: args.allow_dirty,
+        })
+        .await;
+    drop(engine);
+    let _ = renderer.await;
+    signals.abort();
+    let outcome = result.map_err(|e| match e {
+        EngineError::Dirty(_) | EngineError::Include(_) => CliError::usage(e),
+        EngineError::Git(g) => CliError::from(g),
+        other => CliError::environment(other),
+    })?;
+    report(&outcome, args.json);
+    Ok(exit_code(&outcome))
+}
+
+/// Every program the run will start must exist before anything is spent.
+fn preflight(settings: &RunSettings, repo: &Path) -> Result<(), CliError> {
+    let path = std::env::var("PATH").unwrap_or_default();
+    for v in &settings.verify.value {
+        check_program("verify command", v, repo, &path).map_err(CliError::usage)?;
+    }
+    if let Some(setup) = &settings.setup.value {
+        check_program("setup command", setup, repo, &path).map_err(CliError::usage)?;
+    }
+    for r in &settings.runners {
+        let RunnerKind::Command { command } = &r.kind;
+        check_program(&format!("the {} runner's command", r.name), command, repo, &path).map_err(CliError::usage)?;
+    }
+    Ok(())
+}
+
+/// Ctrl-C or SIGTERM cancels the run (every candidate's process group is killed and the
+/// artifacts are written); a second signal exits at once.
+async fn watch_signals(cancel: CancellationToken) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut int), Ok(mut term)) = (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) else {
+        return;
+    };
+    tokio::select! { _ = int.recv() => {}, _ = term.recv() => {} }
+    eprintln!("\narbiter: interrupted; stopping candidates and writing what was gathered (press Ctrl-C again to quit at once)");
+    cancel.cancel();
+    tokio::select! { _ = int.recv() => {}, _ = term.recv() => {} }
+    eprintln!("arbiter: quitting; leftover worktrees are pruned by the next run");
+    std::process::exit(exit::INTERRUPTED as i32);
+}
+
+fn random_suffix() -> u32 {
+    let mut b = [0u8; 4];
+    if getrandom::fill(&mut b).is_err() {
+        // No entropy source: fall back on the process id and the clock, still unique enough
+        // between concurrent runs in one repository.
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+        return nanos ^ std::process::id();
+    }
+    u32::from_le_bytes(b)
+}
+
+fn exit_code(o: &RunOutcome) -> u8 {
+    match o.status {
+        RunStatus::Interrupted => exit::INTERRUPTED,
+        RunStatus::Succeeded if o.materialization.as_ref().is_some_and(|m| m.error.is_some()) => exit::NO_RESULT,
+        RunStatus::Succeeded => exit::SUCCESS,
+        RunStatus::Failed => exit::NO_RESULT,
+        RunStatus::Running | RunStatus::Error => exit::ENVIRONMENT,
+    }
+}
+
+fn report(o: &RunOutcome, as_json: bool) {
+    if as_json {
+        let value = json!({
+            "run_id": o.run_id,
+            "status": o.status,
+            "winner": o.decision.winner,
+            "summary": o.decision.summary,
+            "materialization": o.materialization,
+            "candidates": o.decision.ranking.iter().map(|r| json!({
+                "candidate_id": r.candidate_id, "rank": r.rank, "runner": r.runner, "eligible": r.eligible,
+                "gates_passed": r.gates_passed, "gates_total": r.gates_total, "votes": r.votes, "reason": r.reason,
+            })).collect::<Vec<_>>(),
+            "cost": {"known_usd": o.cost.total.known_cost, "complete": o.cost.complete, "description": o.cost.total.describe_cost()},
+            "run_dir": o.run_dir.display().to_string(),
+            "exit_code": exit_code(o),
+        });
+        println!("{}", serde_json::to_string_pretty(&value).unwrap_or_default());
+        return;
+    }
+    println!();
+    for r in &o.decision.ranking {
+        let mark = if o.decision.winner.as_ref() == Some(&r.candidate_id) { "★" } else { " " };
+        println!("{mark} {} ({}): {}", r.candidate_id, r.runner, r.reason);
+    }
+    println!();
+    let t = &o.cost.total;
+    println!("Tokens: {} in / {} out; cost {}", t.input_tokens, t.output_tokens, t.describe_cost());
+    match &o.materialization {
+        Some(m) if m.applied => match &m.commit {
+            Some(c) => println!("Applied: {} (commit {c})", m.mode),
+            None => println!("Applied: the winner's patch is in the working tree"),
+        },
+        Some(m) if m.error.is_some() => println!("Not applied: {}", m.error.clone().unwrap_or_default()),
+        Some(_) => println!("Not applied (--apply none); apply with `arbiter apply {}`", o.run_id),
+        None => {}
+    }
+    match (&o.decision.winner, o.status) {
+        (Some(w), _) => println!("Winner: {w}"),
+        (None, RunStatus::Interrupted) => println!("Interrupted: no winner"),
+        (None, _) => println!("No acceptable candidate: {}", o.decision.summary),
+    }
+    println!("Run directory: {}", o.run_dir.display());
+}

@@ -1,0 +1,83 @@
+//! What every command needs first: the repository, its `.arbiter/` workspace, the
+//! configuration file, the store, and run ids given on the command line.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arbiter_core::ids::RunId;
+use arbiter_core::settings::ConfigFile;
+use arbiter_runner::git::Git;
+use arbiter_runner::workspace::Workspace;
+use arbiter_store::Store;
+use arbiter_store::sqlite::SqliteStore;
+
+use crate::error::CliError;
+
+/// The repository a command works on.
+pub struct RepoContext {
+    pub git: Git,
+    pub workspace: Workspace,
+}
+
+impl RepoContext {
+    /// Finds the repository containing `--repo` (or the current directory).
+    pub async fn locate(repo: Option<&Path>) -> Result<Self, CliError> {
+        let start: PathBuf = match repo {
+            Some(p) => {
+                if !p.is_dir() {
+                    return Err(CliError::usage(format!("--repo {}: no such directory", p.display())));
+                }
+                p.to_path_buf()
+            }
+            None => std::env::current_dir()?,
+        };
+        let root = Git::new(start).toplevel().await?;
+        Ok(RepoContext { git: Git::new(root.clone()), workspace: Workspace::at(root) })
+    }
+
+    /// The parsed `.arbiter/config.toml`, or defaults when there is none.
+    pub fn config(&self) -> Result<ConfigFile, CliError> {
+        let path = self.workspace.config_path();
+        match std::fs::read_to_string(&path) {
+            Ok(text) => Ok(ConfigFile::parse(&text, &path.display().to_string())?),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(ConfigFile::default()),
+            Err(e) => Err(CliError::usage(format!("cannot read {}: {e}", path.display()))),
+        }
+    }
+
+    /// Opens `.arbiter/arbiter.db`, creating `.arbiter/` when needed.
+    pub async fn store(&self) -> Result<Arc<dyn Store>, CliError> {
+        std::fs::create_dir_all(self.workspace.dir())?;
+        Ok(Arc::new(SqliteStore::open(&self.workspace.db_path()).await?))
+    }
+
+    /// Resolves a run id or `latest` to an existing run directory.
+    pub fn resolve_run(&self, given: &str) -> Result<(RunId, PathBuf), CliError> {
+        let runs = self.workspace.runs_dir();
+        let id = if given == "latest" {
+            let newest = std::fs::read_dir(&runs)
+                .ok()
+                .into_iter()
+                .flatten()
+                .flatten()
+                .filter_map(|e| RunId::parse(&e.file_name().to_string_lossy()).ok())
+                .max();
+            newest.ok_or_else(|| CliError::usage(format!("there are no runs in {} yet; start one with `arbiter run`", runs.display())))?
+        } else {
+            RunId::parse(given).map_err(CliError::usage)?
+        };
+        let dir = self.workspace.run_dir(&id);
+        if !dir.is_dir() {
+            return Err(CliError::usage(format!("no run {id} in {}; `arbiter runs list` shows the runs", runs.display())));
+        }
+        Ok((id, dir))
+    }
+}
+
+/// Reads and parses one JSON artifact of a run directory.
+pub fn read_artifact<T: serde::de::DeserializeOwned>(run_dir: &Path, rel: &str) -> Result<T, CliError> {
+    let path = run_dir.join(rel);
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| CliError::usage(format!("cannot read {}: {e}; the run may still be in progress or was interrupted early", path.display())))?;
+    serde_json::from_str(&text).map_err(|e| CliError::environment(format!("{} is not valid: {e}", path.display())))
+}

@@ -1,0 +1,160 @@
+//! Progress on stderr: one live line per candidate on a terminal, plain log lines
+//! otherwise. It only reads the run's events; it never decides anything.
+
+use std::collections::BTreeMap;
+use std::io::{IsTerminal, Write};
+use std::time::{Duration, Instant};
+
+use arbiter_core::event::{Event, EventKind};
+use arbiter_core::time::human_duration;
+use tokio::sync::mpsc::UnboundedReceiver;
+
+#[derive(Default)]
+struct Line {
+    runner: String,
+    state: String,
+    started: Option<Instant>,
+    ended: Option<Duration>,
+    detail: String,
+}
+
+/// Renders events until the channel closes.
+pub async fn render(mut rx: UnboundedReceiver<Event>) {
+    let live = std::io::stderr().is_terminal();
+    let start = Instant::now();
+    let mut lines: BTreeMap<String, Line> = BTreeMap::new();
+    let mut baseline = String::new();
+    let mut drawn = 0usize;
+    let mut tick = tokio::time::interval(Duration::from_millis(200));
+    loop {
+        tokio::select! {
+            ev = rx.recv() => {
+                let Some(ev) = ev else { break };
+                if !live {
+                    if let Some(text) = log_line(&ev) {
+                        eprintln!("[{:>6}] {text}", human_duration(start.elapsed().as_millis() as u64));
+                    }
+                }
+                apply(&mut lines, &mut baseline, &ev);
+                if live { drawn = draw(&lines, &baseline, drawn); }
+            }
+            _ = tick.tick(), if live => { drawn = draw(&lines, &baseline, drawn); }
+        }
+    }
+    if live {
+        draw(&lines, &baseline, drawn);
+    }
+}
+
+fn apply(lines: &mut BTreeMap<String, Line>, baseline: &mut String, ev: &Event) {
+    let d = &ev.data;
+    if ev.kind == EventKind::BaselineStarted {
+        *baseline = "baseline: running verify commands on the base".into();
+    }
+    if ev.kind == EventKind::BaselineFinished {
+        let results = d["results"].as_array().cloned().unwrap_or_default();
+        let failing = results.iter().filter(|r| r["passed"] == false).count();
+        *baseline = match d["error"].as_str() {
+            Some(e) => format!("baseline: could not run ({e})"),
+            None => format!("baseline: {} of {} verify command(s) fail on the base", failing, results.len()),
+        };
+    }
+    let Some(id) = &ev.candidate else { return };
+    let line = lines.entry(id.to_string()).or_default();
+    match ev.kind {
+        EventKind::CandidateQueued => {
+            line.runner = d["runner"].as_str().unwrap_or("").to_string();
+            line.state = "queued".into();
+        }
+        EventKind::CandidatePreparing => {
+            line.state = "preparing".into();
+            line.started = Some(Instant::now());
+        }
+        EventKind::AgentStarted => line.state = "running".into(),
+        EventKind::AgentFinished => line.state = "evaluating".into(),
+        EventKind::GateFinished => {
+            let mark = if d["passed"] == true { "✓" } else { "✗" };
+            line.detail.push_str(mark);
+        }
+        EventKind::CandidateFinished => {
+            line.state = d["status"].as_str().unwrap_or("done").to_string();
+            line.ended = line.started.map(|s| s.elapsed());
+            let mut detail = Vec::new();
+            if d["patch_empty"] == true {
+                detail.push("empty patch".to_string());
+            } else if d["applies_cleanly"] == false {
+                detail.push("patch does not apply".into());
+            }
+            if let Some(total) = d["gates_total"].as_u64().filter(|t| *t > 0) {
+                detail.push(format!("gates {}/{}", d["gates_passed"].as_u64().unwrap_or(0), total));
+            }
+            if let Some(skip) = d["gates_skipped"].as_str() {
+                detail.push(format!("gates skipped: {skip}"));
+            }
+            if let Some(err) = d["error"].as_str() {
+                detail.push(err.to_string());
+            }
+            line.detail = detail.join(", ");
+        }
+        _ => {}
+    }
+}
+
+fn draw(lines: &BTreeMap<String, Line>, baseline: &str, previously: usize) -> usize {
+    let mut err = std::io::stderr().lock();
+    if previously > 0 {
+        let _ = write!(err, "\x1b[{previously}A");
+    }
+    let mut n = 0;
+    if !baseline.is_empty() {
+        let _ = writeln!(err, "\x1b[2K  {baseline}");
+        n += 1;
+    }
+    for (id, l) in lines {
+        let elapsed = l.ended.or_else(|| l.started.map(|s| s.elapsed())).map(|d| human_duration(d.as_millis() as u64)).unwrap_or_default();
+        let _ = writeln!(err, "\x1b[2K  {id} {:<10} {:<12} {:>7}  {}", l.runner, l.state, elapsed, l.detail);
+        n += 1;
+    }
+    let _ = err.flush();
+    n
+}
+
+fn log_line(ev: &Event) -> Option<String> {
+    let d = &ev.data;
+    let who = ev.candidate.as_ref().map(|c| c.to_string()).unwrap_or_else(|| "run".into());
+    let text = match ev.kind {
+        EventKind::RunStarted => format!("run {} started: {} candidate(s), base {}", ev.run_id, d["candidates"], d["base_commit"].as_str().map(|c| &c[..c.len().min(12)]).unwrap_or("")),
+        EventKind::LeftoversPruned => format!("pruned worktrees left by crashed runs: {}", d["runs"]),
+        EventKind::BaselineStarted => "baseline: running verify commands on the base".into(),
+        EventKind::BaselineFinished => {
+            let results = d["results"].as_array().cloned().unwrap_or_default();
+            format!("baseline: {} of {} verify command(s) fail on the base", results.iter().filter(|r| r["passed"] == false).count(), results.len())
+        }
+        EventKind::CandidatePreparing => format!("{who} preparing ({})", d["runner"].as_str().unwrap_or("")),
+        EventKind::SetupFinished => format!("{who} setup exited {}", d["exit_code"]),
+        EventKind::AgentStarted => format!("{who} agent started"),
+        EventKind::AgentFinished => {
+            if d["timed_out"] == true {
+                format!("{who} agent timed out after {} and was killed", human_duration(d["duration_ms"].as_u64().unwrap_or(0)))
+            } else if d["cancelled"] == true {
+                format!("{who} agent cancelled")
+            } else {
+                format!("{who} agent exited {} after {}", d["exit_code"], human_duration(d["duration_ms"].as_u64().unwrap_or(0)))
+            }
+        }
+        EventKind::PatchCaptured => format!(
+            "{who} patch: {} file(s), {} changed line(s){}",
+            d["files_changed"], d["changed_lines"],
+            if d["empty"] == true { ", empty" } else if d["applies_cleanly"] == true { ", applies cleanly" } else { ", does NOT apply" }
+        ),
+        EventKind::GateFinished => format!("{who} verify `{}`: {}", d["command"].as_str().unwrap_or(""), if d["passed"] == true { "passed" } else { "failed" }),
+        EventKind::CandidateFinished => format!("{who} finished: {}", d["status"].as_str().unwrap_or("")),
+        EventKind::SelectionMade => format!("selection: {}", d["summary"].as_str().unwrap_or("")),
+        EventKind::Materialized => format!("applied winner ({})", d["mode"].as_str().unwrap_or("")),
+        EventKind::MaterializeFailed => format!("could not apply winner: {}", d["error"].as_str().unwrap_or("")),
+        EventKind::Warning => format!("warning: {}", d["message"].as_str().unwrap_or("")),
+        EventKind::RunInterrupted => "run interrupted".into(),
+        _ => return None,
+    };
+    Some(text)
+}
