@@ -62,13 +62,18 @@ impl RepoContext {
                 .flatten()
                 .filter_map(|e| RunId::parse(&e.file_name().to_string_lossy()).ok())
                 .max();
-            newest.ok_or_else(|| CliError::usage(format!("there are no runs in {} yet; start one with `arbiter run`", runs.display())))?
+            newest.ok_or_else(|| {
+                CliError::usage(format!("there are no runs in {} yet; start one with `arbiter run`", runs.display()))
+            })?
         } else {
             RunId::parse(given).map_err(CliError::usage)?
         };
         let dir = self.workspace.run_dir(&id);
         if !dir.is_dir() {
-            return Err(CliError::usage(format!("no run {id} in {}; `arbiter runs list` shows the runs", runs.display())));
+            return Err(CliError::usage(format!(
+                "no run {id} in {}; `arbiter runs list` shows the runs",
+                runs.display()
+            )));
         }
         Ok((id, dir))
     }
@@ -77,7 +82,11 @@ impl RepoContext {
 /// Reads and parses one JSON artifact of a run directory.
 pub fn read_artifact<T: serde::de::DeserializeOwned>(run_dir: &Path, rel: &str) -> Result<T, CliError> {
     let path = run_dir.join(rel);
-    let text = std::fs::read_to_string(&path)
-        .map_err(|e| CliError::usage(format!("cannot read {}: {e}; the run may still be in progress or was interrupted early", path.display())))?;
+    let text = std::fs::read_to_string(&path).map_err(|e| {
+        CliError::usage(format!(
+            "cannot read {}: {e}; the run may still be in progress or was interrupted early",
+            path.display()
+        ))
+    })?;
     serde_json::from_str(&text).map_err(|e| CliError::environment(format!("{} is not valid: {e}", path.display())))
 }

@@ -30,10 +30,8 @@ pub async fn render(mut rx: UnboundedReceiver<Event>) {
         tokio::select! {
             ev = rx.recv() => {
                 let Some(ev) = ev else { break };
-                if !live {
-                    if let Some(text) = log_line(&ev) {
-                        eprintln!("[{:>6}] {text}", human_duration(start.elapsed().as_millis() as u64));
-                    }
+                if !live && let Some(text) = log_line(&ev) {
+                    eprintln!("[{:>6}] {text}", human_duration(start.elapsed().as_millis() as u64));
                 }
                 apply(&mut lines, &mut baseline, &ev);
                 if live { drawn = draw(&lines, &baseline, drawn); }
@@ -111,7 +109,11 @@ fn draw(lines: &BTreeMap<String, Line>, baseline: &str, previously: usize) -> us
         n += 1;
     }
     for (id, l) in lines {
-        let elapsed = l.ended.or_else(|| l.started.map(|s| s.elapsed())).map(|d| human_duration(d.as_millis() as u64)).unwrap_or_default();
+        let elapsed = l
+            .ended
+            .or_else(|| l.started.map(|s| s.elapsed()))
+            .map(|d| human_duration(d.as_millis() as u64))
+            .unwrap_or_default();
         let _ = writeln!(err, "\x1b[2K  {id} {:<10} {:<12} {:>7}  {}", l.runner, l.state, elapsed, l.detail);
         n += 1;
     }
@@ -123,31 +125,58 @@ fn log_line(ev: &Event) -> Option<String> {
     let d = &ev.data;
     let who = ev.candidate.as_ref().map(|c| c.to_string()).unwrap_or_else(|| "run".into());
     let text = match ev.kind {
-        EventKind::RunStarted => format!("run {} started: {} candidate(s), base {}", ev.run_id, d["candidates"], d["base_commit"].as_str().map(|c| &c[..c.len().min(12)]).unwrap_or("")),
+        EventKind::RunStarted => format!(
+            "run {} started: {} candidate(s), base {}",
+            ev.run_id,
+            d["candidates"],
+            d["base_commit"].as_str().map(|c| &c[..c.len().min(12)]).unwrap_or("")
+        ),
         EventKind::LeftoversPruned => format!("pruned worktrees left by crashed runs: {}", d["runs"]),
         EventKind::BaselineStarted => "baseline: running verify commands on the base".into(),
         EventKind::BaselineFinished => {
             let results = d["results"].as_array().cloned().unwrap_or_default();
-            format!("baseline: {} of {} verify command(s) fail on the base", results.iter().filter(|r| r["passed"] == false).count(), results.len())
+            format!(
+                "baseline: {} of {} verify command(s) fail on the base",
+                results.iter().filter(|r| r["passed"] == false).count(),
+                results.len()
+            )
         }
         EventKind::CandidatePreparing => format!("{who} preparing ({})", d["runner"].as_str().unwrap_or("")),
         EventKind::SetupFinished => format!("{who} setup exited {}", d["exit_code"]),
         EventKind::AgentStarted => format!("{who} agent started"),
         EventKind::AgentFinished => {
             if d["timed_out"] == true {
-                format!("{who} agent timed out after {} and was killed", human_duration(d["duration_ms"].as_u64().unwrap_or(0)))
+                format!(
+                    "{who} agent timed out after {} and was killed",
+                    human_duration(d["duration_ms"].as_u64().unwrap_or(0))
+                )
             } else if d["cancelled"] == true {
                 format!("{who} agent cancelled")
             } else {
-                format!("{who} agent exited {} after {}", d["exit_code"], human_duration(d["duration_ms"].as_u64().unwrap_or(0)))
+                format!(
+                    "{who} agent exited {} after {}",
+                    d["exit_code"],
+                    human_duration(d["duration_ms"].as_u64().unwrap_or(0))
+                )
             }
         }
         EventKind::PatchCaptured => format!(
             "{who} patch: {} file(s), {} changed line(s){}",
-            d["files_changed"], d["changed_lines"],
-            if d["empty"] == true { ", empty" } else if d["applies_cleanly"] == true { ", applies cleanly" } else { ", does NOT apply" }
+            d["files_changed"],
+            d["changed_lines"],
+            if d["empty"] == true {
+                ", empty"
+            } else if d["applies_cleanly"] == true {
+                ", applies cleanly"
+            } else {
+                ", does NOT apply"
+            }
         ),
-        EventKind::GateFinished => format!("{who} verify `{}`: {}", d["command"].as_str().unwrap_or(""), if d["passed"] == true { "passed" } else { "failed" }),
+        EventKind::GateFinished => format!(
+            "{who} verify `{}`: {}",
+            d["command"].as_str().unwrap_or(""),
+            if d["passed"] == true { "passed" } else { "failed" }
+        ),
         EventKind::CandidateFinished => format!("{who} finished: {}", d["status"].as_str().unwrap_or("")),
         EventKind::SelectionMade => format!("selection: {}", d["summary"].as_str().unwrap_or("")),
         EventKind::Materialized => format!("applied winner ({})", d["mode"].as_str().unwrap_or("")),

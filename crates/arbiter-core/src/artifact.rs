@@ -302,7 +302,11 @@ impl SelectionArtifact {
             run_id: run_id.clone(),
             outcome: outcome.into(),
             winner: if interrupted { None } else { d.winner.clone() },
-            winner_patch: d.winner.as_ref().filter(|_| !interrupted).map(|w| format!("{}/{w}/{}", paths::CANDIDATES, paths::PATCH)),
+            winner_patch: d
+                .winner
+                .as_ref()
+                .filter(|_| !interrupted)
+                .map(|w| format!("{}/{w}/{}", paths::CANDIDATES, paths::PATCH)),
             summary: d.summary.clone(),
             candidates: d
                 .ranking

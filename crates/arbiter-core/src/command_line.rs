@@ -17,9 +17,9 @@ pub enum Program<'a> {
 }
 
 const BUILTINS: &[&str] = &[
-    ".", ":", "[", "alias", "cd", "command", "echo", "eval", "exec", "exit", "export", "false",
-    "if", "for", "while", "until", "case", "printf", "pwd", "read", "set", "shift", "test",
-    "true", "type", "ulimit", "umask", "unset", "wait", "{", "(", "!",
+    ".", ":", "[", "alias", "cd", "command", "echo", "eval", "exec", "exit", "export", "false", "if", "for", "while",
+    "until", "case", "printf", "pwd", "read", "set", "shift", "test", "true", "type", "ulimit", "umask", "unset",
+    "wait", "{", "(", "!",
 ];
 
 /// The program a command line runs, or `None` when the line is not a simple command.

@@ -137,7 +137,13 @@ mod tests {
     use super::*;
 
     fn run(cmd: &str, code: i32) -> CommandOutcome {
-        CommandOutcome { command: cmd.into(), exit_code: Some(code), timed_out: false, duration_ms: 1, output_tail: String::new() }
+        CommandOutcome {
+            command: cmd.into(),
+            exit_code: Some(code),
+            timed_out: false,
+            duration_ms: 1,
+            output_tail: String::new(),
+        }
     }
 
     #[test]

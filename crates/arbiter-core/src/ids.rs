@@ -17,9 +17,7 @@ pub struct RunId(String);
 
 /// Why a string is not a run id.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
-#[error(
-    "'{0}' is not a run id: expected the form 20261129T083437Z-3fa9c1 (see `arbiter runs list`) or `latest`"
-)]
+#[error("'{0}' is not a run id: expected the form 20261129T083437Z-3fa9c1 (see `arbiter runs list`) or `latest`")]
 pub struct InvalidRunId(pub String);
 
 impl RunId {
@@ -38,11 +36,7 @@ impl RunId {
             && s[..8].bytes().all(|b| b.is_ascii_digit())
             && s[9..15].bytes().all(|b| b.is_ascii_digit())
             && s[17..].bytes().all(|b| b.is_ascii_hexdigit());
-        if ok {
-            Ok(RunId(s.to_string()))
-        } else {
-            Err(InvalidRunId(s.to_string()))
-        }
+        if ok { Ok(RunId(s.to_string())) } else { Err(InvalidRunId(s.to_string())) }
     }
 
     pub fn as_str(&self) -> &str {
@@ -74,8 +68,7 @@ impl CandidateId {
     /// Accepts only ids of the `c01` shape (safe as a path component).
     pub fn parse(s: &str) -> Option<Self> {
         let digits = s.strip_prefix('c')?;
-        (digits.len() >= 2 && digits.bytes().all(|b| b.is_ascii_digit()))
-            .then(|| CandidateId(s.to_string()))
+        (digits.len() >= 2 && digits.bytes().all(|b| b.is_ascii_digit())).then(|| CandidateId(s.to_string()))
     }
 }
 

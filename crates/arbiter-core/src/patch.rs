@@ -38,7 +38,9 @@ pub fn stats(diff: &str) -> PatchStats {
             }
         } else if line.starts_with("@@") {
             in_hunk = true;
-        } else if line.starts_with("GIT binary patch") || (line.starts_with("Binary files ") && line.ends_with(" differ")) {
+        } else if line.starts_with("GIT binary patch")
+            || (line.starts_with("Binary files ") && line.ends_with(" differ"))
+        {
             s.binary_files += 1;
             in_hunk = false;
         } else if in_hunk {
@@ -128,7 +130,10 @@ mod tests {
 
     #[test]
     fn hash_ignores_blob_ids_positions_and_whitespace() {
-        let b = A.replace("1111111..2222222", "aaaaaaa..bbbbbbb").replace("@@ -1,3 +1,3 @@", "@@ -7,3 +7,3 @@").replace("a + b", "a  +  b");
+        let b = A
+            .replace("1111111..2222222", "aaaaaaa..bbbbbbb")
+            .replace("@@ -1,3 +1,3 @@", "@@ -7,3 +7,3 @@")
+            .replace("a + b", "a  +  b");
         assert_eq!(normalized_hash(A), normalized_hash(&b));
     }
 

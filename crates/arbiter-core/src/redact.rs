@@ -5,7 +5,8 @@
 pub const MASK: &str = "[REDACTED]";
 
 /// Token prefixes that mark a secret when followed by a long run of token characters.
-const TOKEN_PREFIXES: &[&str] = &["sk-", "sk_live_", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "xoxb-", "xoxp-", "glpat-"];
+const TOKEN_PREFIXES: &[&str] =
+    &["sk-", "sk_live_", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "xoxb-", "xoxp-", "glpat-"];
 
 /// Redacts a fixed set of secret values plus recognizable token shapes.
 #[derive(Clone, Debug, Default)]
@@ -69,14 +70,14 @@ pub fn redact_patterns(text: &str) -> String {
             // scheme://user:password@host
             let auth_len = after.find(|c: char| c == '/' || c.is_whitespace()).unwrap_or(after.len());
             let auth = &after[..auth_len];
-            if let (Some(at), Some(colon)) = (auth.rfind('@'), auth.find(':')) {
-                if colon < at {
-                    out.push_str("://");
-                    out.push_str(&auth[..=colon]);
-                    out.push_str(MASK);
-                    rest = &after[at..];
-                    continue 'outer;
-                }
+            if let (Some(at), Some(colon)) = (auth.rfind('@'), auth.find(':'))
+                && colon < at
+            {
+                out.push_str("://");
+                out.push_str(&auth[..=colon]);
+                out.push_str(MASK);
+                rest = &after[at..];
+                continue 'outer;
             }
         }
         let ch = rest.chars().next().unwrap_or(' ');
@@ -98,7 +99,9 @@ mod tests {
     #[test]
     fn masks_known_values_and_shapes() {
         let r = Redactor::new(vec!["hunter2-secret".to_string(), "abc".to_string()]);
-        let s = r.redact("key=hunter2-secret abc sk-ABCDEFGHIJKLMNOPQRSTUV Authorization: Bearer tok_12345678 postgres://u:pw@db/x");
+        let s = r.redact(
+            "key=hunter2-secret abc sk-ABCDEFGHIJKLMNOPQRSTUV Authorization: Bearer tok_12345678 postgres://u:pw@db/x",
+        );
         assert!(!s.contains("hunter2"));
         assert!(s.contains("abc"));
         assert!(!s.contains("ABCDEFGHIJKLMNOP"));

@@ -34,7 +34,11 @@ pub fn render_markdown(r: &ReportInput<'_>) -> String {
     let _ = writeln!(out, "{}\n", r.selection.summary);
     if let Some(m) = &s.materialization {
         let what = match (&m.applied, &m.error) {
-            (true, _) => format!("applied ({}){}", m.mode, m.commit.as_ref().map(|c| format!(", commit {c}")).unwrap_or_default()),
+            (true, _) => format!(
+                "applied ({}){}",
+                m.mode,
+                m.commit.as_ref().map(|c| format!(", commit {c}")).unwrap_or_default()
+            ),
             (false, Some(e)) => format!("not applied ({}): {e}", m.mode),
             (false, None) => format!("not applied ({})", m.mode),
         };
@@ -114,7 +118,13 @@ pub fn render_markdown(r: &ReportInput<'_>) -> String {
             let _ = writeln!(
                 out,
                 "- Agent: {} after {}",
-                if a.timed_out { "timed out".to_string() } else if a.cancelled { "cancelled".to_string() } else { exit_text(a.exit_code, false) },
+                if a.timed_out {
+                    "timed out".to_string()
+                } else if a.cancelled {
+                    "cancelled".to_string()
+                } else {
+                    exit_text(a.exit_code, false)
+                },
                 human_duration(a.duration_ms)
             );
             if let Some(err) = &e.setup_error {
@@ -128,7 +138,13 @@ pub fn render_markdown(r: &ReportInput<'_>) -> String {
                     p.stats.lines_added,
                     p.stats.lines_removed,
                     if p.stats.binary_files > 0 { format!(", {} binary", p.stats.binary_files) } else { String::new() },
-                    if p.empty { "empty".to_string() } else if p.applies_cleanly { "applies cleanly".to_string() } else { "does NOT apply".to_string() },
+                    if p.empty {
+                        "empty".to_string()
+                    } else if p.applies_cleanly {
+                        "applies cleanly".to_string()
+                    } else {
+                        "does NOT apply".to_string()
+                    },
                     e.candidate_id
                 );
             }

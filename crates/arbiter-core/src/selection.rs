@@ -224,12 +224,7 @@ pub fn decide(candidates: &[CandidateFacts], has_verify: bool) -> Decision {
             }
         })
         .collect();
-    scored.sort_by(|a, b| {
-        a.rejection
-            .is_some()
-            .cmp(&b.rejection.is_some())
-            .then_with(|| compare(a, b).0)
-    });
+    scored.sort_by(|a, b| a.rejection.is_some().cmp(&b.rejection.is_some()).then_with(|| compare(a, b).0));
 
     let winner_idx = scored.first().filter(|s| s.rejection.is_none()).map(|_| 0);
     let mut ranking = Vec::with_capacity(scored.len());
@@ -274,7 +269,11 @@ pub fn decide(candidates: &[CandidateFacts], has_verify: bool) -> Decision {
             "no candidate is acceptable: {}",
             ranking
                 .iter()
-                .map(|r| format!("{} {}", r.candidate_id, r.rejection.as_ref().map(Rejection::describe).unwrap_or_default()))
+                .map(|r| format!(
+                    "{} {}",
+                    r.candidate_id,
+                    r.rejection.as_ref().map(Rejection::describe).unwrap_or_default()
+                ))
                 .collect::<Vec<_>>()
                 .join("; ")
         ),
@@ -298,10 +297,9 @@ fn win_reason(w: &Scored<'_>, runner_up: Option<&Scored<'_>>, has_verify: bool) 
             let (_, why) = compare(w, r);
             match why {
                 "votes" => format!("it beat {} on votes ({} vs {})", r.facts.id, w.votes, r.votes),
-                "patch size" => format!(
-                    "it beat {} on patch size ({} vs {} changed lines)",
-                    r.facts.id, w.weight, r.weight
-                ),
+                "patch size" => {
+                    format!("it beat {} on patch size ({} vs {} changed lines)", r.facts.id, w.weight, r.weight)
+                }
                 "cost" => format!("it beat {} on cost", r.facts.id),
                 "candidate order" => format!("it tied with {} on every criterion and comes first", r.facts.id),
                 other => format!("it beat {} on {other}", r.facts.id),
@@ -315,12 +313,13 @@ fn win_reason(w: &Scored<'_>, runner_up: Option<&Scored<'_>>, has_verify: bool) 
 fn loss_reason(l: &Scored<'_>, w: &Scored<'_>, why: &str) -> String {
     match why {
         "votes" => format!("eligible, lost to {} on votes ({} vs {})", w.facts.id, l.votes, w.votes),
-        "patch size" => format!(
-            "eligible, lost to {} on patch size ({} vs {} changed lines)",
-            w.facts.id, l.weight, w.weight
-        ),
+        "patch size" => {
+            format!("eligible, lost to {} on patch size ({} vs {} changed lines)", w.facts.id, l.weight, w.weight)
+        }
         "cost" => format!("eligible, lost to {} on cost", w.facts.id),
-        "candidate order" => format!("eligible, tied with {} on every criterion; {} comes first", w.facts.id, w.facts.id),
+        "candidate order" => {
+            format!("eligible, tied with {} on every criterion; {} comes first", w.facts.id, w.facts.id)
+        }
         other => format!("eligible, lost to {} on {other}", w.facts.id),
     }
 }
@@ -359,7 +358,14 @@ mod tests {
 
     #[test]
     fn fixer_wins_others_rejected_with_reasons() {
-        let d = decide(&[facts(0, Some("h1"), 3, Some(false)), facts(1, Some("h2"), 2, Some(true)), facts(2, None, 0, Some(false))], true);
+        let d = decide(
+            &[
+                facts(0, Some("h1"), 3, Some(false)),
+                facts(1, Some("h2"), 2, Some(true)),
+                facts(2, None, 0, Some(false)),
+            ],
+            true,
+        );
         assert_eq!(d.winner, Some(CandidateId::from_index(1)));
         assert!(d.ranking[0].reason.contains("passed all 1 verify command"));
         let c1 = d.ranking.iter().find(|r| r.index == 0).unwrap();
@@ -370,7 +376,14 @@ mod tests {
 
     #[test]
     fn identical_patches_vote() {
-        let d = decide(&[facts(0, Some("solo"), 1, Some(true)), facts(1, Some("pair"), 5, Some(true)), facts(2, Some("pair"), 5, Some(true))], true);
+        let d = decide(
+            &[
+                facts(0, Some("solo"), 1, Some(true)),
+                facts(1, Some("pair"), 5, Some(true)),
+                facts(2, Some("pair"), 5, Some(true)),
+            ],
+            true,
+        );
         assert_eq!(d.winner, Some(CandidateId::from_index(1)));
         assert_eq!(d.ranking[0].votes, 2);
         assert!(d.ranking[0].reason.contains("beat c01 on votes (2 vs 1)"), "{}", d.ranking[0].reason);
@@ -408,7 +421,11 @@ mod tests {
 
     #[test]
     fn ranking_does_not_depend_on_input_order() {
-        let a = vec![facts(0, Some("x"), 3, Some(true)), facts(1, Some("y"), 3, Some(true)), facts(2, Some("x"), 3, Some(true))];
+        let a = vec![
+            facts(0, Some("x"), 3, Some(true)),
+            facts(1, Some("y"), 3, Some(true)),
+            facts(2, Some("x"), 3, Some(true)),
+        ];
         let mut b = a.clone();
         b.reverse();
         assert_eq!(decide(&a, true).winner, decide(&b, true).winner);

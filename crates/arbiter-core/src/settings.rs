@@ -300,18 +300,14 @@ impl RunSettings {
                 Ok(s)
             }
         };
-        let timeout_seconds = positive(
-            "timeout_seconds",
-            layer(flags.timeout_seconds, run.timeout_seconds, defaults::TIMEOUT_SECONDS),
-        )?;
+        let timeout_seconds =
+            positive("timeout_seconds", layer(flags.timeout_seconds, run.timeout_seconds, defaults::TIMEOUT_SECONDS))?;
         let verify_timeout_seconds = positive(
             "verify_timeout_seconds",
             layer(flags.verify_timeout_seconds, run.verify_timeout_seconds, defaults::VERIFY_TIMEOUT_SECONDS),
         )?;
-        let setup_timeout_seconds = positive(
-            "setup_timeout_seconds",
-            layer(None, run.setup_timeout_seconds, defaults::SETUP_TIMEOUT_SECONDS),
-        )?;
+        let setup_timeout_seconds =
+            positive("setup_timeout_seconds", layer(None, run.setup_timeout_seconds, defaults::SETUP_TIMEOUT_SECONDS))?;
         let verify = layer(non_empty(flags.verify), run.verify.clone(), Vec::new());
         if let Some(blank) = verify.value.iter().position(|v| v.trim().is_empty()) {
             return Err(SettingsError::Invalid {
@@ -371,11 +367,7 @@ impl RunSettings {
             ),
             ("include", list(&self.include.value), self.include.origin),
             ("setup", opt(&self.setup.value), self.setup.origin),
-            (
-                "setup_timeout_seconds",
-                self.setup_timeout_seconds.value.to_string(),
-                self.setup_timeout_seconds.origin,
-            ),
+            ("setup_timeout_seconds", self.setup_timeout_seconds.value.to_string(), self.setup_timeout_seconds.origin),
             ("runner", self.runner.value.clone(), self.runner.origin),
             ("command", opt(&self.command.value), self.command.origin),
             ("apply", self.apply.value.to_string(), self.apply.origin),
@@ -407,25 +399,21 @@ fn resolve_runners(
             }
             match name {
                 "command" => {
-                    let command = command.filter(|c| !c.trim().is_empty()).ok_or_else(|| {
-                        SettingsError::MissingCommand {
+                    let command =
+                        command.filter(|c| !c.trim().is_empty()).ok_or_else(|| SettingsError::MissingCommand {
                             runner: "command".into(),
                             where_: match command_origin {
                                 Origin::Flag => "--command (it is empty)".into(),
                                 _ => "the [run] table of .arbiter/config.toml".into(),
                             },
-                        }
-                    })?;
+                        })?;
                     Ok(RunnerSpec {
                         name: "command".into(),
                         kind: RunnerKind::Command { command: command.to_string() },
                         env_passthrough: Vec::new(),
                     })
                 }
-                other => Err(SettingsError::UnknownRunner {
-                    name: other.to_string(),
-                    known: known_runners(config),
-                }),
+                other => Err(SettingsError::UnknownRunner { name: other.to_string(), known: known_runners(config) }),
             }
         })
         .collect()
@@ -434,14 +422,12 @@ fn resolve_runners(
 fn runner_from_section(name: &str, section: &RunnerSection) -> Result<RunnerSpec, SettingsError> {
     match section.kind.as_str() {
         "command" => {
-            let command = section
-                .command
-                .clone()
-                .filter(|c| !c.trim().is_empty())
-                .ok_or_else(|| SettingsError::MissingCommand {
+            let command = section.command.clone().filter(|c| !c.trim().is_empty()).ok_or_else(|| {
+                SettingsError::MissingCommand {
                     runner: name.to_string(),
                     where_: format!("[runners.{name}] of .arbiter/config.toml"),
-                })?;
+                }
+            })?;
             Ok(RunnerSpec {
                 name: name.to_string(),
                 kind: RunnerKind::Command { command },
@@ -478,16 +464,9 @@ mod tests {
 
     #[test]
     fn flags_override_config_override_defaults() {
-        let cfg = ConfigFile::parse(
-            "[run]\ncandidates = 5\ntimeout_seconds = 60\nverify = [\"make test\"]\n",
-            "c",
-        )
-        .unwrap();
-        let s = RunSettings::resolve(
-            &cfg,
-            FlagOverrides { candidates: Some(2), ..flags_with_command() },
-        )
-        .unwrap();
+        let cfg =
+            ConfigFile::parse("[run]\ncandidates = 5\ntimeout_seconds = 60\nverify = [\"make test\"]\n", "c").unwrap();
+        let s = RunSettings::resolve(&cfg, FlagOverrides { candidates: Some(2), ..flags_with_command() }).unwrap();
         assert_eq!(s.candidates, Sourced { value: 2, origin: Origin::Flag });
         assert_eq!(s.parallel, Sourced { value: 2, origin: Origin::Default });
         assert_eq!(s.timeout_seconds, Sourced { value: 60, origin: Origin::Config });
@@ -499,11 +478,9 @@ mod tests {
 
     #[test]
     fn zero_candidates_is_refused() {
-        let err = RunSettings::resolve(
-            &ConfigFile::default(),
-            FlagOverrides { candidates: Some(0), ..flags_with_command() },
-        )
-        .unwrap_err();
+        let err =
+            RunSettings::resolve(&ConfigFile::default(), FlagOverrides { candidates: Some(0), ..flags_with_command() })
+                .unwrap_err();
         assert!(err.to_string().contains("at least 1 candidate"), "{err}");
     }
 

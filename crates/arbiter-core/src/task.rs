@@ -47,7 +47,9 @@ impl Task {
         }
         out.push('\n');
         if !self.verify.is_empty() {
-            out.push_str("\n# Verification\n\nYour work will be checked by running these commands in the repository root:\n\n");
+            out.push_str(
+                "\n# Verification\n\nYour work will be checked by running these commands in the repository root:\n\n",
+            );
             for v in &self.verify {
                 out.push_str("    ");
                 out.push_str(v);

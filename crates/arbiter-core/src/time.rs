@@ -47,10 +47,7 @@ impl Timestamp {
     /// `20261129T083437Z`, the sortable prefix of run ids.
     pub fn compact(self) -> String {
         let c = self.civil();
-        format!(
-            "{:04}{:02}{:02}T{:02}{:02}{:02}Z",
-            c.year, c.month, c.day, c.hour, c.minute, c.second
-        )
+        format!("{:04}{:02}{:02}T{:02}{:02}{:02}Z", c.year, c.month, c.day, c.hour, c.minute, c.second)
     }
 
     /// Milliseconds elapsed from `earlier` to `self` (never negative).

@@ -50,7 +50,9 @@ pub fn render_html(r: &ReportInput<'_>, patches: &[(CandidateId, String)]) -> St
     );
 
     let (tag_class, tag) = match r.selection.outcome.as_str() {
-        "selected" => ("ok", format!("winner {}", r.selection.winner.as_ref().map(|w| w.to_string()).unwrap_or_default())),
+        "selected" => {
+            ("ok", format!("winner {}", r.selection.winner.as_ref().map(|w| w.to_string()).unwrap_or_default()))
+        }
         "interrupted" => ("mid", "interrupted".to_string()),
         _ => ("bad", "no acceptable candidate".to_string()),
     };
@@ -65,7 +67,11 @@ pub fn render_html(r: &ReportInput<'_>, patches: &[(CandidateId, String)]) -> St
             h,
             "<p>Materialization ({}): {}</p>",
             escape(&m.mode.to_string()),
-            escape(&if m.applied { "applied".to_string() } else { m.error.clone().unwrap_or_else(|| "not applied".into()) })
+            escape(&if m.applied {
+                "applied".to_string()
+            } else {
+                m.error.clone().unwrap_or_else(|| "not applied".into())
+            })
         );
     }
     let _ = write!(
@@ -82,20 +88,18 @@ pub fn render_html(r: &ReportInput<'_>, patches: &[(CandidateId, String)]) -> St
     if let Some(c) = &s.task.success_criteria {
         let _ = write!(h, "<p><b>Success criteria:</b> {}</p>", escape(c));
     }
-    if let Some(b) = r.baseline {
-        if !b.commands.is_empty() {
-            let _ = write!(h, "<h3>Baseline on the base commit</h3><table>");
-            for c in &b.commands {
-                let (cls, word) = if c.passed() { ("ok", "passes") } else { ("bad", "fails") };
-                let _ = write!(
-                    h,
-                    "<tr><td><code>{}</code></td><td><span class=\"tag {cls}\">{word}</span> {}</td></tr>",
-                    escape(&c.command),
-                    escape(&exit_text(c.exit_code, c.timed_out))
-                );
-            }
-            let _ = write!(h, "</table>");
+    if let Some(b) = r.baseline.filter(|b| !b.commands.is_empty()) {
+        let _ = write!(h, "<h3>Baseline on the base commit</h3><table>");
+        for c in &b.commands {
+            let (cls, word) = if c.passed() { ("ok", "passes") } else { ("bad", "fails") };
+            let _ = write!(
+                h,
+                "<tr><td><code>{}</code></td><td><span class=\"tag {cls}\">{word}</span> {}</td></tr>",
+                escape(&c.command),
+                escape(&exit_text(c.exit_code, c.timed_out))
+            );
         }
+        let _ = write!(h, "</table>");
     }
     let _ = write!(h, "</section>");
 
@@ -125,13 +129,25 @@ pub fn render_html(r: &ReportInput<'_>, patches: &[(CandidateId, String)]) -> St
     let _ = write!(h, "</table></section>");
 
     for c in &r.ranking.candidates {
-        let _ = write!(h, "<section id=\"{id}\"><h2>{id} <small>({})</small></h2><p>{}</p>", escape(&c.runner), escape(&c.reason), id = escape(c.candidate_id.as_str()));
+        let _ = write!(
+            h,
+            "<section id=\"{id}\"><h2>{id} <small>({})</small></h2><p>{}</p>",
+            escape(&c.runner),
+            escape(&c.reason),
+            id = escape(c.candidate_id.as_str())
+        );
         if let Some(e) = r.evidence.iter().find(|e| e.candidate_id == c.candidate_id) {
             let a = &e.agent;
             let _ = write!(
                 h,
                 "<p>Agent: {} after {}</p>",
-                escape(&if a.timed_out { "timed out".into() } else if a.cancelled { "cancelled".into() } else { exit_text(a.exit_code, false) }),
+                escape(&if a.timed_out {
+                    "timed out".into()
+                } else if a.cancelled {
+                    "cancelled".into()
+                } else {
+                    exit_text(a.exit_code, false)
+                }),
                 human_duration(a.duration_ms)
             );
             if let Some(err) = &e.setup_error {
@@ -159,7 +175,12 @@ pub fn render_html(r: &ReportInput<'_>, patches: &[(CandidateId, String)]) -> St
         }
         match patches.iter().find(|(id, _)| *id == c.candidate_id) {
             Some((_, diff)) if !diff.trim().is_empty() => {
-                let _ = write!(h, "<details{}><summary>Diff</summary><pre>{}</pre></details>", if r.selection.winner.as_ref() == Some(&c.candidate_id) { " open" } else { "" }, colour_diff(diff));
+                let _ = write!(
+                    h,
+                    "<details{}><summary>Diff</summary><pre>{}</pre></details>",
+                    if r.selection.winner.as_ref() == Some(&c.candidate_id) { " open" } else { "" },
+                    colour_diff(diff)
+                );
             }
             _ => {
                 let _ = write!(h, "<p><i>No changes.</i></p>");
@@ -167,14 +188,18 @@ pub fn render_html(r: &ReportInput<'_>, patches: &[(CandidateId, String)]) -> St
         }
         let _ = write!(h, "</section>");
     }
-    let _ = write!(h, "</main></body></html>\n");
+    let _ = writeln!(h, "</main></body></html>");
     h
 }
 
 fn colour_diff(diff: &str) -> String {
     let mut out = String::with_capacity(diff.len() + diff.len() / 4);
     for line in diff.lines() {
-        let class = if line.starts_with("diff --git") || line.starts_with("index ") || line.starts_with("+++") || line.starts_with("---") {
+        let class = if line.starts_with("diff --git")
+            || line.starts_with("index ")
+            || line.starts_with("+++")
+            || line.starts_with("---")
+        {
             Some("meta")
         } else if line.starts_with("@@") {
             Some("hunk")

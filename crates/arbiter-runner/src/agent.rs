@@ -60,7 +60,9 @@ pub trait AgentRunner: Send + Sync {
 /// Builds the runner a spec describes.
 pub fn from_spec(spec: &RunnerSpec) -> Box<dyn AgentRunner> {
     match &spec.kind {
-        RunnerKind::Command { command } => Box::new(CommandRunner { name: spec.name.clone(), command: command.clone() }),
+        RunnerKind::Command { command } => {
+            Box::new(CommandRunner { name: spec.name.clone(), command: command.clone() })
+        }
     }
 }
 
@@ -108,7 +110,9 @@ impl AgentRunner for CommandRunner {
                 transcript.append(&json!({"type": "output", "stream": stream, "text": ctx.redactor.redact(line)}))?;
             }
             if lines.len() > TRANSCRIPT_LINES {
-                transcript.append(&json!({"type": "truncated", "stream": stream, "omitted_lines": lines.len() - TRANSCRIPT_LINES}))?;
+                transcript.append(
+                    &json!({"type": "truncated", "stream": stream, "omitted_lines": lines.len() - TRANSCRIPT_LINES}),
+                )?;
             }
         }
         let outcome = AgentOutcome {

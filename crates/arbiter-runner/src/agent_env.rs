@@ -7,9 +7,26 @@
 
 /// Variables passed through when set.
 const ALLOWED: &[&str] = &[
-    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "LANG", "LANGUAGE", "TZ", "TMPDIR",
-    "http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY", "all_proxy",
-    "SSL_CERT_FILE", "SSL_CERT_DIR",
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "TERM",
+    "LANG",
+    "LANGUAGE",
+    "TZ",
+    "TMPDIR",
+    "http_proxy",
+    "https_proxy",
+    "no_proxy",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+    "ALL_PROXY",
+    "all_proxy",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
 ];
 
 /// Variables never passed, even when asked for: arbiter's own credentials.
@@ -49,7 +66,11 @@ mod tests {
             ("LC_ALL".to_string(), "C".to_string()),
             ("MY_TOKEN".to_string(), "t".to_string()),
         ];
-        let env = build(src, &["MY_TOKEN".to_string(), "DATABASE_URL".to_string()], vec![("ARBITER_RUN_ID".into(), "r".into())]);
+        let env = build(
+            src,
+            &["MY_TOKEN".to_string(), "DATABASE_URL".to_string()],
+            vec![("ARBITER_RUN_ID".into(), "r".into())],
+        );
         let names: Vec<&str> = env.iter().map(|(k, _)| k.as_str()).collect();
         assert_eq!(names, vec!["ARBITER_RUN_ID", "LC_ALL", "MY_TOKEN", "PATH"]);
     }

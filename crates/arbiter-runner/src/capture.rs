@@ -38,11 +38,21 @@ pub async fn capture_patch(worktree: &Git, base: &str) -> Result<String, GitErro
 /// Checks that `patch_file` applies cleanly to `base`, without touching any working tree:
 /// the base is read into a private index and the patch is applied to that index.
 /// Returns git's complaint when it does not apply.
-pub async fn apply_check(repo: &Git, base: &str, patch_file: &Path, scratch_index: &Path) -> Result<Result<(), String>, GitError> {
+pub async fn apply_check(
+    repo: &Git,
+    base: &str,
+    patch_file: &Path,
+    scratch_index: &Path,
+) -> Result<Result<(), String>, GitError> {
     repo.run_with_index(["read-tree", base], Some(scratch_index)).await?;
     let result = repo
         .run_with_index(
-            [std::ffi::OsStr::new("apply"), std::ffi::OsStr::new("--cached"), std::ffi::OsStr::new("--check"), patch_file.as_os_str()],
+            [
+                std::ffi::OsStr::new("apply"),
+                std::ffi::OsStr::new("--cached"),
+                std::ffi::OsStr::new("--check"),
+                patch_file.as_os_str(),
+            ],
             Some(scratch_index),
         )
         .await;
@@ -56,7 +66,13 @@ pub async fn apply_check(repo: &Git, base: &str, patch_file: &Path, scratch_inde
 
 /// Commits `patch_file` on top of `base` as a new commit, without touching any working
 /// tree, and returns the commit id. The caller points a branch at it.
-pub async fn commit_patch(repo: &Git, base: &str, patch_file: &Path, scratch_index: &Path, message: &str) -> Result<String, GitError> {
+pub async fn commit_patch(
+    repo: &Git,
+    base: &str,
+    patch_file: &Path,
+    scratch_index: &Path,
+    message: &str,
+) -> Result<String, GitError> {
     let result = async {
         repo.run_with_index(["read-tree", base], Some(scratch_index)).await?;
         repo.run_with_index(
@@ -65,7 +81,8 @@ pub async fn commit_patch(repo: &Git, base: &str, patch_file: &Path, scratch_ind
         )
         .await?;
         let tree = repo.run_with_index(["write-tree"], Some(scratch_index)).await?.text();
-        let mut args = vec!["commit-tree".to_string(), tree, "-p".into(), base.to_string(), "-m".into(), message.to_string()];
+        let mut args =
+            vec!["commit-tree".to_string(), tree, "-p".into(), base.to_string(), "-m".into(), message.to_string()];
         if !repo.has_identity().await {
             args = [
                 vec!["-c".to_string(), "user.name=arbiter".into(), "-c".into(), "user.email=arbiter@localhost".into()],

@@ -264,9 +264,7 @@ impl Engine {
                 })
                 .await?;
         }
-        let redactor = Redactor::new(
-            self.process_env.iter().filter(|(k, _)| looks_secret(k)).map(|(_, v)| v.clone()),
-        );
+        let redactor = Redactor::new(self.process_env.iter().filter(|(k, _)| looks_secret(k)).map(|(_, v)| v.clone()));
         events
             .emit(
                 EventKind::RunStarted,
@@ -371,14 +369,14 @@ impl RunCtx {
 /// Creates a worktree at the base, copies the include-list and runs the setup command.
 /// Returns a description of what failed, with the log to read.
 async fn prepare_tree(ctx: &RunCtx, path: &Path, log_dir: &Path, who: Option<&CandidateId>) -> Result<(), String> {
-    ctx.repo
-        .worktree_add(path, &ctx.base_commit)
-        .await
-        .map_err(|e| format!("cannot create the worktree: {e}"))?;
+    ctx.repo.worktree_add(path, &ctx.base_commit).await.map_err(|e| format!("cannot create the worktree: {e}"))?;
     ctx.events.emit(EventKind::WorktreeCreated, who, json!({"path": path.display().to_string()})).await;
     if !ctx.settings.include.value.is_empty() {
-        let report = copy_includes(ctx.workspace.repo_root(), path, &ctx.settings.include.value).map_err(|e| e.to_string())?;
-        ctx.events.emit(EventKind::IncludeCopied, who, json!({"copied": report.copied, "missing": report.missing})).await;
+        let report =
+            copy_includes(ctx.workspace.repo_root(), path, &ctx.settings.include.value).map_err(|e| e.to_string())?;
+        ctx.events
+            .emit(EventKind::IncludeCopied, who, json!({"copied": report.copied, "missing": report.missing}))
+            .await;
     }
     if let Some(setup) = &ctx.settings.setup.value {
         let log = log_dir.join("setup.log");
@@ -418,14 +416,25 @@ async fn remove_tree(ctx: &RunCtx, path: &Path) {
         return;
     }
     if let Err(e) = ctx.repo.worktree_remove(path).await {
-        ctx.events.emit(EventKind::Warning, None, json!({"message": format!("cannot remove worktree {}: {e}", path.display())})).await;
+        ctx.events
+            .emit(
+                EventKind::Warning,
+                None,
+                json!({"message": format!("cannot remove worktree {}: {e}", path.display())}),
+            )
+            .await;
     }
 }
 
 /// Runs the verify commands once on the base commit, in a scratch worktree.
 async fn run_baseline(ctx: &RunCtx) -> Baseline {
     let verify = &ctx.settings.verify.value;
-    let mut baseline = Baseline { schema_version: SCHEMA_VERSION, base_commit: ctx.base_commit.clone(), error: None, commands: Vec::new() };
+    let mut baseline = Baseline {
+        schema_version: SCHEMA_VERSION,
+        base_commit: ctx.base_commit.clone(),
+        error: None,
+        commands: Vec::new(),
+    };
     if verify.is_empty() {
         return baseline;
     }
@@ -505,7 +514,9 @@ async fn run_candidate(ctx: &RunCtx, index: usize) -> CandidateRun {
         write_runner_summary(ctx, &run, runner.as_ref(), &cdir, Some(started_at), &[]);
         remove_tree(ctx, &tree).await;
         ctx.set_candidate_status(&id, run.status, None).await;
-        ctx.events.emit(EventKind::CandidateFinished, Some(&id), json!({"status": run.status, "error": run.setup_error})).await;
+        ctx.events
+            .emit(EventKind::CandidateFinished, Some(&id), json!({"status": run.status, "error": run.setup_error}))
+            .await;
         return run;
     }
 
@@ -595,14 +606,18 @@ async fn evaluate_candidate(ctx: &RunCtx, run: &mut CandidateRun, tree: &Path, c
     let text = match capture::capture_patch(&wt, &ctx.base_commit).await {
         Ok(t) => t,
         Err(e) => {
-            ctx.events.emit(EventKind::Warning, Some(&run.id), json!({"message": format!("cannot capture the patch: {e}")})).await;
+            ctx.events
+                .emit(EventKind::Warning, Some(&run.id), json!({"message": format!("cannot capture the patch: {e}")}))
+                .await;
             run.gates_skipped = Some("no patch could be captured".into());
             return;
         }
     };
     let patch_path = cdir.join(paths::PATCH);
     if let Err(e) = std::fs::write(&patch_path, &text) {
-        ctx.events.emit(EventKind::Warning, Some(&run.id), json!({"message": format!("cannot write patch.diff: {e}")})).await;
+        ctx.events
+            .emit(EventKind::Warning, Some(&run.id), json!({"message": format!("cannot write patch.diff: {e}")}))
+            .await;
         return;
     }
     let stats = patch::stats(&text);
@@ -610,7 +625,8 @@ async fn evaluate_candidate(ctx: &RunCtx, run: &mut CandidateRun, tree: &Path, c
     let (applies_cleanly, apply_check_error) = if hash.is_none() {
         (false, None)
     } else {
-        match capture::apply_check(&ctx.repo, &ctx.base_commit, &patch_path, &ctx.scratch_index(run.id.as_str())).await {
+        match capture::apply_check(&ctx.repo, &ctx.base_commit, &patch_path, &ctx.scratch_index(run.id.as_str())).await
+        {
             Ok(Ok(())) => (true, None),
             Ok(Err(why)) => (false, Some(why)),
             Err(e) => (false, Some(e.to_string())),
@@ -672,7 +688,14 @@ async fn evaluate_candidate(ctx: &RunCtx, run: &mut CandidateRun, tree: &Path, c
     }
 }
 
-fn write_runner_summary(ctx: &RunCtx, run: &CandidateRun, runner: &dyn AgentRunner, cdir: &Path, started: Option<Timestamp>, env: &[(String, String)]) {
+fn write_runner_summary(
+    ctx: &RunCtx,
+    run: &CandidateRun,
+    runner: &dyn AgentRunner,
+    cdir: &Path,
+    started: Option<Timestamp>,
+    env: &[(String, String)],
+) {
     let size = |name: &str| std::fs::metadata(cdir.join(name)).map(|m| m.len()).unwrap_or(0);
     let summary = RunnerSummary {
         schema_version: SCHEMA_VERSION,
@@ -762,7 +785,8 @@ async fn finish(ctx: &RunCtx, runs: Vec<CandidateRun>, baseline: Baseline) -> Re
     let mut decision = selection::decide(&facts, has_verify);
     if interrupted {
         decision.winner = None;
-        decision.summary = "the run was interrupted (Ctrl-C or SIGTERM) before it finished; nothing was selected or applied".into();
+        decision.summary =
+            "the run was interrupted (Ctrl-C or SIGTERM) before it finished; nothing was selected or applied".into();
     }
     for rc in &decision.ranking {
         let r = runs.iter().find(|r| r.id == rc.candidate_id);
@@ -884,10 +908,17 @@ async fn materialize_winner(ctx: &RunCtx, winner: &CandidateId) -> Materializati
         },
         ApplyMode::Branch(name) => {
             let message = format!("{}\n\narbiter run {} (candidate {winner})", ctx.task.title(), ctx.run_id);
-            materialize::commit_to_new_branch(&ctx.repo, &ctx.base_commit, &patch, name, &ctx.scratch_index("branch"), &message)
-                .await
-                .map(Some)
-                .map_err(|e| e.to_string())
+            materialize::commit_to_new_branch(
+                &ctx.repo,
+                &ctx.base_commit,
+                &patch,
+                name,
+                &ctx.scratch_index("branch"),
+                &message,
+            )
+            .await
+            .map(Some)
+            .map_err(|e| e.to_string())
         }
     };
     let m = match result {

@@ -58,11 +58,11 @@ impl EventLog {
                 data,
             };
             inner.next_seq += 1;
-            if let Err(e) = inner.file.append(&event) {
-                if !inner.store_error_reported {
-                    eprintln!("arbiter: warning: cannot append to runtime_events.jsonl: {e}");
-                    inner.store_error_reported = true;
-                }
+            if let Err(e) = inner.file.append(&event)
+                && !inner.store_error_reported
+            {
+                eprintln!("arbiter: warning: cannot append to runtime_events.jsonl: {e}");
+                inner.store_error_reported = true;
             }
             event
         };

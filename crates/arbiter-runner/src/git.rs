@@ -58,7 +58,14 @@ impl Git {
     {
         let mut cmd = tokio::process::Command::new("git");
         cmd.arg("-c").arg("core.quotepath=off").args(args).current_dir(&self.dir);
-        for var in ["GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY", "GIT_CEILING_DIRECTORIES", "GIT_PREFIX"] {
+        for var in [
+            "GIT_DIR",
+            "GIT_WORK_TREE",
+            "GIT_INDEX_FILE",
+            "GIT_OBJECT_DIRECTORY",
+            "GIT_CEILING_DIRECTORIES",
+            "GIT_PREFIX",
+        ] {
             cmd.env_remove(var);
         }
         cmd.env("GIT_TERMINAL_PROMPT", "0").env("LC_ALL", "C").env("GIT_OPTIONAL_LOCKS", "0");
@@ -142,15 +149,28 @@ impl Git {
 
     /// `git worktree add --detach PATH COMMIT`.
     pub async fn worktree_add(&self, path: &Path, commit: &str) -> Result<(), GitError> {
-        self.run([OsStr::new("worktree"), OsStr::new("add"), OsStr::new("--detach"), OsStr::new("--quiet"), path.as_os_str(), OsStr::new(commit)])
-            .await
-            .map(|_| ())
+        self.run([
+            OsStr::new("worktree"),
+            OsStr::new("add"),
+            OsStr::new("--detach"),
+            OsStr::new("--quiet"),
+            path.as_os_str(),
+            OsStr::new(commit),
+        ])
+        .await
+        .map(|_| ())
     }
 
     /// Removes a worktree and its administrative files, even when it is dirty or half gone.
     pub async fn worktree_remove(&self, path: &Path) -> Result<(), GitError> {
         let removed = self
-            .run([OsStr::new("worktree"), OsStr::new("remove"), OsStr::new("--force"), OsStr::new("--force"), path.as_os_str()])
+            .run([
+                OsStr::new("worktree"),
+                OsStr::new("remove"),
+                OsStr::new("--force"),
+                OsStr::new("--force"),
+                path.as_os_str(),
+            ])
             .await;
         if removed.is_err() || path.exists() {
             if path.exists() {

@@ -88,7 +88,12 @@ mod tests {
         fs::create_dir_all(repo.path().join("conf/local")).unwrap();
         fs::write(repo.path().join("conf/local/x.toml"), "x").unwrap();
         fs::write(repo.path().join("a.secret"), "s").unwrap();
-        let r = copy_includes(repo.path(), wt.path(), &[".env".into(), "conf/local".into(), "*.secret".into(), "nope".into()]).unwrap();
+        let r = copy_includes(
+            repo.path(),
+            wt.path(),
+            &[".env".into(), "conf/local".into(), "*.secret".into(), "nope".into()],
+        )
+        .unwrap();
         assert_eq!(r.missing, vec!["nope".to_string()]);
         assert_eq!(fs::read_to_string(wt.path().join("conf/local/x.toml")).unwrap(), "x");
         assert!(wt.path().join("a.secret").exists());

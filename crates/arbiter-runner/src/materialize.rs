@@ -35,7 +35,9 @@ pub fn describe_paths(paths: &[String]) -> String {
 /// Applies `patch` to the working tree of `repo` (its top level).
 pub async fn apply_to_worktree(repo: &Git, patch: &Path) -> Result<(), MaterializeError> {
     let p = patch.as_os_str();
-    if let Err(GitError::Failed { stderr, .. }) = repo.run([std::ffi::OsStr::new("apply"), std::ffi::OsStr::new("--check"), p]).await {
+    if let Err(GitError::Failed { stderr, .. }) =
+        repo.run([std::ffi::OsStr::new("apply"), std::ffi::OsStr::new("--check"), p]).await
+    {
         return Err(MaterializeError::DoesNotApply(stderr));
     }
     repo.run([std::ffi::OsStr::new("apply"), p]).await?;
@@ -100,7 +102,9 @@ pub async fn apply_run_patch(
         }
     }
     let p = patch.as_os_str();
-    if let Err(GitError::Failed { stderr, .. }) = repo.run([std::ffi::OsStr::new("apply"), std::ffi::OsStr::new("--check"), p]).await {
+    if let Err(GitError::Failed { stderr, .. }) =
+        repo.run([std::ffi::OsStr::new("apply"), std::ffi::OsStr::new("--check"), p]).await
+    {
         return Err(fail(MaterializeError::DoesNotApply(stderr)));
     }
     let original = repo.current_branch().await.map_err(|e| fail(e.into()))?;
@@ -146,7 +150,9 @@ pub async fn apply_run_patch(
             if let Some(name) = branch.filter(|_| result.created_branch) {
                 let back = match &original {
                     Some(b) => repo.run(["switch", "--quiet", "--discard-changes", b.as_str()]).await,
-                    None => repo.run(["switch", "--quiet", "--discard-changes", "--detach", original_head.as_str()]).await,
+                    None => {
+                        repo.run(["switch", "--quiet", "--discard-changes", "--detach", original_head.as_str()]).await
+                    }
                 };
                 rolled_back = back.is_ok() && repo.run(["branch", "-D", name]).await.is_ok();
             }

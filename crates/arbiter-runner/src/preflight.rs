@@ -31,9 +31,17 @@ pub fn check_program(what: &str, command: &str, repo: &Path, path: &str) -> Resu
         Some(Program::Path(p)) => {
             let full = if Path::new(p).is_absolute() { Path::new(p).to_path_buf() } else { repo.join(p) };
             if !full.exists() {
-                Err(missing(p, "does not exist", format!("commands run from the repository root ({}); check the path", repo.display())))
+                Err(missing(
+                    p,
+                    "does not exist",
+                    format!("commands run from the repository root ({}); check the path", repo.display()),
+                ))
             } else if !is_executable(&full) {
-                Err(missing(p, "is not executable", format!("run `chmod +x {p}` or prefix the command with its interpreter")))
+                Err(missing(
+                    p,
+                    "is not executable",
+                    format!("run `chmod +x {p}` or prefix the command with its interpreter"),
+                ))
             } else {
                 Ok(())
             }

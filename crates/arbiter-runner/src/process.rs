@@ -52,11 +52,7 @@ impl Exit {
 /// Runs `sh -c COMMAND` to completion, timeout or cancellation.
 pub async fn run_shell(cmd: &ShellCommand, cancel: &CancellationToken) -> std::io::Result<Exit> {
     let stdout = File::create(&cmd.stdout)?;
-    let stderr = if cmd.stderr == cmd.stdout {
-        stdout.try_clone()?
-    } else {
-        File::create(&cmd.stderr)?
-    };
+    let stderr = if cmd.stderr == cmd.stdout { stdout.try_clone()? } else { File::create(&cmd.stderr)? };
     let started = Instant::now();
     let mut child = tokio::process::Command::new("sh")
         .arg("-c")

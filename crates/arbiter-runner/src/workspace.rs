@@ -112,7 +112,8 @@ impl Workspace {
             let Ok(id) = RunId::parse(&entry.file_name().to_string_lossy()) else {
                 continue;
             };
-            let owner = fs::read_to_string(entry.path().join(OWNER_FILE)).ok().and_then(|s| s.trim().parse::<i32>().ok());
+            let owner =
+                fs::read_to_string(entry.path().join(OWNER_FILE)).ok().and_then(|s| s.trim().parse::<i32>().ok());
             if owner.is_some_and(process_alive) {
                 continue;
             }
@@ -142,11 +143,11 @@ fn mark_abandoned(run_dir: &Path) {
     let Ok(text) = dir.read_text(paths::STATE) else {
         return;
     };
-    if let Ok(mut state) = serde_json::from_str::<RunState>(&text) {
-        if state.status == RunStatus::Running {
-            state.status = RunStatus::Interrupted;
-            state.message = Some("the process running this run died; its worktrees were pruned by a later run".into());
-            let _ = dir.write_json(paths::STATE, &state);
-        }
+    if let Ok(mut state) = serde_json::from_str::<RunState>(&text)
+        && state.status == RunStatus::Running
+    {
+        state.status = RunStatus::Interrupted;
+        state.message = Some("the process running this run died; its worktrees were pruned by a later run".into());
+        let _ = dir.write_json(paths::STATE, &state);
     }
 }

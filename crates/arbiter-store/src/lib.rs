@@ -52,9 +52,7 @@ pub enum StoreError {
     Open { location: String, source: sqlx::Error },
     #[error("database migration {version} ({name}) failed: {source}")]
     Migration { version: i64, name: &'static str, source: sqlx::Error },
-    #[error(
-        "the database is at schema version {found}, newer than this arbiter knows ({known}); upgrade arbiter"
-    )]
+    #[error("the database is at schema version {found}, newer than this arbiter knows ({known}); upgrade arbiter")]
     TooNew { found: i64, known: i64 },
     #[error("database error: {0}")]
     Query(#[from] sqlx::Error),

@@ -9,8 +9,5 @@ pub struct Migration {
 }
 
 /// SQLite migrations, in order.
-pub const SQLITE: &[Migration] = &[Migration {
-    version: 1,
-    name: "runs",
-    sql: include_str!("../migrations/sqlite/0001_runs.sql"),
-}];
+pub const SQLITE: &[Migration] =
+    &[Migration { version: 1, name: "runs", sql: include_str!("../migrations/sqlite/0001_runs.sql") }];

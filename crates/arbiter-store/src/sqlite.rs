@@ -227,7 +227,8 @@ impl Store for SqliteStore {
                     kind: serde_json::from_value::<EventKind>(serde_json::Value::String(kind.clone()))
                         .map_err(|_| StoreError::Corrupt { column: "events.kind", value: kind })?,
                     candidate: candidate.and_then(|c| CandidateId::parse(&c)),
-                    data: serde_json::from_str(&data).map_err(|_| StoreError::Corrupt { column: "events.data", value: data })?,
+                    data: serde_json::from_str(&data)
+                        .map_err(|_| StoreError::Corrupt { column: "events.data", value: data })?,
                 })
             })
             .collect()

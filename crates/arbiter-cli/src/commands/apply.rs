@@ -21,10 +21,15 @@ pub async fn apply(repo: Option<&Path>, args: &ApplyArgs) -> Result<u8, CliError
     };
     let patch = dir.join(&rel);
     if !patch.is_file() {
-        return Err(CliError::environment(format!("the winner's patch {} is missing from the run directory", patch.display())));
+        return Err(CliError::environment(format!(
+            "the winner's patch {} is missing from the run directory",
+            patch.display()
+        )));
     }
     let message = format!("{}\n\narbiter run {id} (candidate {winner})", state.task.title());
-    let result = apply_run_patch(&ctx.git, &patch, args.branch.as_deref(), args.commit.then_some(message.as_str()), args.force).await;
+    let result =
+        apply_run_patch(&ctx.git, &patch, args.branch.as_deref(), args.commit.then_some(message.as_str()), args.force)
+            .await;
     let clock = arbiter_runner::SystemClock;
     let record = ApplyRecord {
         schema_version: SCHEMA_VERSION,
@@ -45,7 +50,10 @@ pub async fn apply(repo: Option<&Path>, args: &ApplyArgs) -> Result<u8, CliError
     match result {
         Ok(r) => {
             if !args.json {
-                println!("Applied {winner} of run {id}{}", args.branch.as_ref().map(|b| format!(" on new branch {b}")).unwrap_or_default());
+                println!(
+                    "Applied {winner} of run {id}{}",
+                    args.branch.as_ref().map(|b| format!(" on new branch {b}")).unwrap_or_default()
+                );
                 if let Some(c) = r.commit {
                     println!("Committed {c}");
                 }

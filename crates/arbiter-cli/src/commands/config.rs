@@ -16,11 +16,8 @@ pub async fn show(repo: Option<&Path>, args: &SettingsArgs, as_json: bool) -> Re
     let runners = settings.resolve_runners(&config);
     let config_path = ctx.workspace.config_path();
     if as_json {
-        let rows: Vec<_> = settings
-            .rows()
-            .into_iter()
-            .map(|(k, v, o)| json!({"key": k, "value": v, "origin": o}))
-            .collect();
+        let rows: Vec<_> =
+            settings.rows().into_iter().map(|(k, v, o)| json!({"key": k, "value": v, "origin": o})).collect();
         let value = json!({
             "config_file": config_path.display().to_string(),
             "config_file_exists": config_path.exists(),

@@ -6,9 +6,9 @@ use std::sync::Arc;
 use arbiter_core::settings::{ApplyMode, RunSettings, RunnerKind};
 use arbiter_core::status::RunStatus;
 use arbiter_core::task::Task;
+use arbiter_runner::SystemClock;
 use arbiter_runner::engine::{Engine, EngineError, RunOutcome, RunRequest};
 use arbiter_runner::preflight::check_program;
-use arbiter_runner::SystemClock;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
@@ -27,14 +27,17 @@ pub async fn run(repo: Option<&Path>, args: &RunArgs) -> Result<u8, CliError> {
     };
     let config = ctx.config()?;
     let settings = RunSettings::resolve(&config, args.settings.overrides())?;
-    let task = Task::new(task_text, args.success_criteria.clone(), settings.verify.value.clone()).map_err(CliError::usage)?;
+    let task =
+        Task::new(task_text, args.success_criteria.clone(), settings.verify.value.clone()).map_err(CliError::usage)?;
     preflight(&settings, ctx.workspace.repo_root())?;
     if let ApplyMode::Branch(name) = &settings.apply.value {
         if !ctx.git.valid_branch_name(name).await {
             return Err(CliError::usage(format!("'{name}' is not a valid branch name for --apply branch:NAME")));
         }
         if ctx.git.branch_exists(name).await? {
-            return Err(CliError::usage(format!("branch '{name}' already exists; choose another name for --apply branch:NAME")));
+            return Err(CliError::usage(format!(
+                "branch '{name}' already exists; choose another name for --apply branch:NAME"
+            )));
         }
     }
     let store = ctx.store().await?;
@@ -96,7 +99,9 @@ async fn watch_signals(cancel: CancellationToken) {
         return;
     };
     tokio::select! { _ = int.recv() => {}, _ = term.recv() => {} }
-    eprintln!("\narbiter: interrupted; stopping candidates and writing what was gathered (press Ctrl-C again to quit at once)");
+    eprintln!(
+        "\narbiter: interrupted; stopping candidates and writing what was gathered (press Ctrl-C again to quit at once)"
+    );
     cancel.cancel();
     tokio::select! { _ = int.recv() => {}, _ = term.recv() => {} }
     eprintln!("arbiter: quitting; leftover worktrees are pruned by the next run");
@@ -108,7 +113,8 @@ fn random_suffix() -> u32 {
     if getrandom::fill(&mut b).is_err() {
         // No entropy source: fall back on the process id and the clock, still unique enough
         // between concurrent runs in one repository.
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+        let nanos =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
         return nanos ^ std::process::id();
     }
     u32::from_le_bytes(b)

@@ -35,7 +35,8 @@ pub async fn list(repo: Option<&Path>, limit: u32, as_json: bool) -> Result<u8, 
     }
     println!("{:<23}  {:<11}  {:<6}  {:>4}  {:<8}  TASK", "RUN", "STATUS", "WINNER", "CAND", "DURATION");
     for r in runs {
-        let duration = r.finished_at.map(|f| human_duration(f.millis_since(r.started_at))).unwrap_or_else(|| "-".into());
+        let duration =
+            r.finished_at.map(|f| human_duration(f.millis_since(r.started_at))).unwrap_or_else(|| "-".into());
         println!(
             "{:<23}  {:<11}  {:<6}  {:>4}  {:<8}  {}",
             r.id,
@@ -95,7 +96,11 @@ pub async fn show(repo: Option<&Path>, run: &str, as_json: bool) -> Result<u8, C
     }
     if let Some(m) = &state.materialization {
         match (&m.applied, &m.error) {
-            (true, _) => println!("Applied: {}{}", m.mode, m.commit.as_ref().map(|c| format!(" (commit {c})")).unwrap_or_default()),
+            (true, _) => println!(
+                "Applied: {}{}",
+                m.mode,
+                m.commit.as_ref().map(|c| format!(" (commit {c})")).unwrap_or_default()
+            ),
             (false, Some(e)) => println!("Not applied ({}): {e}", m.mode),
             (false, None) => println!("Not applied ({}); apply with `arbiter apply {id}`", m.mode),
         }
