@@ -159,11 +159,14 @@ impl Engine {
         let pool = Arc::new(Semaphore::new(settings.parallel.value.clamp(1, settings.candidates.value) as usize));
         let mut tasks = tokio::task::JoinSet::new();
         for index in 0..n {
+            // A sliding pool: candidates start in order, each as soon as a slot frees up.
+            let slot = tokio::select! {
+                slot = pool.clone().acquire_owned() => slot.ok(),
+                _ = ctx.cancel.cancelled() => None,
+            };
             let ctx = ctx.clone();
-            let pool = pool.clone();
             tasks.spawn(async move {
-                // A sliding pool: each candidate starts as soon as any slot frees up.
-                let _slot = pool.acquire_owned().await;
+                let _slot = slot;
                 run_candidate(&ctx, index).await
             });
         }

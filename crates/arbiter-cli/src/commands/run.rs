@@ -30,6 +30,7 @@ pub async fn run(repo: Option<&Path>, args: &RunArgs) -> Result<u8, CliError> {
     let task =
         Task::new(task_text, args.success_criteria.clone(), settings.verify.value.clone()).map_err(CliError::usage)?;
     preflight(&settings, ctx.workspace.repo_root())?;
+    check_paths_exist_at_base(&ctx, &settings, &args.base).await?;
     if let ApplyMode::Branch(name) = &settings.apply.value {
         if !ctx.git.valid_branch_name(name).await {
             return Err(CliError::usage(format!("'{name}' is not a valid branch name for --apply branch:NAME")));
@@ -87,6 +88,36 @@ fn preflight(settings: &RunSettings, repo: &Path) -> Result<(), CliError> {
     for r in &settings.runners {
         let RunnerKind::Command { command } = &r.kind;
         check_program(&format!("the {} runner's command", r.name), command, repo, &path).map_err(CliError::usage)?;
+    }
+    Ok(())
+}
+
+/// Commands run inside worktrees checked out at the base commit: a relative program path
+/// must exist there (committed) or be copied in through `include`, or every candidate fails.
+async fn check_paths_exist_at_base(ctx: &RepoContext, settings: &RunSettings, base: &str) -> Result<(), CliError> {
+    use arbiter_core::command_line::{Program, first_program};
+    let mut commands: Vec<(String, &str)> = settings.verify.value.iter().map(|v| ("verify command".to_string(), v.as_str())).collect();
+    if let Some(setup) = &settings.setup.value {
+        commands.push(("setup command".into(), setup));
+    }
+    for r in &settings.runners {
+        let RunnerKind::Command { command } = &r.kind;
+        commands.push((format!("the {} runner's command", r.name), command));
+    }
+    for (what, command) in commands {
+        let Some(Program::Path(p)) = first_program(command) else { continue };
+        if Path::new(p).is_absolute() {
+            continue;
+        }
+        let rel = p.trim_start_matches("./");
+        let spec = format!("{base}:{rel}");
+        let committed = ctx.git.run(["cat-file", "-e", spec.as_str()]).await.is_ok();
+        let included = settings.include.value.iter().any(|i| i.trim_start_matches("./") == rel);
+        if !committed && !included {
+            return Err(CliError::usage(format!(
+                "{what} `{command}` runs `{p}`, which is not committed at {base}: candidates run in worktrees checked out at the base commit, where it does not exist; commit it, use an absolute path, or copy it in with --include {rel}"
+            )));
+        }
     }
     Ok(())
 }

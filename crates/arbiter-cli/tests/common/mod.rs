@@ -1,0 +1,297 @@
+//! Support for the end-to-end tests: real git repositories in temporary directories,
+//! shell-script fake agents that make real edits, and the real `arbiter` binary.
+
+#![allow(dead_code)]
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use tempfile::TempDir;
+
+/// The `arbiter` binary built for these tests.
+pub const ARBITER: &str = env!("CARGO_BIN_EXE_arbiter");
+
+/// A throwaway git repository (branch `main`, an author configured).
+pub struct TestRepo {
+    dir: TempDir,
+}
+
+impl TestRepo {
+    /// An empty repository with no commit yet.
+    pub fn new() -> Self {
+        let dir = tempfile::Builder::new().prefix("arbiter-e2e-").tempdir().expect("create a temp dir");
+        let repo = TestRepo { dir };
+        repo.git(&["init", "-q", "-b", "main"]);
+        repo.git(&["config", "user.name", "arbiter tests"]);
+        repo.git(&["config", "user.email", "tests@arbiter.invalid"]);
+        repo.git(&["config", "commit.gpgsign", "false"]);
+        repo
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Writes a file (creating its directories).
+    pub fn write(&self, rel: &str, contents: impl AsRef<[u8]>) {
+        let p = self.path().join(rel);
+        if let Some(parent) = p.parent() {
+            fs::create_dir_all(parent).expect("create parent directories");
+        }
+        fs::write(&p, contents).unwrap_or_else(|e| panic!("write {}: {e}", p.display()));
+    }
+
+    /// Writes an executable file (mode 0755).
+    pub fn write_exec(&self, rel: &str, contents: impl AsRef<[u8]>) {
+        self.write(rel, contents);
+        set_mode(&self.path().join(rel), 0o755);
+    }
+
+    /// Writes a fake agent script (`#!/bin/sh` is prepended) at `rel`, executable.
+    pub fn write_agent(&self, rel: &str, body: &str) {
+        self.write_exec(rel, format!("#!/bin/sh\n{body}"));
+    }
+
+    pub fn read(&self, rel: &str) -> String {
+        let p = self.path().join(rel);
+        fs::read_to_string(&p).unwrap_or_else(|e| panic!("read {}: {e}", p.display()))
+    }
+
+    /// Stages everything and commits; returns the new commit id.
+    pub fn commit_all(&self, message: &str) -> String {
+        self.git(&["add", "-A"]);
+        self.git(&["commit", "-q", "-m", message]);
+        self.head()
+    }
+
+    pub fn head(&self) -> String {
+        self.git(&["rev-parse", "HEAD"]).trim().to_string()
+    }
+
+    /// Runs git in the repository, panicking when it fails; returns stdout.
+    pub fn git(&self, args: &[&str]) -> String {
+        git_in(self.path(), args)
+    }
+
+    /// `git status --porcelain` lines, sorted.
+    pub fn status(&self) -> Vec<String> {
+        let mut lines: Vec<String> = self.git(&["status", "--porcelain"]).lines().map(str::to_string).collect();
+        lines.sort();
+        lines
+    }
+
+    /// A `Command` for the arbiter binary, in the repository.
+    pub fn arbiter_cmd(&self, args: &[&str]) -> Command {
+        arbiter_cmd_in(self.path(), args)
+    }
+
+    /// Runs arbiter to completion in the repository.
+    pub fn arbiter(&self, args: &[&str]) -> Run {
+        run_arbiter_in(self.path(), args)
+    }
+
+    pub fn arbiter_dir(&self) -> PathBuf {
+        self.path().join(".arbiter")
+    }
+
+    /// Every run directory under `.arbiter/runs` (none when it does not exist).
+    pub fn run_dirs(&self) -> Vec<PathBuf> {
+        let runs = self.arbiter_dir().join("runs");
+        let mut dirs: Vec<PathBuf> = match fs::read_dir(&runs) {
+            Ok(entries) => entries.flatten().map(|e| e.path()).filter(|p| p.is_dir()).collect(),
+            Err(_) => Vec::new(),
+        };
+        dirs.sort();
+        dirs
+    }
+
+    /// The single run directory under `.arbiter/runs`.
+    pub fn run_dir(&self) -> PathBuf {
+        let dirs = self.run_dirs();
+        assert_eq!(dirs.len(), 1, "expected exactly one run directory, found {dirs:?}");
+        dirs.into_iter().next().unwrap_or_default()
+    }
+}
+
+/// Runs git in `dir`, panicking when it fails; returns stdout.
+pub fn git_in(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE")
+        .env_remove("GIT_INDEX_FILE")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run git");
+    assert!(
+        out.status.success(),
+        "git {args:?} failed in {}:\n{}{}",
+        dir.display(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A `Command` for the arbiter binary with `dir` as its working directory.
+pub fn arbiter_cmd_in(dir: &Path, args: &[&str]) -> Command {
+    let mut cmd = Command::new(ARBITER);
+    cmd.args(args).current_dir(dir).stdin(Stdio::null());
+    cmd
+}
+
+/// The result of one arbiter invocation.
+pub struct Run {
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    pub fn from_output(out: Output) -> Self {
+        Run {
+            code: out.status.code(),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    /// Panics with both streams unless the exit code is `code`.
+    #[track_caller]
+    pub fn assert_code(&self, code: i32) -> &Self {
+        assert_eq!(self.code, Some(code), "unexpected exit code\n--- stdout ---\n{}\n--- stderr ---\n{}", self.stdout, self.stderr);
+        self
+    }
+}
+
+pub fn run_arbiter_in(dir: &Path, args: &[&str]) -> Run {
+    Run::from_output(arbiter_cmd_in(dir, args).output().expect("run arbiter"))
+}
+
+pub fn set_mode(path: &Path, mode: u32) {
+    fs::set_permissions(path, fs::Permissions::from_mode(mode)).unwrap_or_else(|e| panic!("chmod {}: {e}", path.display()));
+}
+
+pub fn is_executable(path: &Path) -> bool {
+    fs::metadata(path).map(|m| m.permissions().mode() & 0o111 != 0).unwrap_or(false)
+}
+
+/// Reads and parses a JSON file.
+pub fn read_json(path: &Path) -> Value {
+    let text = fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{} is not valid JSON: {e}\n{text}", path.display()))
+}
+
+/// Parses every line of a JSON-lines file.
+pub fn read_json_lines(path: &Path) -> Vec<Value> {
+    let text = fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+    text.lines()
+        .enumerate()
+        .map(|(i, line)| {
+            serde_json::from_str(line)
+                .unwrap_or_else(|e| panic!("{} line {}: not JSON ({e}): {line}", path.display(), i + 1))
+        })
+        .collect()
+}
+
+/// Every regular file under `dir`, recursively.
+pub fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in fs::read_dir(&d).unwrap_or_else(|e| panic!("read dir {}: {e}", d.display())).flatten() {
+            let p = entry.path();
+            let ft = entry.file_type().expect("file type");
+            if ft.is_dir() {
+                stack.push(p);
+            } else if ft.is_file() {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Polls `cond` every 50 ms until it holds or `limit` passes; returns whether it held.
+pub fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    loop {
+        if cond() {
+            return true;
+        }
+        if start.elapsed() > limit {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Whether `pid` names no process any more (`kill(pid, 0)` fails with ESRCH).
+pub fn pid_gone(pid: i32) -> bool {
+    use nix::errno::Errno;
+    use nix::sys::signal::kill;
+    use nix::unistd::Pid;
+    matches!(kill(Pid::from_raw(pid), None), Err(Errno::ESRCH))
+}
+
+/// Waits (a few seconds at most, for the reaping of orphans) until `pid` is gone.
+pub fn wait_pid_gone(pid: i32) -> bool {
+    wait_until(Duration::from_secs(10), || pid_gone(pid))
+}
+
+/// Reads a PID written by a fake agent.
+pub fn read_pid(path: &Path) -> i32 {
+    let text = fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+    text.trim().parse().unwrap_or_else(|e| panic!("{}: not a pid ({e}): {text:?}", path.display()))
+}
+
+/// The buggy calculator of the Python fixture.
+pub const CALC_PY: &str = "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n";
+
+/// Its tests: `test_add` fails on the base, `test_mul` passes.
+pub const TEST_CALC_PY: &str = "import unittest\n\nfrom calc import add, mul\n\n\nclass CalcTest(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n\n    def test_mul(self):\n        self.assertEqual(mul(2, 3), 6)\n\n\nif __name__ == \"__main__\":\n    unittest.main()\n";
+
+/// The verify command of the Python fixture.
+pub const VERIFY_PY: &str = "python3 -m unittest -q";
+
+/// A fake agent for the Python fixture; candidate `i` does what the `i`-th arm says.
+/// `0`: fixes add. `1`: fixes add, breaks mul. `2`: changes nothing.
+pub const AGENT_FIX_BREAK_NOTHING: &str = r#"set -e
+echo "agent $ARBITER_CANDIDATE_ID (index $ARBITER_CANDIDATE_INDEX) of run $ARBITER_RUN_ID in $ARBITER_WORKTREE"
+test -f "$ARBITER_PROMPT_FILE"
+case "$ARBITER_CANDIDATE_INDEX" in
+  0) sed -i 's/return a - b/return a + b/' calc.py ;;
+  1) sed -i 's/return a - b/return a + b/; s/return a \* b/return a + b/' calc.py ;;
+  *) echo "I could not find the problem." ;;
+esac
+"#;
+
+/// A fake agent: candidates 0 and 2 make the same fix, 1 a different fix of the same size.
+pub const AGENT_TWO_VOTES: &str = r#"set -e
+case "$ARBITER_CANDIDATE_INDEX" in
+  0|2) sed -i 's/return a - b/return a + b/' calc.py ;;
+  1) sed -i 's/return a - b/return b + a/' calc.py ;;
+esac
+"#;
+
+/// A fake agent every candidate of which fixes add.
+pub const AGENT_FIX: &str = "set -e\nsed -i 's/return a - b/return a + b/' calc.py\n";
+
+/// A repository holding the buggy calculator, its tests and `agent.sh` (`agent_body`),
+/// committed on `main`.
+pub fn python_repo(agent_body: &str) -> TestRepo {
+    let repo = TestRepo::new();
+    repo.write("calc.py", CALC_PY);
+    repo.write("test_calc.py", TEST_CALC_PY);
+    repo.write("README.md", "# calc\n");
+    repo.write(".gitignore", "__pycache__/\n");
+    repo.write_agent("agent.sh", agent_body);
+    repo.commit_all("calc with a bug");
+    repo
+}
