@@ -108,12 +108,16 @@ pub fn compare(candidate: &[CommandOutcome], baseline: &[CommandOutcome]) -> (Ve
 }
 
 impl GateSummary {
-    /// `kept 2/2 passing, fixed 1/1 failing`.
+    /// `kept 2/2 passing, fixed 1/1 failing` (a part with nothing to count is left out).
     pub fn describe(&self) -> String {
-        format!(
-            "kept {}/{} passing, fixed {}/{} failing",
-            self.kept_passing, self.base_passing, self.fixed, self.base_failing
-        )
+        let mut parts = Vec::new();
+        if self.base_passing > 0 {
+            parts.push(format!("kept {}/{} passing", self.kept_passing, self.base_passing));
+        }
+        if self.base_failing > 0 {
+            parts.push(format!("fixed {}/{} failing", self.fixed, self.base_failing));
+        }
+        if parts.is_empty() { "no verify commands".into() } else { parts.join(", ") }
     }
 }
 

@@ -193,6 +193,10 @@ pub fn exit_text(code: Option<i32>, timed_out: bool) -> String {
 }
 
 fn capitalize(s: &str) -> String {
+    // A sentence that starts with a candidate id keeps it as it is.
+    if s.split_whitespace().next().and_then(crate::ids::CandidateId::parse).is_some() {
+        return s.to_string();
+    }
     let mut c = s.chars();
     match c.next() {
         Some(f) => f.to_uppercase().collect::<String>() + c.as_str(),

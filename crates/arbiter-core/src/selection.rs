@@ -205,6 +205,10 @@ fn compare(a: &Scored<'_>, b: &Scored<'_>) -> (Ordering, &'static str) {
     steps.into_iter().find(|(o, _)| *o != Ordering::Equal).unwrap_or((Ordering::Equal, "nothing"))
 }
 
+fn hash_of<'a>(s: &Scored<'a>) -> Option<&'a str> {
+    s.facts.patch.as_ref().and_then(|p| p.normalized_hash.as_deref())
+}
+
 /// Decides the run: eligibility, ranking, winner and reasons.
 pub fn decide(candidates: &[CandidateFacts], has_verify: bool) -> Decision {
     let groups = agreement(candidates);
@@ -234,13 +238,17 @@ pub fn decide(candidates: &[CandidateFacts], has_verify: bool) -> Decision {
             (None, Some(0)) if pos == 0 => {
                 // Compare with the best eligible candidate that made a different patch:
                 // its identical twins share its votes and say nothing about why it won.
-                let hash = |x: &Scored<'_>| x.facts.patch.as_ref().and_then(|p| p.normalized_hash.clone());
-                let runner_up = scored[1..].iter().find(|n| n.rejection.is_none() && hash(n) != hash(s));
+                let runner_up = scored[1..].iter().find(|n| n.rejection.is_none() && hash_of(n) != hash_of(s));
                 win_reason(s, runner_up, has_verify)
             }
             (None, _) => {
-                let (_, why) = compare(&scored[0], s);
-                loss_reason(s, &scored[0], why)
+                let same_patch = hash_of(s).is_some() && hash_of(s) == hash_of(&scored[0]);
+                if same_patch {
+                    format!("eligible; made the same patch as {}, which comes first", scored[0].facts.id)
+                } else {
+                    let (_, why) = compare(&scored[0], s);
+                    loss_reason(s, &scored[0], why)
+                }
             }
         };
         ranking.push(RankedCandidate {

@@ -96,7 +96,8 @@ fn preflight(settings: &RunSettings, repo: &Path) -> Result<(), CliError> {
 /// must exist there (committed) or be copied in through `include`, or every candidate fails.
 async fn check_paths_exist_at_base(ctx: &RepoContext, settings: &RunSettings, base: &str) -> Result<(), CliError> {
     use arbiter_core::command_line::{Program, first_program};
-    let mut commands: Vec<(String, &str)> = settings.verify.value.iter().map(|v| ("verify command".to_string(), v.as_str())).collect();
+    let mut commands: Vec<(String, &str)> =
+        settings.verify.value.iter().map(|v| ("verify command".to_string(), v.as_str())).collect();
     if let Some(setup) = &settings.setup.value {
         commands.push(("setup command".into(), setup));
     }
