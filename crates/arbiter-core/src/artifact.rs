@@ -113,6 +113,21 @@ pub struct Materialization {
     pub error: Option<String>,
 }
 
+impl Materialization {
+    /// `applied (branch:fix), commit 1a2b…`, `not applied (worktree): why`, `not applied (none)`.
+    pub fn describe(&self) -> String {
+        match (self.applied, &self.error) {
+            (true, _) => format!(
+                "applied ({}){}",
+                self.mode,
+                self.commit.as_ref().map(|c| format!(", commit {c}")).unwrap_or_default()
+            ),
+            (false, Some(e)) => format!("not applied ({}): {e}", self.mode),
+            (false, None) => format!("not applied ({})", self.mode),
+        }
+    }
+}
+
 /// `state.json`: the canonical state of a run, rewritten atomically at every step.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunState {

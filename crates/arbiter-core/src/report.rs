@@ -33,16 +33,7 @@ pub fn render_markdown(r: &ReportInput<'_>) -> String {
     let _ = writeln!(out, "{verdict}\n");
     let _ = writeln!(out, "{}\n", r.selection.summary);
     if let Some(m) = &s.materialization {
-        let what = match (&m.applied, &m.error) {
-            (true, _) => format!(
-                "applied ({}){}",
-                m.mode,
-                m.commit.as_ref().map(|c| format!(", commit {c}")).unwrap_or_default()
-            ),
-            (false, Some(e)) => format!("not applied ({}): {e}", m.mode),
-            (false, None) => format!("not applied ({})", m.mode),
-        };
-        let _ = writeln!(out, "Materialization: {what}\n");
+        let _ = writeln!(out, "Materialization: {}\n", m.describe());
     }
     let _ = writeln!(out, "| | |\n|---|---|");
     let _ = writeln!(out, "| Status | {} |", s.status);

@@ -63,16 +63,7 @@ pub fn render_html(r: &ReportInput<'_>, patches: &[(CandidateId, String)]) -> St
         escape(&r.selection.summary)
     );
     if let Some(m) = &s.materialization {
-        let _ = write!(
-            h,
-            "<p>Materialization ({}): {}</p>",
-            escape(&m.mode.to_string()),
-            escape(&if m.applied {
-                "applied".to_string()
-            } else {
-                m.error.clone().unwrap_or_else(|| "not applied".into())
-            })
-        );
+        let _ = write!(h, "<p>Materialization: {}</p>", escape(&m.describe()));
     }
     let _ = write!(
         h,

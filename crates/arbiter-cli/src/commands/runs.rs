@@ -95,14 +95,9 @@ pub async fn show(repo: Option<&Path>, run: &str, as_json: bool) -> Result<u8, C
         }
     }
     if let Some(m) = &state.materialization {
-        match (&m.applied, &m.error) {
-            (true, _) => println!(
-                "Applied: {}{}",
-                m.mode,
-                m.commit.as_ref().map(|c| format!(" (commit {c})")).unwrap_or_default()
-            ),
-            (false, Some(e)) => println!("Not applied ({}): {e}", m.mode),
-            (false, None) => println!("Not applied ({}); apply with `arbiter apply {id}`", m.mode),
+        println!("Result:   {}", m.describe());
+        if !m.applied {
+            println!("          apply with `arbiter apply {id}`");
         }
     }
     println!("Report:   {}", dir.join(paths::REPORT).display());
