@@ -25,7 +25,8 @@ fn ranked<'a>(ranking: &'a Value, id: &str) -> &'a Value {
 
 /// The common flags of a tournament with the `command` runner and `./agent.sh`.
 fn run_args<'a>(task: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
-    let mut args = vec!["run", "--task", task, "--runner", "command", "--command", "./agent.sh", "--timeout-seconds", "60"];
+    let mut args =
+        vec!["run", "--task", task, "--runner", "command", "--command", "./agent.sh", "--timeout-seconds", "60"];
     args.extend_from_slice(extra);
     args
 }
@@ -39,6 +40,7 @@ fn three_candidates_the_fixer_wins_and_is_applied() {
     run.assert_code(0);
 
     let dir = repo.run_dir();
+    assert_candidates_prepared(&dir);
     let selection = read_json(&dir.join("selection.json"));
     assert_eq!(selection["outcome"], "selected", "{selection:#}");
     assert_eq!(selection["winner"], "c01", "{selection:#}");
@@ -68,6 +70,7 @@ fn identical_patches_count_as_votes() {
     run.assert_code(0);
 
     let dir = repo.run_dir();
+    assert_candidates_prepared(&dir);
     assert_eq!(read_json(&dir.join("selection.json"))["winner"], "c01");
     let ranking = read_json(&dir.join("comparisons/ranking.json"));
     let c01 = ranked(&ranking, "c01");
@@ -89,7 +92,8 @@ fn identical_patches_count_as_votes() {
     assert_eq!(agreement["consensus"], "partial", "{agreement:#}");
     let groups = agreement["groups"].as_array().expect("groups");
     assert_eq!(groups.len(), 2, "{agreement:#}");
-    let pair: Vec<&str> = groups[0]["candidates"].as_array().expect("candidates").iter().filter_map(Value::as_str).collect();
+    let pair: Vec<&str> =
+        groups[0]["candidates"].as_array().expect("candidates").iter().filter_map(Value::as_str).collect();
     assert_eq!(pair, vec!["c01", "c03"]);
     assert_eq!(groups[1]["candidates"], serde_json::json!(["c02"]));
 }
@@ -102,7 +106,10 @@ fn assert_round_trip_tree(root: &Path) {
     assert_eq!(fs::read_to_string(root.join("new_file.txt")).expect("new_file.txt"), "brand new\n");
     assert!(!root.join("to_delete.txt").exists(), "to_delete.txt should be gone");
     assert!(!root.join("old_name.txt").exists(), "old_name.txt should have been renamed");
-    assert_eq!(fs::read_to_string(root.join("new_name.txt")).expect("new_name.txt"), "line one\nline two\nline three\n");
+    assert_eq!(
+        fs::read_to_string(root.join("new_name.txt")).expect("new_name.txt"),
+        "line one\nline two\nline three\n"
+    );
     assert_eq!(fs::read(root.join("blob.bin")).expect("blob.bin"), BLOB);
     assert!(is_executable(&root.join("tool.sh")), "tool.sh should be executable");
     assert_eq!(fs::read_to_string(root.join("tool.sh")).expect("tool.sh"), "echo tool\n");
@@ -132,9 +139,16 @@ chmod +x tool.sh
     let run = repo.arbiter(&run_args("Reshape the repository", &["--candidates", "1", "--apply", "none"]));
     run.assert_code(0);
     let dir = repo.run_dir();
+    assert_candidates_prepared(&dir);
     let patch = dir.join("candidates/c01/patch.diff");
     let text = fs::read_to_string(&patch).expect("patch.diff");
-    for needle in ["rename from old_name.txt", "rename to new_name.txt", "deleted file mode", "new mode 100755", "GIT binary patch"] {
+    for needle in [
+        "rename from old_name.txt",
+        "rename to new_name.txt",
+        "deleted file mode",
+        "new mode 100755",
+        "GIT binary patch",
+    ] {
         assert!(text.contains(needle), "patch.diff lacks {needle:?}:\n{text}");
     }
     let evidence = read_json(&dir.join("candidates/c01/evidence.json"));
@@ -177,12 +191,24 @@ sleep 300
     let pids = tempfile::tempdir().expect("temp dir");
     let command = format!("./agent.sh {}", pids.path().display());
     let run = repo.arbiter(&[
-        "run", "--task", "Fix add", "--candidates", "1", "--runner", "command", "--command", &command, "--timeout-seconds", "2",
-        "--apply", "none",
+        "run",
+        "--task",
+        "Fix add",
+        "--candidates",
+        "1",
+        "--runner",
+        "command",
+        "--command",
+        &command,
+        "--timeout-seconds",
+        "2",
+        "--apply",
+        "none",
     ]);
     run.assert_code(1);
 
     let dir = repo.run_dir();
+    assert_candidates_prepared(&dir);
     let evidence = read_json(&dir.join("candidates/c01/evidence.json"));
     assert_eq!(evidence["agent"]["timed_out"], true, "{evidence:#}");
     assert_eq!(evidence["status"], "timed_out", "{evidence:#}");
@@ -191,6 +217,9 @@ sleep 300
     assert_eq!(state["candidates"][0]["status"], "timed_out", "{state:#}");
     let selection = read_json(&dir.join("selection.json"));
     assert_eq!(selection["winner"], Value::Null, "{selection:#}");
+    // Its partial patch exists, but without verify commands only the agent's word could vouch for it.
+    let ranking = read_json(&dir.join("comparisons/ranking.json"));
+    assert_eq!(ranked(&ranking, "c01")["rejection"]["code"], "agent_failed", "{ranking:#}");
 
     let agent = read_pid(&pids.path().join("agent.pid"));
     let grandchild = read_pid(&pids.path().join("grandchild.pid"));
@@ -213,14 +242,39 @@ sleep 300
     let logs = tempfile::tempdir().expect("temp dir");
     let command = format!("./agent.sh {}", pids.path().display());
     let mut child = repo
-        .arbiter_cmd(&["run", "--task", "Fix add", "--candidates", "2", "--runner", "command", "--command", &command, "--timeout-seconds", "300"])
+        .arbiter_cmd(&[
+            "run",
+            "--task",
+            "Fix add",
+            "--candidates",
+            "2",
+            "--runner",
+            "command",
+            "--command",
+            &command,
+            "--timeout-seconds",
+            "300",
+        ])
         .stdout(Stdio::from(fs::File::create(logs.path().join("stdout")).expect("stdout file")))
         .stderr(Stdio::from(fs::File::create(logs.path().join("stderr")).expect("stderr file")))
         .spawn()
         .expect("spawn arbiter");
     let pid_files = [pids.path().join("c01.pid"), pids.path().join("c02.pid")];
-    let started = wait_until(Duration::from_secs(60), || pid_files.iter().all(|p| p.exists()) || child.try_wait().ok().flatten().is_some());
-    assert!(started && pid_files.iter().all(|p| p.exists()), "the agents did not start");
+    wait_until(Duration::from_secs(60), || {
+        pid_files.iter().all(|p| p.exists()) || child.try_wait().ok().flatten().is_some()
+    });
+    if !pid_files.iter().all(|p| p.exists()) {
+        // Stop arbiter (and through it the agents that did start) before failing.
+        let _ = kill(Pid::from_raw(child.id() as i32), Signal::SIGINT);
+        if !wait_until(Duration::from_secs(30), || child.try_wait().ok().flatten().is_some()) {
+            let _ = child.kill();
+        }
+        let _ = child.wait();
+        let stderr = fs::read_to_string(logs.path().join("stderr")).unwrap_or_default();
+        let ranking =
+            repo.run_dirs().first().map(|d| fs::read_to_string(d.join("comparisons/ranking.json")).unwrap_or_default());
+        panic!("the agents did not all start\nstderr:\n{stderr}\nranking: {ranking:?}");
+    }
     let agents: Vec<i32> = pid_files.iter().map(|p| read_pid(p)).collect();
 
     kill(Pid::from_raw(child.id() as i32), Signal::SIGINT).expect("send SIGINT");
@@ -285,6 +339,7 @@ fn a_dirty_tree_is_refused_unless_allowed() {
     allowed_args.push("--allow-dirty");
     repo.arbiter(&allowed_args).assert_code(0);
     let dir = repo.run_dir();
+    assert_candidates_prepared(&dir);
     assert_eq!(read_json(&dir.join("selection.json"))["winner"], "c01");
     // Candidates start from HEAD: the local edit is not part of their patch, and it is kept.
     let patch = fs::read_to_string(dir.join("candidates/c01/patch.diff")).expect("patch.diff");
@@ -301,6 +356,7 @@ fn apply_a_finished_run_on_a_new_branch() {
     assert_eq!(repo.read("calc.py"), CALC_PY, "--apply none changed the working tree");
     assert_eq!(repo.status(), Vec::<String>::new());
     let dir = repo.run_dir();
+    assert_candidates_prepared(&dir);
 
     // A dirty tree is refused without --force, and left as it was.
     repo.write("README.md", "# calc\n\nlocal edit\n");
@@ -333,9 +389,13 @@ fn apply_a_finished_run_on_a_new_branch() {
 #[test]
 fn every_artifact_exists_and_parses() {
     let repo = python_repo(AGENT_FIX_BREAK_NOTHING);
-    repo.arbiter(&run_args("Fix the failing test in calc.py", &["--verify", VERIFY_PY, "--candidates", "3", "--apply", "none"]))
-        .assert_code(0);
+    repo.arbiter(&run_args(
+        "Fix the failing test in calc.py",
+        &["--verify", VERIFY_PY, "--candidates", "3", "--apply", "none"],
+    ))
+    .assert_code(0);
     let dir = repo.run_dir();
+    assert_candidates_prepared(&dir);
     let run_id = dir.file_name().expect("run id").to_string_lossy().into_owned();
 
     let state = read_json(&dir.join("state.json"));
@@ -419,7 +479,10 @@ fn bad_input_is_refused_with_a_message() {
     let repo = python_repo(AGENT_FIX);
     refused(repo.arbiter(&["run", "--task", "Fix add", "--runner", "nope"]), &["unknown runner 'nope'"]);
     refused(repo.arbiter(&["run", "--task", "  ", "--command", "./agent.sh"]), &["the task is empty"]);
-    refused(repo.arbiter(&["run", "--task", "Fix add", "--candidates", "0", "--command", "./agent.sh"]), &["candidates"]);
+    refused(
+        repo.arbiter(&["run", "--task", "Fix add", "--candidates", "0", "--command", "./agent.sh"]),
+        &["candidates"],
+    );
     refused(
         repo.arbiter(&["run", "--task", "Fix add", "--verify", "no-such-program-xyz", "--command", "./agent.sh"]),
         &["no-such-program-xyz", "not on PATH"],
@@ -482,6 +545,7 @@ fn secrets_never_reach_agents_or_the_run_directory() {
     }
 
     let dir = repo.run_dir();
+    assert_candidates_prepared(&dir);
     let stdout_log = fs::read_to_string(dir.join("candidates/c01/stdout.log")).expect("stdout.log");
     assert!(stdout_log.contains("ARBITER_CANDIDATE_ID=c01"), "the agent did not print its environment:\n{stdout_log}");
     for secret in [KEY, DB] {
@@ -499,5 +563,57 @@ fn secrets_never_reach_agents_or_the_run_directory() {
         for secret in [KEY, DB] {
             assert!(!text.contains(secret), "{} contains {secret}", file.display());
         }
+    }
+}
+
+/// Candidates (and the baseline) create their worktrees concurrently, and `git worktree add`
+/// is not safe to run concurrently in one repository (one invocation can read another's
+/// half-created `.git/worktrees/<name>/`). arbiter serializes the record creation; no
+/// candidate may fail its preparation because of a sibling.
+#[test]
+fn concurrent_worktree_creation_never_fails_a_candidate() {
+    let repo = TestRepo::new();
+    repo.write("f.txt", "x\n");
+    repo.write_agent("agent.sh", "echo \"$ARBITER_CANDIDATE_ID\" > f.txt\n");
+    repo.commit_all("base");
+    for attempt in 0..5 {
+        repo.arbiter(&run_args("Write your id", &["--candidates", "8", "--verify", "true", "--apply", "none"]))
+            .assert_code(0);
+        let newest = repo.run_dirs().pop().expect("a run directory");
+        let ranking = read_json(&newest.join("comparisons/ranking.json"));
+        for c in ranking["candidates"].as_array().expect("candidates") {
+            assert_ne!(c["status"], "setup_failed", "attempt {attempt}: {c:#}");
+        }
+    }
+}
+
+/// A variable named in `env_passthrough` reaches verify commands on purpose; its value must
+/// still never be written to the run directory, including the full verify logs.
+#[test]
+fn passed_through_secrets_are_redacted_from_gate_logs() {
+    const SECRET: &str = "hunter2-passed-through-secret";
+    let repo = TestRepo::new();
+    repo.write("f.txt", "x\n");
+    repo.write_agent("agent.sh", "echo y > f.txt\n");
+    repo.write_agent("verify.sh", "echo \"verify sees $MY_API_KEY\"\n");
+    repo.commit_all("base");
+    repo.arbiter(&["init"]).assert_code(0);
+    fs::write(repo.arbiter_dir().join("config.toml"), "[run]\nenv_passthrough = [\"MY_API_KEY\"]\n").expect("config");
+    let out = repo
+        .arbiter_cmd(&run_args("Change f", &["--verify", "./verify.sh", "--candidates", "1", "--apply", "none"]))
+        .env("MY_API_KEY", SECRET)
+        .output()
+        .expect("run arbiter");
+    Run::from_output(out).assert_code(0);
+
+    let dir = repo.run_dir();
+    assert_candidates_prepared(&dir);
+    // The value did reach the verify command, and the recorded tail masks it.
+    let evidence = read_json(&dir.join("candidates/c01/evidence.json"));
+    let tail = evidence["gates"][0]["output_tail"].as_str().unwrap_or_default();
+    assert!(tail.contains("verify sees [REDACTED]"), "{evidence:#}");
+    for file in files_under(&dir) {
+        let text = String::from_utf8_lossy(&fs::read(&file).expect("read artifact")).into_owned();
+        assert!(!text.contains(SECRET), "{} contains the secret value", file.display());
     }
 }

@@ -103,6 +103,8 @@ impl AgentRunner for CommandRunner {
         let mut transcript = JsonLines::open(&ctx.candidate_dir.join(arbiter_core::artifact::paths::TRANSCRIPT))?;
         transcript.append(&json!({"type": "process_started", "command": ctx.redactor.redact(&self.command)}))?;
         let exit = process::run_shell(&cmd, &ctx.cancel).await?;
+        process::redact_file(&stdout, &ctx.redactor)?;
+        process::redact_file(&stderr, &ctx.redactor)?;
         for (stream, path) in [("stdout", &stdout), ("stderr", &stderr)] {
             let text = std::fs::read_to_string(path).unwrap_or_default();
             let lines: Vec<&str> = text.lines().collect();

@@ -396,6 +396,7 @@ async fn prepare_tree(ctx: &RunCtx, path: &Path, log_dir: &Path, who: Option<&Ca
         )
         .await
         .map_err(|e| format!("cannot start the setup command: {e}"))?;
+        let _ = process::redact_file(&log, &ctx.redactor);
         ctx.events
             .emit(EventKind::SetupFinished, who, json!({"exit_code": exit.code, "timed_out": exit.timed_out, "duration_ms": exit.duration.as_millis() as u64}))
             .await;

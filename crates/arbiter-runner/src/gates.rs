@@ -41,6 +41,7 @@ pub async fn run_verify(
             timeout,
         };
         let exit = process::run_shell(&cmd, cancel).await?;
+        process::redact_file(&log, redactor)?;
         let text = process::read_tail(&log, TAIL_BYTES * 2);
         outcomes.push(CommandOutcome {
             command: command.clone(),

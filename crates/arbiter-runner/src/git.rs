@@ -9,6 +9,9 @@ use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
+/// Serializes changes to worktree records within this process (see [`Git::worktree_add`]).
+static WORKTREE_RECORDS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// A git failure, with git's own message.
 #[derive(Debug, thiserror::Error)]
 pub enum GitError {
@@ -147,41 +150,57 @@ impl Git {
             .collect())
     }
 
-    /// `git worktree add --detach PATH COMMIT`.
+    /// `git worktree add --detach PATH COMMIT`, then the checkout.
+    ///
+    /// git does not support concurrent changes to a repository's worktree records: two
+    /// `worktree add` at once can read each other's half-written `.git/worktrees/<name>/`
+    /// and fail. So only the record is created under a lock (`--no-checkout`, a few ms) and
+    /// the expensive checkout, private to the new worktree, runs in parallel. Another
+    /// process (a second arbiter run) can still collide, so a failed record is retried.
     pub async fn worktree_add(&self, path: &Path, commit: &str) -> Result<(), GitError> {
-        self.run([
+        let args = [
             OsStr::new("worktree"),
             OsStr::new("add"),
+            OsStr::new("--no-checkout"),
             OsStr::new("--detach"),
             OsStr::new("--quiet"),
             path.as_os_str(),
             OsStr::new(commit),
-        ])
-        .await
-        .map(|_| ())
-    }
-
-    /// Removes a worktree and its administrative files, even when it is dirty or half gone.
-    pub async fn worktree_remove(&self, path: &Path) -> Result<(), GitError> {
-        let removed = self
-            .run([
-                OsStr::new("worktree"),
-                OsStr::new("remove"),
-                OsStr::new("--force"),
-                OsStr::new("--force"),
-                path.as_os_str(),
-            ])
-            .await;
-        if removed.is_err() || path.exists() {
-            if path.exists() {
-                tokio::fs::remove_dir_all(path).await?;
+        ];
+        let mut attempt = 0;
+        loop {
+            let added = {
+                let _records = WORKTREE_RECORDS.lock().await;
+                self.run(args).await
+            };
+            match added {
+                Ok(_) => break,
+                Err(GitError::Failed { .. }) if attempt < 3 => {
+                    attempt += 1;
+                    if path.exists() {
+                        let _ = tokio::fs::remove_dir_all(path).await;
+                    }
+                    let _ = self.worktree_prune().await;
+                    tokio::time::sleep(std::time::Duration::from_millis(50 * attempt)).await;
+                }
+                Err(e) => return Err(e),
             }
-            self.worktree_prune().await?;
         }
-        Ok(())
+        Git::new(path).run(["reset", "--hard", "--quiet"]).await.map(|_| ())
     }
 
+    /// Removes a worktree and its administrative record, even when it is dirty or half gone.
+    /// The files are deleted without the lock; only the record pruning takes it.
+    pub async fn worktree_remove(&self, path: &Path) -> Result<(), GitError> {
+        if path.exists() {
+            tokio::fs::remove_dir_all(path).await?;
+        }
+        self.worktree_prune().await
+    }
+
+    /// Drops the records of worktrees whose directories are gone.
     pub async fn worktree_prune(&self) -> Result<(), GitError> {
+        let _records = WORKTREE_RECORDS.lock().await;
         self.run(["worktree", "prune"]).await.map(|_| ())
     }
 

@@ -117,3 +117,17 @@ pub fn read_tail(path: &Path, max_bytes: u64) -> String {
     let _ = f.read_to_end(&mut buf);
     String::from_utf8_lossy(&buf).into_owned()
 }
+
+/// Rewrites a log file with secrets masked (files over 64 MiB are left as they are).
+pub fn redact_file(path: &Path, redactor: &arbiter_core::redact::Redactor) -> std::io::Result<()> {
+    if std::fs::metadata(path)?.len() > 64 << 20 {
+        return Ok(());
+    }
+    let bytes = std::fs::read(path)?;
+    let text = String::from_utf8_lossy(&bytes);
+    let redacted = redactor.redact(&text);
+    if redacted != text {
+        crate::rundir::write_atomic(path, redacted.as_bytes())?;
+    }
+    Ok(())
+}

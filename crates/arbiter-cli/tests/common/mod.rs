@@ -1,8 +1,6 @@
 //! Support for the end-to-end tests: real git repositories in temporary directories,
 //! shell-script fake agents that make real edits, and the real `arbiter` binary.
 
-#![allow(dead_code)]
-
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -164,7 +162,13 @@ impl Run {
     /// Panics with both streams unless the exit code is `code`.
     #[track_caller]
     pub fn assert_code(&self, code: i32) -> &Self {
-        assert_eq!(self.code, Some(code), "unexpected exit code\n--- stdout ---\n{}\n--- stderr ---\n{}", self.stdout, self.stderr);
+        assert_eq!(
+            self.code,
+            Some(code),
+            "unexpected exit code\n--- stdout ---\n{}\n--- stderr ---\n{}",
+            self.stdout,
+            self.stderr
+        );
         self
     }
 }
@@ -174,7 +178,8 @@ pub fn run_arbiter_in(dir: &Path, args: &[&str]) -> Run {
 }
 
 pub fn set_mode(path: &Path, mode: u32) {
-    fs::set_permissions(path, fs::Permissions::from_mode(mode)).unwrap_or_else(|e| panic!("chmod {}: {e}", path.display()));
+    fs::set_permissions(path, fs::Permissions::from_mode(mode))
+        .unwrap_or_else(|e| panic!("chmod {}: {e}", path.display()));
 }
 
 pub fn is_executable(path: &Path) -> bool {
@@ -294,4 +299,20 @@ pub fn python_repo(agent_body: &str) -> TestRepo {
     repo.write_agent("agent.sh", agent_body);
     repo.commit_all("calc with a bug");
     repo
+}
+
+/// Fails with the reason when a candidate of the run could not even be prepared (its
+/// worktree or setup failed), before the test's own assertions report a confusing symptom.
+/// A known cause is arbiter running `git worktree add` concurrently (see
+/// `concurrent_worktree_creation_never_fails_a_candidate`).
+#[track_caller]
+pub fn assert_candidates_prepared(run_dir: &Path) {
+    let ranking = read_json(&run_dir.join("comparisons/ranking.json"));
+    for c in ranking["candidates"].as_array().expect("ranking.json has a candidates array") {
+        assert_ne!(
+            c["status"], "setup_failed",
+            "candidate {} could not be prepared: {}",
+            c["candidate_id"], c["rejection"]["detail"]
+        );
+    }
 }
