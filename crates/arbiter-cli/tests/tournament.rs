@@ -617,3 +617,48 @@ fn passed_through_secrets_are_redacted_from_gate_logs() {
         assert!(!text.contains(SECRET), "{} contains the secret value", file.display());
     }
 }
+
+/// A run killed outright (SIGKILL: no chance to clean up) leaves its worktrees behind; the
+/// next run prunes them, records the dead run as interrupted, and proceeds normally.
+#[test]
+fn the_next_run_prunes_what_a_crashed_run_left() {
+    let repo = python_repo(
+        r#"if [ "$1" = hang ]; then
+  echo $$ > "$2/$ARBITER_CANDIDATE_ID.tmp"
+  mv "$2/$ARBITER_CANDIDATE_ID.tmp" "$2/$ARBITER_CANDIDATE_ID.pid"
+  sleep 300
+fi
+sed -i 's/return a - b/return a + b/' calc.py
+"#,
+    );
+    let pids = tempfile::tempdir().expect("temp dir");
+    let hang = format!("./agent.sh hang {}", pids.path().display());
+    let mut child = repo
+        .arbiter_cmd(&["run", "--task", "Fix add", "--candidates", "2", "--command", &hang, "--apply", "none"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn arbiter");
+    let pid_files = [pids.path().join("c01.pid"), pids.path().join("c02.pid")];
+    let started = wait_until(Duration::from_secs(60), || pid_files.iter().all(|p| p.exists()));
+    kill(Pid::from_raw(child.id() as i32), Signal::SIGKILL).expect("send SIGKILL");
+    let _ = child.wait();
+    // The orphaned agents are not arbiter's to reap any more; end them for the test.
+    for p in pid_files.iter().filter(|p| p.exists()) {
+        let _ = kill(Pid::from_raw(read_pid(p)), Signal::SIGKILL);
+    }
+    assert!(started, "the agents did not start");
+    let crashed = repo.run_dir();
+    let crashed_id = crashed.file_name().expect("run id").to_string_lossy().into_owned();
+    assert!(repo.arbiter_dir().join("worktrees").join(&crashed_id).exists(), "the crash should leave worktrees");
+
+    repo.arbiter(&["run", "--task", "Fix add", "--candidates", "1", "--command", "./agent.sh", "--verify", VERIFY_PY])
+        .assert_code(0);
+    assert!(!repo.arbiter_dir().join("worktrees").join(&crashed_id).exists(), "leftovers were not pruned");
+    assert_eq!(read_json(&crashed.join("state.json"))["status"], "interrupted");
+    let listed = repo.git(&["worktree", "list", "--porcelain"]);
+    assert_eq!(listed.lines().filter(|l| l.starts_with("worktree ")).count(), 1, "{listed}");
+    let newest = repo.run_dirs().pop().expect("the second run");
+    let events = read_json_lines(&newest.join("runtime_events.jsonl"));
+    assert!(events.iter().any(|e| e["kind"] == "leftovers_pruned" && e["data"]["runs"][0] == crashed_id.as_str()));
+}
