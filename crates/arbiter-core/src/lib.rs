@@ -7,6 +7,7 @@
 //! gates, who wins and why, and what the run directory's artifacts and reports say.
 //!
 //! Map:
+//! - [`backends`]: model backends, role chains and where keys come from.
 //! - [`time`] and [`ids`]: timestamps, run and candidate ids.
 //! - [`settings`]: the configuration file schema and flag/config/default layering.
 //! - [`task`]: the task a run works on and the clean prompt given to every candidate.
@@ -24,6 +25,7 @@
 #![forbid(unsafe_code)]
 
 pub mod artifact;
+pub mod backends;
 pub mod command_line;
 pub mod cost;
 pub mod event;

@@ -55,6 +55,22 @@ pub const DEFAULT_CONFIG_TOML: &str = r#"# arbiter configuration. Command-line f
 # kind = "command"
 # command = "./agents/fast.sh"
 # env_passthrough = ["MY_AGENT_TOKEN"]
+
+# Model backends (managed with `arbiter backend add|list|show|remove|enable|disable|test`).
+# Keys are never stored here: name an environment variable, or use --api-key-stdin to keep
+# the key in .arbiter/secrets.toml (mode 0600).
+# [backends.local-qwen]
+# provider = "openai-compatible"
+# model = "qwen2.5-coder-7b-instruct"
+# base_url = "http://127.0.0.1:8080/v1"
+# input_cost = "0"
+# output_cost = "0"
+# roles = ["coding"]
+# max_parallel = 2
+
+# Ordered backend chains per role; on an error the next backend is tried.
+# [roles]
+# coding = ["local-qwen", "gpt"]
 "#;
 
 /// `.arbiter/config.toml` as written by users.
@@ -65,6 +81,11 @@ pub struct ConfigFile {
     pub run: RunSection,
     #[serde(default)]
     pub runners: BTreeMap<String, RunnerSection>,
+    #[serde(default)]
+    pub backends: BTreeMap<String, crate::backends::BackendSection>,
+    /// Ordered backend chains per role: `coding = ["local-qwen", "gpt"]`.
+    #[serde(default)]
+    pub roles: BTreeMap<String, Vec<String>>,
 }
 
 /// The `[run]` table.
