@@ -30,6 +30,73 @@ pub enum Command {
     /// Show the resolved configuration.
     #[command(subcommand)]
     Config(ConfigCommand),
+    /// Manage model backends (OpenAI-compatible servers, OpenAI, Anthropic).
+    #[command(subcommand)]
+    Backend(BackendCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum BackendCommand {
+    /// Add (or replace) a backend in .arbiter/config.toml.
+    Add(BackendAddArgs),
+    /// Every backend, its roles, prices, state and where its key comes from (never the key).
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// One backend (never its key).
+    Show {
+        name: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove a backend and its stored key.
+    Remove { name: String },
+    /// Enable a backend.
+    Enable { name: String },
+    /// Disable a backend (it stays configured but is skipped in role chains).
+    Disable { name: String },
+}
+
+#[derive(Debug, Args)]
+pub struct BackendAddArgs {
+    /// Backend name (letters, digits, '-' and '_').
+    pub name: String,
+    /// openai-compatible (llama.cpp, vLLM, Ollama, LM Studio, OpenRouter...), openai or anthropic.
+    #[arg(long)]
+    pub provider: String,
+    #[arg(long)]
+    pub model: String,
+    /// e.g. http://127.0.0.1:8080/v1 (required for openai-compatible).
+    #[arg(long, value_name = "URL")]
+    pub base_url: Option<String>,
+    /// The environment variable holding the key.
+    #[arg(long, value_name = "VAR", conflicts_with = "api_key_stdin")]
+    pub api_key_env: Option<String>,
+    /// Read the key from stdin and keep it in .arbiter/secrets.toml (mode 0600).
+    #[arg(long)]
+    pub api_key_stdin: bool,
+    /// USD per million input tokens.
+    #[arg(long, value_name = "USD_PER_MTOK")]
+    pub input_cost: Option<String>,
+    /// USD per million output tokens.
+    #[arg(long, value_name = "USD_PER_MTOK")]
+    pub output_cost: Option<String>,
+    /// Comma-separated: coding, review, selection, spec, planning, analysis.
+    #[arg(long, value_name = "ROLES", default_value = "coding")]
+    pub roles: String,
+    /// Relative capability (higher is stronger); orders role chains without [roles].
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub capability: u32,
+    /// Concurrent requests to this backend, shared by everything in one arbiter process.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub max_parallel: u32,
+    /// Output token cap per request.
+    #[arg(long, value_name = "N")]
+    pub max_tokens: Option<u32>,
+    /// Request timeout.
+    #[arg(long, value_name = "S")]
+    pub timeout_seconds: Option<u64>,
 }
 
 /// Settings shared by `run` and `config show`; each overrides .arbiter/config.toml.
@@ -62,6 +129,9 @@ pub struct SettingsArgs {
     /// The command of the `command` runner (run with `sh -c` in the worktree).
     #[arg(long, value_name = "COMMAND")]
     pub command: Option<String>,
+    /// Backend(s) of the builtin runner; several are assigned round-robin to candidates.
+    #[arg(long, value_name = "NAME[,NAME]")]
+    pub backend: Option<String>,
     /// What to do with the winner: worktree, none, or branch:NAME.
     #[arg(long, value_name = "MODE")]
     pub apply: Option<String>,
@@ -152,6 +222,7 @@ impl SettingsArgs {
             setup: self.setup.clone(),
             runner: self.runner.clone(),
             command: self.command.clone(),
+            backend: self.backend.clone(),
             apply: self.apply.clone(),
             keep_worktrees: self.keep_worktrees,
         }

@@ -2,6 +2,7 @@
 
 mod cli;
 mod commands;
+mod config_file;
 mod context;
 mod error;
 mod progress;
@@ -40,5 +41,6 @@ async fn dispatch(cli: Cli) -> Result<u8, CliError> {
         Command::Runs(RunsCommand::Show { run, json }) => commands::runs::show(repo, run, *json).await,
         Command::Apply(args) => commands::apply::apply(repo, args).await,
         Command::Config(ConfigCommand::Show { settings, json }) => commands::config::show(repo, settings, *json).await,
+        Command::Backend(cmd) => commands::backend::backend(repo, cmd).await,
     }
 }

@@ -168,6 +168,9 @@ pub struct AgentOutcome {
     pub timed_out: bool,
     pub cancelled: bool,
     pub duration_ms: u64,
+    /// The limit that ended the agent's loop (steps, tokens), when one did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit_reached: Option<String>,
 }
 
 /// The patch part of `evidence.json`.

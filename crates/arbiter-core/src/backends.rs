@@ -76,7 +76,9 @@ fn price<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Usd>, D::Error> {
     };
     match Usd::parse(&text) {
         Some(p) if p >= Usd::ZERO => Ok(Some(p)),
-        _ => Err(serde::de::Error::custom(format!("'{text}' is not a price in USD per million tokens (e.g. \"0.15\")"))),
+        _ => {
+            Err(serde::de::Error::custom(format!("'{text}' is not a price in USD per million tokens (e.g. \"0.15\")")))
+        }
     }
 }
 
@@ -99,7 +101,9 @@ pub enum BackendError {
     BadUrl(String, String),
     #[error("no backend named '{0}'; `arbiter backend list` shows the configured ones")]
     Unknown(String),
-    #[error("role {role} names backend '{name}', which is not configured; add it with `arbiter backend add {name} ...`")]
+    #[error(
+        "role {role} names backend '{name}', which is not configured; add it with `arbiter backend add {name} ...`"
+    )]
     ChainUnknown { role: String, name: String },
 }
 
@@ -240,7 +244,9 @@ mod tests {
         assert_eq!(b.input_cost.unwrap().decimal(), "0.15");
         assert_eq!(b.output_cost.unwrap().decimal(), "0.6");
         assert_eq!(b.describe_prices(), "0.15/0.6");
-        assert!(toml::from_str::<BackendSection>("provider = \"openai\"\nmodel = \"m\"\ninput_cost = \"x\"\n").is_err());
+        assert!(
+            toml::from_str::<BackendSection>("provider = \"openai\"\nmodel = \"m\"\ninput_cost = \"x\"\n").is_err()
+        );
     }
 
     #[test]

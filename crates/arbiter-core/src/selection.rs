@@ -84,6 +84,9 @@ impl Rejection {
                 (CandidateStatus::TimedOut, _) => {
                     "the agent timed out and no verify command can vouch for its patch".into()
                 }
+                (CandidateStatus::LimitReached, _) => {
+                    "the agent hit a limit before finishing and no verify command can vouch for its patch".into()
+                }
                 (_, Some(code)) => {
                     format!("the agent exited with code {code} and no verify command can vouch for its patch")
                 }

@@ -102,6 +102,8 @@ pub struct RunSection {
     pub setup_timeout_seconds: Option<u64>,
     pub runner: Option<String>,
     pub command: Option<String>,
+    /// Backend(s) of the `builtin` runner; several are assigned round-robin.
+    pub backend: Option<String>,
     pub apply: Option<String>,
     pub keep_worktrees: Option<bool>,
     pub env_passthrough: Option<Vec<String>>,
@@ -129,6 +131,7 @@ pub struct FlagOverrides {
     pub setup: Option<String>,
     pub runner: Option<String>,
     pub command: Option<String>,
+    pub backend: Option<String>,
     pub apply: Option<String>,
     pub keep_worktrees: bool,
 }
@@ -216,6 +219,10 @@ impl fmt::Display for ApplyMode {
 pub enum RunnerKind {
     /// Any program: `sh -c COMMAND` in the worktree.
     Command { command: String },
+    /// arbiter's own agent loop over model backends. With `round_robin`, candidate `i`
+    /// uses only `backends[i % n]`; otherwise every candidate uses the whole chain, in order,
+    /// falling through on errors.
+    Builtin { backends: Vec<String>, round_robin: bool },
 }
 
 /// A runner ready to be assigned to candidates.
@@ -242,6 +249,7 @@ pub struct RunSettings {
     pub setup_timeout_seconds: Sourced<u64>,
     pub runner: Sourced<String>,
     pub command: Sourced<Option<String>>,
+    pub backend: Sourced<Option<String>>,
     pub apply: Sourced<ApplyMode>,
     pub keep_worktrees: Sourced<bool>,
     pub env_passthrough: Sourced<Vec<String>>,
@@ -262,10 +270,14 @@ pub enum SettingsError {
     MissingCommand { runner: String, where_: String },
     #[error("cannot parse {path}: {message}")]
     Parse { path: String, message: String },
+    #[error(
+        "the builtin runner needs a model backend: add one with `arbiter backend add NAME --provider ... --model ...` (role coding), or pass --backend NAME"
+    )]
+    NoBackend,
 }
 
 /// Runner kinds this build knows, in the order `arbiter` lists them.
-pub const RUNNER_KINDS: &[&str] = &["command"];
+pub const RUNNER_KINDS: &[&str] = &["command", "builtin"];
 
 impl ConfigFile {
     /// Parses the text of a configuration file; `path` names it in errors.
@@ -288,7 +300,13 @@ impl RunSettings {
 
     /// The runners `runner` names, resolved against `[runners]` and `command`.
     pub fn resolve_runners(&self, config: &ConfigFile) -> Result<Vec<RunnerSpec>, SettingsError> {
-        resolve_runners(config, &self.runner.value, self.command.value.as_deref(), self.command.origin)
+        resolve_runners(
+            config,
+            &self.runner.value,
+            self.command.value.as_deref(),
+            self.command.origin,
+            self.backend.value.as_deref(),
+        )
     }
 
     /// Like [`RunSettings::resolve`] but leaves `runners` empty (for showing settings).
@@ -341,6 +359,7 @@ impl RunSettings {
         let setup = layer(flags.setup.map(Some), run.setup.clone().map(Some), None);
         let runner = layer(flags.runner, run.runner.clone(), defaults::RUNNER.to_string());
         let command = layer(flags.command.map(Some), run.command.clone().map(Some), None);
+        let backend = layer(flags.backend.map(Some), run.backend.clone().map(Some), None);
         let apply_text = layer(flags.apply, run.apply.clone(), "worktree".to_string());
         let apply = Sourced { value: ApplyMode::parse(&apply_text.value)?, origin: apply_text.origin };
         let keep_worktrees = layer(flags.keep_worktrees.then_some(true), run.keep_worktrees, false);
@@ -356,6 +375,7 @@ impl RunSettings {
             setup_timeout_seconds,
             runner,
             command,
+            backend,
             apply,
             keep_worktrees,
             env_passthrough,
@@ -366,6 +386,29 @@ impl RunSettings {
     /// The runner of the candidate at `index` (runners are assigned round-robin).
     pub fn runner_for(&self, index: usize) -> &RunnerSpec {
         &self.runners[index % self.runners.len()]
+    }
+
+    /// How the candidate at `index` is labelled everywhere: its runner, and for the built-in
+    /// runner with round-robin backends, the backend it uses (`builtin/local-qwen`).
+    pub fn label_for(&self, index: usize) -> String {
+        let spec = self.runner_for(index);
+        match &spec.kind {
+            RunnerKind::Builtin { backends, round_robin: true } if !backends.is_empty() => {
+                format!("{}/{}", spec.name, backends[(index / self.runners.len()) % backends.len()])
+            }
+            _ => spec.name.clone(),
+        }
+    }
+
+    /// The backend chain the candidate at `index` uses, for the built-in runner.
+    pub fn backend_chain_for(&self, index: usize) -> Vec<String> {
+        match &self.runner_for(index).kind {
+            RunnerKind::Builtin { backends, round_robin: true } if !backends.is_empty() => {
+                vec![backends[(index / self.runners.len()) % backends.len()].clone()]
+            }
+            RunnerKind::Builtin { backends, .. } => backends.clone(),
+            RunnerKind::Command { .. } => Vec::new(),
+        }
     }
 
     /// `(key, value, origin)` rows for `arbiter config show`.
@@ -391,6 +434,7 @@ impl RunSettings {
             ("setup_timeout_seconds", self.setup_timeout_seconds.value.to_string(), self.setup_timeout_seconds.origin),
             ("runner", self.runner.value.clone(), self.runner.origin),
             ("command", opt(&self.command.value), self.command.origin),
+            ("backend", opt(&self.backend.value), self.backend.origin),
             ("apply", self.apply.value.to_string(), self.apply.origin),
             ("keep_worktrees", self.keep_worktrees.value.to_string(), self.keep_worktrees.origin),
             ("env_passthrough", list(&self.env_passthrough.value), self.env_passthrough.origin),
@@ -403,6 +447,7 @@ fn resolve_runners(
     names: &str,
     command: Option<&str>,
     command_origin: Origin,
+    backend: Option<&str>,
 ) -> Result<Vec<RunnerSpec>, SettingsError> {
     let names: Vec<&str> = names.split(',').map(str::trim).filter(|n| !n.is_empty()).collect();
     if names.is_empty() {
@@ -434,10 +479,56 @@ fn resolve_runners(
                         env_passthrough: Vec::new(),
                     })
                 }
+                "builtin" => Ok(RunnerSpec {
+                    name: "builtin".into(),
+                    kind: builtin_kind(config, backend)?,
+                    env_passthrough: Vec::new(),
+                }),
                 other => Err(SettingsError::UnknownRunner { name: other.to_string(), known: known_runners(config) }),
             }
         })
         .collect()
+}
+
+fn builtin_kind(config: &ConfigFile, backend: Option<&str>) -> Result<RunnerKind, SettingsError> {
+    let named: Vec<String> =
+        backend.unwrap_or("").split(',').map(str::trim).filter(|n| !n.is_empty()).map(str::to_string).collect();
+    if named.is_empty() {
+        let chain = crate::backends::chain_for("coding", &config.roles, &config.backends).map_err(|e| {
+            SettingsError::Invalid {
+                key: "roles",
+                problem: e.to_string(),
+                fix: "fix [roles] in .arbiter/config.toml".into(),
+            }
+        })?;
+        if chain.is_empty() {
+            return Err(SettingsError::NoBackend);
+        }
+        return Ok(RunnerKind::Builtin { backends: chain, round_robin: false });
+    }
+    for name in &named {
+        match config.backends.get(name) {
+            None => {
+                return Err(SettingsError::Invalid {
+                    key: "backend",
+                    problem: format!("no backend named '{name}'"),
+                    fix: format!(
+                        "add it with `arbiter backend add {name} --provider ... --model ...` or see `arbiter backend list`"
+                    ),
+                });
+            }
+            Some(b) if !b.enabled => {
+                return Err(SettingsError::Invalid {
+                    key: "backend",
+                    problem: format!("backend '{name}' is disabled"),
+                    fix: format!("enable it with `arbiter backend enable {name}`"),
+                });
+            }
+            Some(_) => {}
+        }
+    }
+    let round_robin = named.len() > 1;
+    Ok(RunnerKind::Builtin { backends: named, round_robin })
 }
 
 fn runner_from_section(name: &str, section: &RunnerSection) -> Result<RunnerSpec, SettingsError> {
@@ -458,7 +549,7 @@ fn runner_from_section(name: &str, section: &RunnerSection) -> Result<RunnerSpec
         other => Err(SettingsError::Invalid {
             key: "runners.kind",
             problem: format!("[runners.{name}] has kind '{other}'"),
-            fix: format!("use one of: {}", RUNNER_KINDS.join(", ")),
+            fix: "runner tables define `command` runners (kind = \"command\"); use --runner builtin --backend NAME for the built-in agent".into(),
         }),
     }
 }

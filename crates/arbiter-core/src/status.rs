@@ -34,6 +34,8 @@ pub enum CandidateStatus {
     AgentFailed,
     /// The agent outlived the timeout and its process group was killed.
     TimedOut,
+    /// The agent's loop hit a limit (steps, tokens); its patch so far is evaluated.
+    LimitReached,
     /// The worktree, include copy or setup command failed: nothing to evaluate.
     SetupFailed,
     /// The run was interrupted before the candidate finished.
@@ -54,6 +56,7 @@ impl CandidateStatus {
             Self::Finished => "finished",
             Self::AgentFailed => "agent_failed",
             Self::TimedOut => "timed_out",
+            Self::LimitReached => "limit_reached",
             Self::SetupFailed => "setup_failed",
             Self::Cancelled => "cancelled",
         }

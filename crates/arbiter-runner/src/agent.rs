@@ -57,12 +57,13 @@ pub trait AgentRunner: Send + Sync {
     async fn run(&self, ctx: &AgentContext) -> Result<AgentReport, RunnerError>;
 }
 
-/// Builds the runner a spec describes.
-pub fn from_spec(spec: &RunnerSpec) -> Box<dyn AgentRunner> {
+/// Builds the runner a spec describes, or says why it cannot run.
+pub fn from_spec(spec: &RunnerSpec) -> Result<Box<dyn AgentRunner>, String> {
     match &spec.kind {
         RunnerKind::Command { command } => {
-            Box::new(CommandRunner { name: spec.name.clone(), command: command.clone() })
+            Ok(Box::new(CommandRunner { name: spec.name.clone(), command: command.clone() }))
         }
+        RunnerKind::Builtin { .. } => Err("the built-in agent has no model access configured".into()),
     }
 }
 
@@ -123,6 +124,7 @@ impl AgentRunner for CommandRunner {
             timed_out: exit.timed_out,
             cancelled: exit.cancelled,
             duration_ms: exit.duration.as_millis() as u64,
+            limit_reached: None,
         };
         transcript.append(&json!({"type": "process_exited", "exit_code": outcome.exit_code, "signal": outcome.signal, "timed_out": outcome.timed_out, "cancelled": outcome.cancelled, "duration_ms": outcome.duration_ms}))?;
         // A command runner reports no token usage: its one "call" is recorded as such,

@@ -222,7 +222,7 @@ impl Engine {
                 .map(|i| CandidateState {
                     id: CandidateId::from_index(i),
                     index: i,
-                    runner: settings.runner_for(i).name.clone(),
+                    runner: settings.label_for(i),
                     status: CandidateStatus::Queued,
                     started_at: None,
                     finished_at: None,
@@ -295,7 +295,7 @@ impl Engine {
         }
         for i in 0..settings.candidates.value as usize {
             let id = CandidateId::from_index(i);
-            events.emit(EventKind::CandidateQueued, Some(&id), json!({"runner": settings.runner_for(i).name})).await;
+            events.emit(EventKind::CandidateQueued, Some(&id), json!({"runner": settings.label_for(i)})).await;
         }
         Ok(RunCtx {
             run_id,
@@ -474,11 +474,32 @@ async fn run_baseline(ctx: &RunCtx) -> Baseline {
 async fn run_candidate(ctx: &RunCtx, index: usize) -> CandidateRun {
     let id = CandidateId::from_index(index);
     let spec = ctx.settings.runner_for(index).clone();
-    let runner: Box<dyn AgentRunner> = agent::from_spec(&spec);
+    let label = ctx.settings.label_for(index);
+    let runner: Box<dyn AgentRunner> = match agent::from_spec(&spec) {
+        Ok(r) => r,
+        Err(why) => {
+            let run = CandidateRun {
+                id: id.clone(),
+                index,
+                runner: label.clone(),
+                status: CandidateStatus::SetupFailed,
+                setup_error: Some(why),
+                agent: AgentOutcome::default(),
+                patch: None,
+                patch_text: String::new(),
+                gate_outcomes: Vec::new(),
+                gates_skipped: None,
+                calls: Vec::new(),
+            };
+            ctx.set_candidate_status(&id, run.status, None).await;
+            ctx.events.emit(EventKind::CandidateFinished, Some(&id), json!({"status": run.status, "error": run.setup_error})).await;
+            return run;
+        }
+    };
     let mut run = CandidateRun {
         id: id.clone(),
         index,
-        runner: spec.name.clone(),
+        runner: label.clone(),
         status: CandidateStatus::Cancelled,
         setup_error: None,
         agent: AgentOutcome::default(),
@@ -494,7 +515,7 @@ async fn run_candidate(ctx: &RunCtx, index: usize) -> CandidateRun {
         return run;
     }
     ctx.set_candidate_status(&id, CandidateStatus::Preparing, None).await;
-    ctx.events.emit(EventKind::CandidatePreparing, Some(&id), json!({"runner": spec.name})).await;
+    ctx.events.emit(EventKind::CandidatePreparing, Some(&id), json!({"runner": label})).await;
 
     let cdir = match ctx.run_dir.candidate_dir(&id) {
         Ok(d) => d,
@@ -548,7 +569,7 @@ async fn run_candidate(ctx: &RunCtx, index: usize) -> CandidateRun {
         redactor: ctx.redactor.clone(),
     };
     ctx.set_candidate_status(&id, CandidateStatus::Running, None).await;
-    ctx.events.emit(EventKind::AgentStarted, Some(&id), json!({"runner": spec.name, "kind": runner.kind()})).await;
+    ctx.events.emit(EventKind::AgentStarted, Some(&id), json!({"runner": label, "kind": runner.kind()})).await;
     match runner.run(&agent_ctx).await {
         Ok(report) => {
             run.agent = report.outcome;
@@ -571,6 +592,8 @@ async fn run_candidate(ctx: &RunCtx, index: usize) -> CandidateRun {
         CandidateStatus::Cancelled
     } else if run.agent.timed_out {
         CandidateStatus::TimedOut
+    } else if run.agent.limit_reached.is_some() {
+        CandidateStatus::LimitReached
     } else if run.agent.exit_code == Some(0) {
         CandidateStatus::Finished
     } else {

@@ -44,8 +44,17 @@ pub async fn show(repo: Option<&Path>, args: &SettingsArgs, as_json: bool) -> Re
     match runners {
         Ok(list) => {
             for r in list {
-                let arbiter_core::settings::RunnerKind::Command { command } = &r.kind;
-                println!("runner {}: command `{}`", r.name, command);
+                match &r.kind {
+                    arbiter_core::settings::RunnerKind::Command { command } => {
+                        println!("runner {}: command `{}`", r.name, command)
+                    }
+                    arbiter_core::settings::RunnerKind::Builtin { backends, round_robin } => println!(
+                        "runner {}: built-in agent, backends {}{}",
+                        r.name,
+                        backends.join(", "),
+                        if *round_robin { " (one per candidate, round-robin)" } else { " (a fallback chain)" }
+                    ),
+                }
             }
         }
         Err(e) => println!("runners: not usable yet: {e}"),

@@ -86,7 +86,7 @@ fn preflight(settings: &RunSettings, repo: &Path) -> Result<(), CliError> {
         check_program("setup command", setup, repo, &path).map_err(CliError::usage)?;
     }
     for r in &settings.runners {
-        let RunnerKind::Command { command } = &r.kind;
+        let RunnerKind::Command { command } = &r.kind else { continue };
         check_program(&format!("the {} runner's command", r.name), command, repo, &path).map_err(CliError::usage)?;
     }
     Ok(())
@@ -102,7 +102,7 @@ async fn check_paths_exist_at_base(ctx: &RepoContext, settings: &RunSettings, ba
         commands.push(("setup command".into(), setup));
     }
     for r in &settings.runners {
-        let RunnerKind::Command { command } = &r.kind;
+        let RunnerKind::Command { command } = &r.kind else { continue };
         commands.push((format!("the {} runner's command", r.name), command));
     }
     for (what, command) in commands {

@@ -1,0 +1,204 @@
+//! `arbiter backend add|list|show|remove|enable|disable`.
+
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+
+use arbiter_core::backends::{BackendSecret, BackendSection, key_status};
+use arbiter_core::money::Usd;
+use serde_json::json;
+
+use crate::cli::{BackendAddArgs, BackendCommand};
+use crate::config_file;
+use crate::context::RepoContext;
+use crate::error::CliError;
+
+fn secrets_path(ctx: &RepoContext) -> PathBuf {
+    ctx.workspace.dir().join("secrets.toml")
+}
+
+pub async fn backend(repo: Option<&Path>, cmd: &BackendCommand) -> Result<u8, CliError> {
+    let ctx = RepoContext::locate(repo).await?;
+    match cmd {
+        BackendCommand::Add(args) => add(&ctx, args),
+        BackendCommand::List { json } => list(&ctx, *json),
+        BackendCommand::Show { name, json } => show(&ctx, name, *json),
+        BackendCommand::Remove { name } => remove(&ctx, name),
+        BackendCommand::Enable { name } => enable(&ctx, name, true),
+        BackendCommand::Disable { name } => enable(&ctx, name, false),
+    }
+}
+
+fn parse_price(flag: &str, text: &Option<String>) -> Result<Option<Usd>, CliError> {
+    match text {
+        None => Ok(None),
+        Some(t) => match Usd::parse(t) {
+            Some(p) if p >= Usd::ZERO => Ok(Some(p)),
+            _ => Err(CliError::usage(format!("{flag} '{t}' is not a price in USD per million tokens (e.g. 0.15)"))),
+        },
+    }
+}
+
+fn add(ctx: &RepoContext, a: &BackendAddArgs) -> Result<u8, CliError> {
+    let section = BackendSection {
+        provider: a.provider.clone(),
+        model: a.model.clone(),
+        base_url: a.base_url.clone(),
+        api_key_env: a.api_key_env.clone(),
+        input_cost: parse_price("--input-cost", &a.input_cost)?,
+        output_cost: parse_price("--output-cost", &a.output_cost)?,
+        roles: a.roles.split(',').map(|r| r.trim().to_string()).filter(|r| !r.is_empty()).collect(),
+        capability: a.capability,
+        max_parallel: a.max_parallel,
+        max_tokens: a.max_tokens,
+        timeout_seconds: a.timeout_seconds,
+        enabled: true,
+    };
+    section.validate(&a.name).map_err(CliError::usage)?;
+    if let Some(var) = &a.api_key_env
+        && (var.is_empty() || !var.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'))
+    {
+        return Err(CliError::usage(format!("--api-key-env '{var}' is not an environment variable name")));
+    }
+    // Read the key before writing anything, so a failed read leaves both files untouched.
+    let key = if a.api_key_stdin {
+        let mut line = String::new();
+        std::io::stdin().lock().read_line(&mut line)?;
+        let key = line.trim().to_string();
+        if key.is_empty() {
+            return Err(CliError::usage(
+                "--api-key-stdin read an empty key; pipe the key in: `printf %s \"$KEY\" | arbiter backend add ...`",
+            ));
+        }
+        Some(key)
+    } else {
+        None
+    };
+    config_file::put_backend(&ctx.workspace.config_path(), &a.name, &section)?;
+    let secrets_path = secrets_path(ctx);
+    let mut secrets = config_file::read_secrets(&secrets_path)?;
+    let had_secret = secrets.backends.contains_key(&a.name);
+    match key {
+        Some(api_key) => {
+            secrets.backends.insert(a.name.clone(), BackendSecret { api_key });
+            config_file::write_secrets(&secrets_path, &secrets)?;
+        }
+        None if had_secret && a.api_key_env.is_some() => {
+            secrets.backends.remove(&a.name);
+            config_file::write_secrets(&secrets_path, &secrets)?;
+        }
+        None => {}
+    }
+    println!("Backend {} saved in {}", a.name, ctx.workspace.config_path().display());
+    if a.api_key_stdin {
+        println!("  key stored in {} (mode 0600)", secrets_path.display());
+    }
+    println!("  check it with `arbiter backend test {}`", a.name);
+    Ok(0)
+}
+
+fn load(
+    ctx: &RepoContext,
+) -> Result<(arbiter_core::settings::ConfigFile, arbiter_core::backends::SecretsFile), CliError> {
+    Ok((ctx.config()?, config_file::read_secrets(&secrets_path(ctx))?))
+}
+
+fn status_of(
+    b: &BackendSection,
+    name: &str,
+    secrets: &arbiter_core::backends::SecretsFile,
+) -> arbiter_core::backends::KeyStatus {
+    key_status(b, |v| std::env::var_os(v).is_some_and(|x| !x.is_empty()), secrets.backends.contains_key(name))
+}
+
+fn list(ctx: &RepoContext, as_json: bool) -> Result<u8, CliError> {
+    let (config, secrets) = load(ctx)?;
+    if as_json {
+        let rows: Vec<_> = config
+            .backends
+            .iter()
+            .map(|(n, b)| json!({"name": n, "backend": b, "key": status_of(b, n, &secrets)}))
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&rows).unwrap_or_default());
+        return Ok(0);
+    }
+    if config.backends.is_empty() {
+        println!(
+            "No backends. Add one: arbiter backend add NAME --provider openai-compatible --model M --base-url URL"
+        );
+        return Ok(0);
+    }
+    println!(
+        "{:<16} {:<18} {:<28} {:<22} {:>4} {:>3} {:<14} {:<8} KEY",
+        "NAME", "PROVIDER", "MODEL", "ROLES", "CAP", "PAR", "$/MTOK IN/OUT", "STATE"
+    );
+    for (n, b) in &config.backends {
+        println!(
+            "{:<16} {:<18} {:<28} {:<22} {:>4} {:>3} {:<14} {:<8} {}",
+            n,
+            b.provider,
+            b.model,
+            b.roles.join(","),
+            b.capability,
+            b.max_parallel,
+            b.describe_prices(),
+            if b.enabled { "enabled" } else { "disabled" },
+            status_of(b, n, &secrets)
+        );
+    }
+    Ok(0)
+}
+
+fn show(ctx: &RepoContext, name: &str, as_json: bool) -> Result<u8, CliError> {
+    let (config, secrets) = load(ctx)?;
+    let b = config
+        .backends
+        .get(name)
+        .ok_or_else(|| CliError::usage(format!("no backend named '{name}'; `arbiter backend list` shows them")))?;
+    let key = status_of(b, name, &secrets);
+    if as_json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json!({"name": name, "backend": b, "key": key})).unwrap_or_default()
+        );
+        return Ok(0);
+    }
+    println!("name:            {name}");
+    println!("provider:        {}", b.provider);
+    println!("model:           {}", b.model);
+    println!("base_url:        {}", b.base_url.as_deref().unwrap_or("(provider default)"));
+    println!("key:             {key}");
+    println!("prices:          {} USD per million tokens (input/output)", b.describe_prices());
+    println!("roles:           {}", b.roles.join(", "));
+    println!("capability:      {}", b.capability);
+    println!("max_parallel:    {}", b.max_parallel);
+    println!("max_tokens:      {}", b.max_tokens.map_or("(default)".into(), |m| m.to_string()));
+    println!("timeout_seconds: {}", b.timeout_seconds.map_or("(default)".into(), |m| m.to_string()));
+    println!("state:           {}", if b.enabled { "enabled" } else { "disabled" });
+    Ok(0)
+}
+
+fn remove(ctx: &RepoContext, name: &str) -> Result<u8, CliError> {
+    let (config, _) = load(ctx)?;
+    if !config.backends.contains_key(name) {
+        return Err(CliError::usage(format!("no backend named '{name}'; `arbiter backend list` shows them")));
+    }
+    config_file::remove_backend(&ctx.workspace.config_path(), name)?;
+    let path = secrets_path(ctx);
+    let mut secrets = config_file::read_secrets(&path)?;
+    if secrets.backends.remove(name).is_some() {
+        config_file::write_secrets(&path, &secrets)?;
+    }
+    println!("Removed backend {name}");
+    for (role, chain) in &config.roles {
+        if chain.iter().any(|n| n == name) {
+            println!("  note: [roles] {role} still names {name}; edit {}", ctx.workspace.config_path().display());
+        }
+    }
+    Ok(0)
+}
+
+fn enable(ctx: &RepoContext, name: &str, on: bool) -> Result<u8, CliError> {
+    config_file::set_enabled(&ctx.workspace.config_path(), name, on)?;
+    println!("Backend {name} {}", if on { "enabled" } else { "disabled" });
+    Ok(0)
+}

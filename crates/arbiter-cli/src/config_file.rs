@@ -1,0 +1,132 @@
+//! Editing `.arbiter/config.toml` and `.arbiter/secrets.toml`.
+//!
+//! The config file belongs to the user: edits go through `toml_edit`, so comments, order
+//! and formatting survive. Keys live only in `secrets.toml`, created with mode 0600 and
+//! kept at 0600 whenever it is written.
+
+use std::fs;
+use std::io::Write;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::Path;
+
+use arbiter_core::backends::{BackendSection, SecretsFile};
+use toml_edit::{Array, DocumentMut, Item, Table, value};
+
+use crate::error::CliError;
+
+fn load(path: &Path) -> Result<DocumentMut, CliError> {
+    let text = match fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => return Err(CliError::environment(format!("cannot read {}: {e}", path.display()))),
+    };
+    text.parse::<DocumentMut>().map_err(|e| CliError::usage(format!("cannot parse {}: {e}", path.display())))
+}
+
+fn save(path: &Path, doc: &DocumentMut) -> Result<(), CliError> {
+    if let Some(parent) = path.parent() {
+        fs::create_dir_all(parent)?;
+    }
+    arbiter_runner::rundir::write_atomic(path, doc.to_string().as_bytes())?;
+    Ok(())
+}
+
+fn backends_table(doc: &mut DocumentMut) -> &mut Table {
+    if !doc.contains_table("backends") {
+        let mut t = Table::new();
+        t.set_implicit(true);
+        doc.insert("backends", Item::Table(t));
+    }
+    doc["backends"].as_table_mut().expect("inserted above as a table")
+}
+
+/// Writes (or replaces) `[backends.NAME]`.
+pub fn put_backend(path: &Path, name: &str, b: &BackendSection) -> Result<(), CliError> {
+    let mut doc = load(path)?;
+    let mut t = Table::new();
+    t.insert("provider", value(&b.provider));
+    t.insert("model", value(&b.model));
+    if let Some(u) = &b.base_url {
+        t.insert("base_url", value(u));
+    }
+    if let Some(v) = &b.api_key_env {
+        t.insert("api_key_env", value(v));
+    }
+    if let Some(p) = b.input_cost {
+        t.insert("input_cost", value(p.decimal()));
+    }
+    if let Some(p) = b.output_cost {
+        t.insert("output_cost", value(p.decimal()));
+    }
+    t.insert("roles", value(b.roles.iter().collect::<Array>()));
+    t.insert("capability", value(b.capability as i64));
+    t.insert("max_parallel", value(b.max_parallel as i64));
+    if let Some(m) = b.max_tokens {
+        t.insert("max_tokens", value(m as i64));
+    }
+    if let Some(s) = b.timeout_seconds {
+        t.insert("timeout_seconds", value(s as i64));
+    }
+    t.insert("enabled", value(b.enabled));
+    if backends_table(&mut doc).contains_key(name) {
+        // Replaced in place: the table keeps its position and surrounding comments.
+        backends_table(&mut doc).insert(name, Item::Table(t));
+        return save(path, &doc);
+    }
+    // A new table goes at the end of the file, after everything the user wrote.
+    let mut fragment = DocumentMut::new();
+    backends_table(&mut fragment).insert(name, Item::Table(t));
+    let mut text = fs::read_to_string(path).unwrap_or_default();
+    if !text.is_empty() && !text.ends_with('\n') {
+        text.push('\n');
+    }
+    text.push('\n');
+    text.push_str(&fragment.to_string());
+    text.parse::<DocumentMut>().map_err(|e| CliError::usage(format!("cannot update {}: {e}", path.display())))?;
+    arbiter_runner::rundir::write_atomic(path, text.as_bytes())?;
+    Ok(())
+}
+
+/// Removes `[backends.NAME]`; returns whether it existed.
+pub fn remove_backend(path: &Path, name: &str) -> Result<bool, CliError> {
+    let mut doc = load(path)?;
+    let existed = backends_table(&mut doc).remove(name).is_some();
+    save(path, &doc)?;
+    Ok(existed)
+}
+
+/// Sets `enabled` of `[backends.NAME]`.
+pub fn set_enabled(path: &Path, name: &str, enabled: bool) -> Result<(), CliError> {
+    let mut doc = load(path)?;
+    match backends_table(&mut doc).get_mut(name).and_then(Item::as_table_mut) {
+        Some(t) => {
+            t.insert("enabled", value(enabled));
+            save(path, &doc)
+        }
+        None => Err(CliError::usage(format!("no backend named '{name}'; `arbiter backend list` shows them"))),
+    }
+}
+
+/// Reads `.arbiter/secrets.toml` (empty when absent).
+pub fn read_secrets(path: &Path) -> Result<SecretsFile, CliError> {
+    match fs::read_to_string(path) {
+        Ok(text) => toml::from_str(&text).map_err(|e| CliError::usage(format!("cannot parse {}: {e}", path.display()))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(SecretsFile::default()),
+        Err(e) => Err(CliError::environment(format!("cannot read {}: {e}", path.display()))),
+    }
+}
+
+/// Writes `.arbiter/secrets.toml` with mode 0600.
+pub fn write_secrets(path: &Path, secrets: &SecretsFile) -> Result<(), CliError> {
+    let text = toml::to_string(secrets).map_err(|e| CliError::environment(format!("cannot encode secrets: {e}")))?;
+    let tmp = path.with_extension("toml.tmp");
+    {
+        let mut f = fs::OpenOptions::new().create(true).write(true).truncate(true).mode(0o600).open(&tmp)?;
+        f.set_permissions(fs::Permissions::from_mode(0o600))?;
+        f.write_all(b"# Backend keys written by `arbiter backend add --api-key-stdin`. Keep this file private.\n")?;
+        f.write_all(text.as_bytes())?;
+        f.sync_data()?;
+    }
+    fs::rename(&tmp, path)?;
+    Ok(())
+}
