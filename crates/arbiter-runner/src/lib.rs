@@ -11,6 +11,7 @@
 
 pub mod agent;
 pub mod agent_env;
+pub mod builtin;
 pub mod capture;
 pub mod engine;
 pub mod events;
