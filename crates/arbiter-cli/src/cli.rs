@@ -30,6 +30,22 @@ pub enum Command {
     /// Show the resolved configuration.
     #[command(subcommand)]
     Config(ConfigCommand),
+    /// Run a real 4-candidate tournament on a throwaway repository with a scripted model.
+    Demo {
+        /// Create the demo repository here (a new or empty directory) instead of a temp dir.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Serve scripted model responses (OpenAI and Anthropic formats) on loopback.
+    MockLlm {
+        /// The script: JSON or TOML with a `responses` list (see docs/mock-llm.md).
+        #[arg(long, value_name = "FILE")]
+        script: PathBuf,
+        #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8089")]
+        bind: String,
+    },
     /// Manage model backends (OpenAI-compatible servers, OpenAI, Anthropic).
     #[command(subcommand)]
     Backend(BackendCommand),

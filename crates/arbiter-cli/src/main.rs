@@ -4,6 +4,7 @@ mod cli;
 mod commands;
 mod config_file;
 mod context;
+mod model_access;
 mod error;
 mod progress;
 
@@ -42,5 +43,7 @@ async fn dispatch(cli: Cli) -> Result<u8, CliError> {
         Command::Apply(args) => commands::apply::apply(repo, args).await,
         Command::Config(ConfigCommand::Show { settings, json }) => commands::config::show(repo, settings, *json).await,
         Command::Backend(cmd) => commands::backend::backend(repo, cmd).await,
+        Command::Demo { dir, json } => commands::demo::demo(dir.as_deref(), *json).await,
+        Command::MockLlm { script, bind } => commands::mock_llm::mock_llm(script, bind).await,
     }
 }

@@ -57,13 +57,44 @@ pub trait AgentRunner: Send + Sync {
     async fn run(&self, ctx: &AgentContext) -> Result<AgentReport, RunnerError>;
 }
 
-/// Builds the runner a spec describes, or says why it cannot run.
-pub fn from_spec(spec: &RunnerSpec) -> Result<Box<dyn AgentRunner>, String> {
+/// What the built-in agent needs to reach models: one client (connection pool and
+/// per-backend concurrency limits shared by every candidate) and the configured endpoints,
+/// keys resolved.
+pub struct ModelAccess {
+    pub client: std::sync::Arc<arbiter_llm::LlmClient>,
+    pub endpoints: std::collections::BTreeMap<String, arbiter_llm::Endpoint>,
+    pub limits: crate::builtin_agent::AgentLimits,
+}
+
+/// Builds the runner a spec describes for a candidate whose backend chain is `chain`, or
+/// says why it cannot run.
+pub fn from_spec(
+    spec: &RunnerSpec,
+    chain: &[String],
+    models: Option<&ModelAccess>,
+) -> Result<Box<dyn AgentRunner>, String> {
     match &spec.kind {
         RunnerKind::Command { command } => {
             Ok(Box::new(CommandRunner { name: spec.name.clone(), command: command.clone() }))
         }
-        RunnerKind::Builtin { .. } => Err("the built-in agent has no model access configured".into()),
+        RunnerKind::Builtin { .. } => {
+            let models = models.ok_or("the built-in agent has no model access configured")?;
+            let endpoints = chain
+                .iter()
+                .map(|name| {
+                    models.endpoints.get(name).cloned().ok_or_else(|| format!("backend '{name}' is not configured"))
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            if endpoints.is_empty() {
+                return Err("the built-in agent has no backend to use".into());
+            }
+            Ok(Box::new(crate::builtin_agent::BuiltinRunner {
+                name: spec.name.clone(),
+                chain: endpoints,
+                client: models.client.clone(),
+                limits: models.limits,
+            }))
+        }
     }
 }
 

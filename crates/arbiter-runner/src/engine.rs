@@ -70,6 +70,11 @@ pub struct Engine {
     pub run_suffix: u32,
     /// The environment agents' allowlisted environments are taken from.
     pub process_env: Vec<(String, String)>,
+    /// Model access for the built-in agent (`None` when no backend is configured).
+    pub models: Option<Arc<agent::ModelAccess>>,
+    /// Secret values known to the caller (backend keys from the secrets file), redacted
+    /// from everything the run writes, like secret-looking environment variables.
+    pub secrets: Vec<String>,
 }
 
 /// A run that could not start, or stopped for a reason outside the candidates.
@@ -121,6 +126,7 @@ struct RunCtx {
     redactor: Redactor,
     process_env: Vec<(String, String)>,
     allow_dirty: bool,
+    models: Option<Arc<agent::ModelAccess>>,
 }
 
 /// Everything one candidate produced, before evaluation against the baseline.
@@ -267,7 +273,13 @@ impl Engine {
                 })
                 .await?;
         }
-        let redactor = Redactor::new(self.process_env.iter().filter(|(k, _)| looks_secret(k)).map(|(_, v)| v.clone()));
+        let redactor = Redactor::new(
+            self.process_env
+                .iter()
+                .filter(|(k, _)| looks_secret(k))
+                .map(|(_, v)| v.clone())
+                .chain(self.secrets.iter().cloned()),
+        );
         events
             .emit(
                 EventKind::RunStarted,
@@ -314,6 +326,7 @@ impl Engine {
             redactor,
             process_env: self.process_env.clone(),
             allow_dirty: req.allow_dirty,
+            models: self.models.clone(),
         })
     }
 }
@@ -475,7 +488,8 @@ async fn run_candidate(ctx: &RunCtx, index: usize) -> CandidateRun {
     let id = CandidateId::from_index(index);
     let spec = ctx.settings.runner_for(index).clone();
     let label = ctx.settings.label_for(index);
-    let runner: Box<dyn AgentRunner> = match agent::from_spec(&spec) {
+    let chain = ctx.settings.backend_chain_for(index);
+    let runner: Box<dyn AgentRunner> = match agent::from_spec(&spec, &chain, ctx.models.as_deref()) {
         Ok(r) => r,
         Err(why) => {
             let run = CandidateRun {

@@ -12,6 +12,7 @@
 pub mod agent;
 pub mod agent_env;
 pub mod builtin;
+pub mod builtin_agent;
 pub mod capture;
 pub mod engine;
 pub mod events;

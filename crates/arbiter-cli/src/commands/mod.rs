@@ -3,6 +3,8 @@
 pub mod apply;
 pub mod backend;
 pub mod config;
+pub mod demo;
 pub mod init;
+pub mod mock_llm;
 pub mod run;
 pub mod runs;

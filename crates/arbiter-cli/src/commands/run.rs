@@ -41,8 +41,34 @@ pub async fn run(repo: Option<&Path>, args: &RunArgs) -> Result<u8, CliError> {
             )));
         }
     }
-    let store = ctx.store().await?;
+    let secrets = crate::config_file::read_secrets(&ctx.workspace.dir().join("secrets.toml"))?;
+    let endpoints = crate::model_access::endpoints(&config, &secrets)?;
+    let prepared = Prepared {
+        task,
+        settings,
+        base: args.base.clone(),
+        allow_dirty: args.allow_dirty,
+        secrets: crate::model_access::keys(&endpoints),
+        models: crate::model_access::access(endpoints)?,
+    };
+    let outcome = execute(&ctx, prepared).await?;
+    report(&outcome, args.json);
+    Ok(exit_code(&outcome))
+}
 
+/// A validated run, ready to start.
+pub struct Prepared {
+    pub task: Task,
+    pub settings: RunSettings,
+    pub base: String,
+    pub allow_dirty: bool,
+    pub secrets: Vec<String>,
+    pub models: Option<Arc<arbiter_runner::agent::ModelAccess>>,
+}
+
+/// Runs a validated tournament with live progress and signal handling.
+pub async fn execute(ctx: &RepoContext, p: Prepared) -> Result<RunOutcome, CliError> {
+    let store = ctx.store().await?;
     let cancel = CancellationToken::new();
     let signals = tokio::spawn(watch_signals(cancel.clone()));
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
@@ -54,30 +80,30 @@ pub async fn run(repo: Option<&Path>, args: &RunArgs) -> Result<u8, CliError> {
         cancel: cancel.clone(),
         run_suffix: random_suffix(),
         process_env: std::env::vars().collect(),
+        models: p.models,
+        secrets: p.secrets,
     };
     let result = engine
         .run(RunRequest {
             workspace: ctx.workspace.clone(),
-            task,
-            settings,
-            base_ref: args.base.clone(),
-            allow_dirty: args.allow_dirty,
+            task: p.task,
+            settings: p.settings,
+            base_ref: p.base,
+            allow_dirty: p.allow_dirty,
         })
         .await;
     drop(engine);
     let _ = renderer.await;
     signals.abort();
-    let outcome = result.map_err(|e| match e {
+    result.map_err(|e| match e {
         EngineError::Dirty(_) | EngineError::Include(_) => CliError::usage(e),
         EngineError::Git(g) => CliError::from(g),
         other => CliError::environment(other),
-    })?;
-    report(&outcome, args.json);
-    Ok(exit_code(&outcome))
+    })
 }
 
 /// Every program the run will start must exist before anything is spent.
-fn preflight(settings: &RunSettings, repo: &Path) -> Result<(), CliError> {
+pub fn preflight(settings: &RunSettings, repo: &Path) -> Result<(), CliError> {
     let path = std::env::var("PATH").unwrap_or_default();
     for v in &settings.verify.value {
         check_program("verify command", v, repo, &path).map_err(CliError::usage)?;
@@ -152,7 +178,7 @@ fn random_suffix() -> u32 {
     u32::from_le_bytes(b)
 }
 
-fn exit_code(o: &RunOutcome) -> u8 {
+pub fn exit_code(o: &RunOutcome) -> u8 {
     match o.status {
         RunStatus::Interrupted => exit::INTERRUPTED,
         RunStatus::Succeeded if o.materialization.as_ref().is_some_and(|m| m.error.is_some()) => exit::NO_RESULT,
@@ -162,7 +188,7 @@ fn exit_code(o: &RunOutcome) -> u8 {
     }
 }
 
-fn report(o: &RunOutcome, as_json: bool) {
+pub fn report(o: &RunOutcome, as_json: bool) {
     if as_json {
         let value = json!({
             "run_id": o.run_id,

@@ -1,0 +1,59 @@
+//! Turning the configured backends into endpoints the built-in agent can call: provider,
+//! base URL, key (from the named environment variable, else `.arbiter/secrets.toml`),
+//! limits and prices.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use arbiter_core::backends::SecretsFile;
+use arbiter_core::settings::ConfigFile;
+use arbiter_llm::{Endpoint, LlmClient, Provider};
+use arbiter_runner::agent::ModelAccess;
+use arbiter_runner::builtin_agent::AgentLimits;
+
+use crate::error::CliError;
+
+/// Default request timeout when a backend sets none.
+const DEFAULT_TIMEOUT_SECONDS: u64 = 300;
+
+/// Every configured backend as an endpoint, keys resolved.
+pub fn endpoints(config: &ConfigFile, secrets: &SecretsFile) -> Result<BTreeMap<String, Endpoint>, CliError> {
+    let mut out = BTreeMap::new();
+    for (name, b) in &config.backends {
+        b.validate(name).map_err(CliError::usage)?;
+        let provider: Provider = b.provider.parse().map_err(|e| CliError::usage(format!("backend {name}: {e}")))?;
+        let mut e = Endpoint::new(name.clone(), provider, b.model.clone());
+        if let Some(url) = &b.base_url {
+            e.base_url = url.trim_end_matches('/').to_string();
+        }
+        e.api_key = b
+            .api_key_env
+            .as_ref()
+            .and_then(|var| std::env::var(var).ok().filter(|v| !v.is_empty()))
+            .or_else(|| secrets.backends.get(name).map(|s| s.api_key.clone()));
+        if let Some(m) = b.max_tokens {
+            e.max_tokens = m;
+        }
+        e.timeout = Duration::from_secs(b.timeout_seconds.unwrap_or(DEFAULT_TIMEOUT_SECONDS));
+        e.max_parallel = b.max_parallel;
+        e.input_price = b.input_cost;
+        e.output_price = b.output_cost;
+        out.insert(name.clone(), e);
+    }
+    Ok(out)
+}
+
+/// Model access for a run, or `None` when no backend is configured.
+pub fn access(endpoints: BTreeMap<String, Endpoint>) -> Result<Option<Arc<ModelAccess>>, CliError> {
+    if endpoints.is_empty() {
+        return Ok(None);
+    }
+    let client = LlmClient::new().map_err(|e| CliError::environment(format!("cannot start the HTTP client: {e}")))?;
+    Ok(Some(Arc::new(ModelAccess { client: Arc::new(client), endpoints, limits: AgentLimits::default() })))
+}
+
+/// The keys among the endpoints, for redaction.
+pub fn keys(endpoints: &BTreeMap<String, Endpoint>) -> Vec<String> {
+    endpoints.values().filter_map(|e| e.api_key.clone()).collect()
+}
