@@ -72,6 +72,12 @@ pub enum BackendCommand {
     Enable { name: String },
     /// Disable a backend (it stays configured but is skipped in role chains).
     Disable { name: String },
+    /// Make one small real call: latency, tokens, and whether tool calls work.
+    Test {
+        name: String,
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -148,6 +154,12 @@ pub struct SettingsArgs {
     /// Backend(s) of the builtin runner; several are assigned round-robin to candidates.
     #[arg(long, value_name = "NAME[,NAME]")]
     pub backend: Option<String>,
+    /// The built-in agent's step limit per candidate.
+    #[arg(long, value_name = "N")]
+    pub max_steps: Option<u32>,
+    /// The built-in agent's token limit (input + output) per candidate.
+    #[arg(long, value_name = "N")]
+    pub max_tokens: Option<u64>,
     /// What to do with the winner: worktree, none, or branch:NAME.
     #[arg(long, value_name = "MODE")]
     pub apply: Option<String>,
@@ -239,6 +251,8 @@ impl SettingsArgs {
             runner: self.runner.clone(),
             command: self.command.clone(),
             backend: self.backend.clone(),
+            max_steps: self.max_steps,
+            max_tokens: self.max_tokens,
             apply: self.apply.clone(),
             keep_worktrees: self.keep_worktrees,
         }

@@ -4,8 +4,8 @@ mod cli;
 mod commands;
 mod config_file;
 mod context;
-mod model_access;
 mod error;
+mod model_access;
 mod progress;
 
 use std::process::ExitCode;

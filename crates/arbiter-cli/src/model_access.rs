@@ -45,12 +45,16 @@ pub fn endpoints(config: &ConfigFile, secrets: &SecretsFile) -> Result<BTreeMap<
 }
 
 /// Model access for a run, or `None` when no backend is configured.
-pub fn access(endpoints: BTreeMap<String, Endpoint>) -> Result<Option<Arc<ModelAccess>>, CliError> {
+pub fn access(
+    endpoints: BTreeMap<String, Endpoint>,
+    settings: &arbiter_core::settings::RunSettings,
+) -> Result<Option<Arc<ModelAccess>>, CliError> {
     if endpoints.is_empty() {
         return Ok(None);
     }
     let client = LlmClient::new().map_err(|e| CliError::environment(format!("cannot start the HTTP client: {e}")))?;
-    Ok(Some(Arc::new(ModelAccess { client: Arc::new(client), endpoints, limits: AgentLimits::default() })))
+    let limits = AgentLimits { max_steps: settings.max_steps.value, max_tokens: settings.max_tokens.value };
+    Ok(Some(Arc::new(ModelAccess { client: Arc::new(client), endpoints, limits })))
 }
 
 /// The keys among the endpoints, for redaction.

@@ -160,6 +160,12 @@ fn log_line(ev: &Event) -> Option<String> {
                 )
             }
         }
+        EventKind::ModelFallback => format!(
+            "{who} backend {} failed ({}); {}",
+            d["from"].as_str().unwrap_or("?"),
+            d["reason"].as_str().unwrap_or(""),
+            d["to"].as_str().map(|t| format!("trying {t}")).unwrap_or_else(|| "no backend left".into())
+        ),
         EventKind::PatchCaptured => format!(
             "{who} patch: {} file(s), {} changed line(s){}",
             d["files_changed"],

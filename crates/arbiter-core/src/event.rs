@@ -21,6 +21,8 @@ pub enum EventKind {
     SetupFinished,
     AgentStarted,
     AgentFinished,
+    /// A model backend failed and the next one of the chain was tried.
+    ModelFallback,
     PatchCaptured,
     GateFinished,
     CandidateFinished,
@@ -49,6 +51,7 @@ impl EventKind {
             Self::SetupFinished => "setup_finished",
             Self::AgentStarted => "agent_started",
             Self::AgentFinished => "agent_finished",
+            Self::ModelFallback => "model_fallback",
             Self::PatchCaptured => "patch_captured",
             Self::GateFinished => "gate_finished",
             Self::CandidateFinished => "candidate_finished",
@@ -84,7 +87,13 @@ mod tests {
 
     #[test]
     fn names_match_serde() {
-        for k in [EventKind::RunStarted, EventKind::GateFinished, EventKind::Applied, EventKind::RunInterrupted] {
+        for k in [
+            EventKind::RunStarted,
+            EventKind::GateFinished,
+            EventKind::Applied,
+            EventKind::RunInterrupted,
+            EventKind::ModelFallback,
+        ] {
             assert_eq!(serde_json::to_value(k).unwrap(), serde_json::Value::String(k.as_str().into()));
         }
     }

@@ -15,6 +15,8 @@ pub mod defaults {
     pub const VERIFY_TIMEOUT_SECONDS: u64 = 600;
     pub const SETUP_TIMEOUT_SECONDS: u64 = 600;
     pub const RUNNER: &str = "command";
+    pub const MAX_STEPS: u32 = 40;
+    pub const MAX_TOKENS: u64 = 400_000;
 }
 
 /// The text `arbiter init` writes: every setting, commented, at its default.
@@ -41,6 +43,12 @@ pub const DEFAULT_CONFIG_TOML: &str = r#"# arbiter configuration. Command-line f
 # runner = "command"
 # Command of the `command` runner when --command is not given.
 # command = "./agent.sh"
+# Backend(s) of the `builtin` runner (comma-separated: one per candidate, round-robin);
+# without it the [roles] coding chain is used.
+# backend = "local-qwen"
+# The built-in agent's limits per candidate: model steps and input+output tokens.
+# max_steps = 40
+# max_tokens = 400000
 # What to do with the winner: "worktree" (apply to the working tree), "none", or
 # "branch:NAME" (a new branch with one commit; the working tree is untouched).
 # apply = "worktree"
@@ -104,6 +112,9 @@ pub struct RunSection {
     pub command: Option<String>,
     /// Backend(s) of the `builtin` runner; several are assigned round-robin.
     pub backend: Option<String>,
+    /// The built-in agent's limits per candidate: model steps, and input+output tokens.
+    pub max_steps: Option<u32>,
+    pub max_tokens: Option<u64>,
     pub apply: Option<String>,
     pub keep_worktrees: Option<bool>,
     pub env_passthrough: Option<Vec<String>>,
@@ -132,6 +143,8 @@ pub struct FlagOverrides {
     pub runner: Option<String>,
     pub command: Option<String>,
     pub backend: Option<String>,
+    pub max_steps: Option<u32>,
+    pub max_tokens: Option<u64>,
     pub apply: Option<String>,
     pub keep_worktrees: bool,
 }
@@ -250,6 +263,8 @@ pub struct RunSettings {
     pub runner: Sourced<String>,
     pub command: Sourced<Option<String>>,
     pub backend: Sourced<Option<String>>,
+    pub max_steps: Sourced<u32>,
+    pub max_tokens: Sourced<u64>,
     pub apply: Sourced<ApplyMode>,
     pub keep_worktrees: Sourced<bool>,
     pub env_passthrough: Sourced<Vec<String>>,
@@ -360,6 +375,15 @@ impl RunSettings {
         let runner = layer(flags.runner, run.runner.clone(), defaults::RUNNER.to_string());
         let command = layer(flags.command.map(Some), run.command.clone().map(Some), None);
         let backend = layer(flags.backend.map(Some), run.backend.clone().map(Some), None);
+        let max_steps = layer(flags.max_steps, run.max_steps, defaults::MAX_STEPS);
+        let max_tokens = layer(flags.max_tokens, run.max_tokens, defaults::MAX_TOKENS);
+        if max_steps.value == 0 || max_tokens.value == 0 {
+            return Err(SettingsError::Invalid {
+                key: "max_steps/max_tokens",
+                problem: "0".into(),
+                fix: "the built-in agent needs at least 1 step and 1 token".into(),
+            });
+        }
         let apply_text = layer(flags.apply, run.apply.clone(), "worktree".to_string());
         let apply = Sourced { value: ApplyMode::parse(&apply_text.value)?, origin: apply_text.origin };
         let keep_worktrees = layer(flags.keep_worktrees.then_some(true), run.keep_worktrees, false);
@@ -376,6 +400,8 @@ impl RunSettings {
             runner,
             command,
             backend,
+            max_steps,
+            max_tokens,
             apply,
             keep_worktrees,
             env_passthrough,
@@ -435,6 +461,8 @@ impl RunSettings {
             ("runner", self.runner.value.clone(), self.runner.origin),
             ("command", opt(&self.command.value), self.command.origin),
             ("backend", opt(&self.backend.value), self.backend.origin),
+            ("max_steps", self.max_steps.value.to_string(), self.max_steps.origin),
+            ("max_tokens", self.max_tokens.value.to_string(), self.max_tokens.origin),
             ("apply", self.apply.value.to_string(), self.apply.origin),
             ("keep_worktrees", self.keep_worktrees.value.to_string(), self.keep_worktrees.origin),
             ("env_passthrough", list(&self.env_passthrough.value), self.env_passthrough.origin),

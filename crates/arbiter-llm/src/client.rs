@@ -425,6 +425,18 @@ mod tests {
     }
 
     #[test]
+    fn calls_can_be_spawned() {
+        fn assert_send<T: Send + 'static>(_: T) {}
+        let client = LlmClient::new().unwrap();
+        let endpoint = Endpoint::new("e", Provider::OpenAi, "m");
+        assert_send(async move { client.chat(&endpoint, &ChatRequest::user("hi")).await });
+        let client = LlmClient::new().unwrap();
+        assert_send(
+            async move { crate::chain::chat_with_fallback(&client, &[], &ChatRequest::user("hi"), |_| {}).await },
+        );
+    }
+
+    #[test]
     fn retry_after_headers_parse() {
         let mut h = HeaderMap::new();
         assert_eq!(retry_after(&h), None);

@@ -34,7 +34,11 @@ async fn a_500_falls_through_to_the_second_endpoint() {
 #[tokio::test]
 async fn empty_and_malformed_answers_fall_through() {
     let malformed = MockResponse {
-        tool_calls: vec![MockToolCall { name: "f".into(), raw_arguments: Some("{not json".into()), ..Default::default() }],
+        tool_calls: vec![MockToolCall {
+            name: "f".into(),
+            raw_arguments: Some("{not json".into()),
+            ..Default::default()
+        }],
         ..Default::default()
     };
     let server = start(MockScript::new(vec![MockResponse::text("  "), malformed, MockResponse::text("third")])).await;
@@ -56,12 +60,12 @@ async fn empty_and_malformed_answers_fall_through() {
 
 #[tokio::test]
 async fn when_every_endpoint_fails_each_failure_is_listed() {
-    let server = start(MockScript::new(vec![MockResponse::error(401, "bad key"), MockResponse::error(404, "no model")])).await;
+    let server =
+        start(MockScript::new(vec![MockResponse::error(401, "bad key"), MockResponse::error(404, "no model")])).await;
     let endpoints = [endpoint("first", Provider::Anthropic, &server), endpoint("second", Provider::OpenAi, &server)];
     let mut events = Vec::new();
-    let err = chat_with_fallback(&fast_client(), &endpoints, &ChatRequest::user("hi"), |f| events.push(f))
-        .await
-        .unwrap_err();
+    let err =
+        chat_with_fallback(&fast_client(), &endpoints, &ChatRequest::user("hi"), |f| events.push(f)).await.unwrap_err();
     assert_eq!(err.failures.len(), 2);
     assert!(matches!(err.failures[0].error, LlmError::Status { status: 401, .. }));
     assert!(matches!(err.failures[1].error, LlmError::Status { status: 404, .. }));

@@ -50,7 +50,10 @@ async fn usage_and_costs_sum_exactly_and_flag_what_is_unknown() {
     let summary = summarize(records);
     assert_eq!(summary.total.calls, 4);
     assert_eq!(summary.total.known_cost.decimal(), "0.0052575");
-    assert_eq!((summary.total.input_tokens, summary.total.output_tokens, summary.total.cached_tokens), (2123, 295, 1000));
+    assert_eq!(
+        (summary.total.input_tokens, summary.total.output_tokens, summary.total.cached_tokens),
+        (2123, 295, 1000)
+    );
     assert_eq!((summary.total.unpriced_calls, summary.total.usage_unavailable_calls), (1, 1));
     assert!(!summary.complete);
     // (arbiter-core counts max(unpriced, usage_unavailable) as the calls without cost.)

@@ -34,7 +34,11 @@ async fn a_429_with_retry_after_is_retried_after_the_asked_delay() {
         assert_eq!(notices.len(), 1);
         assert_eq!(notices[0].attempt, 1);
         assert_eq!(notices[0].delay, Duration::from_secs(1));
-        assert!(notices[0].reason.contains("HTTP 429") && notices[0].reason.contains("slow down"), "{}", notices[0].reason);
+        assert!(
+            notices[0].reason.contains("HTTP 429") && notices[0].reason.contains("slow down"),
+            "{}",
+            notices[0].reason
+        );
     }
 }
 
@@ -45,7 +49,8 @@ async fn retry_after_is_capped() {
     let server = start(MockScript::new(vec![limited, MockResponse::text("ok")])).await;
     let (notices, hook) = recorder();
     let client = LlmClient::new().unwrap().with_retry_policy(fast_policy()).on_retry(hook);
-    let r = client.chat(&endpoint("m", arbiter_llm::Provider::OpenAi, &server), &ChatRequest::user("hi")).await.unwrap();
+    let r =
+        client.chat(&endpoint("m", arbiter_llm::Provider::OpenAi, &server), &ChatRequest::user("hi")).await.unwrap();
     assert_eq!(r.attempts, 2);
     assert_eq!(notices.lock().unwrap()[0].delay, fast_policy().retry_after_cap);
 }

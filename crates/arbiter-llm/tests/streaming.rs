@@ -29,7 +29,12 @@ fn tool_script(write_chunk_bytes: Option<usize>) -> MockScript {
         tool_calls: vec![
             MockToolCall { name: "write_file".into(), arguments: tricky_arguments(), ..Default::default() },
             MockToolCall { name: "run_tests".into(), arguments: json!({}), ..Default::default() },
-            MockToolCall { id: Some("fixed-id".into()), name: "ls".into(), arguments: json!({"dir": "."}), ..Default::default() },
+            MockToolCall {
+                id: Some("fixed-id".into()),
+                name: "ls".into(),
+                arguments: json!({"dir": "."}),
+                ..Default::default()
+            },
         ],
         usage: Some(Usage { input_tokens: 321, output_tokens: 54, cached_tokens: 20 }),
         write_chunk_bytes,
@@ -164,7 +169,11 @@ async fn a_tool_loop_is_answered_by_matching_responses() {
         let mut final_answer = MockResponse::text("The file says hello.");
         final_answer.matcher = Some(MockMatch { contains: Some("hello from disk".into()), path: None });
         let first = MockResponse {
-            tool_calls: vec![MockToolCall { name: "read".into(), arguments: json!({"path": "a.txt"}), ..Default::default() }],
+            tool_calls: vec![MockToolCall {
+                name: "read".into(),
+                arguments: json!({"path": "a.txt"}),
+                ..Default::default()
+            }],
             ..Default::default()
         };
         // The matching response is listed first but only fits the second request.

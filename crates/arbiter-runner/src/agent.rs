@@ -31,6 +31,8 @@ pub struct AgentContext {
     pub timeout: Duration,
     pub cancel: CancellationToken,
     pub redactor: Redactor,
+    /// The run's event log, for what a runner observes along the way (model fallbacks).
+    pub events: crate::events::EventLog,
 }
 
 /// How the agent ended, and what it cost.

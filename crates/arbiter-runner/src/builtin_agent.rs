@@ -13,6 +13,7 @@ use std::time::Instant;
 
 use arbiter_core::artifact::AgentOutcome;
 use arbiter_core::cost::CallRecord;
+use arbiter_core::event::EventKind;
 use arbiter_llm::{ChatRequest, Endpoint, LlmClient, Message, ToolCall, ToolSpec, call_record, chat_with_fallback};
 use async_trait::async_trait;
 use serde_json::{Value, json};
@@ -105,7 +106,11 @@ impl AgentRunner for BuiltinRunner {
         let mut transcript = JsonLines::open(&ctx.candidate_dir.join(arbiter_core::artifact::paths::TRANSCRIPT))?;
         let tools: Vec<ToolSpec> = Toolbox::specs()
             .into_iter()
-            .map(|s| ToolSpec { name: s.name.to_string(), description: s.description.to_string(), parameters: s.parameters })
+            .map(|s| ToolSpec {
+                name: s.name.to_string(),
+                description: s.description.to_string(),
+                parameters: s.parameters,
+            })
             .collect();
         let mut messages = vec![Message::User(prompt.clone())];
         transcript.append(&json!({"type": "system", "text": SYSTEM_PROMPT}))?;
@@ -135,7 +140,15 @@ impl AgentRunner for BuiltinRunner {
                 _ = ctx.cancel.cancelled() => { break Ending::Cancelled; }
             };
             for f in &fallbacks {
-                transcript.append(&json!({"type": "fallback", "from": f.from, "to": f.to, "reason": ctx.redactor.redact(&f.reason)}))?;
+                let reason = ctx.redactor.redact(&f.reason);
+                transcript.append(&json!({"type": "fallback", "from": f.from, "to": f.to, "reason": reason}))?;
+                ctx.events
+                    .emit(
+                        EventKind::ModelFallback,
+                        Some(&ctx.candidate),
+                        json!({"from": f.from, "to": f.to, "reason": reason}),
+                    )
+                    .await;
             }
             let Some(result) = result else { break Ending::TimedOut };
             let (index, response) = match result {
@@ -147,8 +160,11 @@ impl AgentRunner for BuiltinRunner {
             if let Some(u) = &response.usage {
                 tokens_used += u.input_tokens + u.output_tokens;
             }
-            let tool_calls =
-                if response.tool_calls.is_empty() { parse_text_protocol(&response.text) } else { response.tool_calls.clone() };
+            let tool_calls = if response.tool_calls.is_empty() {
+                parse_text_protocol(&response.text)
+            } else {
+                response.tool_calls.clone()
+            };
             transcript.append(&json!({
                 "type": "assistant",
                 "backend": endpoint.name,
@@ -197,7 +213,8 @@ impl AgentRunner for BuiltinRunner {
             Ending::TimedOut => ("timed_out", None),
             Ending::Cancelled => ("cancelled", None),
         };
-        transcript.append(&json!({"type": "end", "reason": kind, "detail": detail, "steps": steps, "tokens": tokens_used}))?;
+        transcript
+            .append(&json!({"type": "end", "reason": kind, "detail": detail, "steps": steps, "tokens": tokens_used}))?;
         Ok(AgentReport { outcome, calls })
     }
 }

@@ -506,7 +506,9 @@ async fn run_candidate(ctx: &RunCtx, index: usize) -> CandidateRun {
                 calls: Vec::new(),
             };
             ctx.set_candidate_status(&id, run.status, None).await;
-            ctx.events.emit(EventKind::CandidateFinished, Some(&id), json!({"status": run.status, "error": run.setup_error})).await;
+            ctx.events
+                .emit(EventKind::CandidateFinished, Some(&id), json!({"status": run.status, "error": run.setup_error}))
+                .await;
             return run;
         }
     };
@@ -581,6 +583,7 @@ async fn run_candidate(ctx: &RunCtx, index: usize) -> CandidateRun {
         timeout: Duration::from_secs(ctx.settings.timeout_seconds.value),
         cancel: ctx.cancel.clone(),
         redactor: ctx.redactor.clone(),
+        events: ctx.events.clone(),
     };
     ctx.set_candidate_status(&id, CandidateStatus::Running, None).await;
     ctx.events.emit(EventKind::AgentStarted, Some(&id), json!({"runner": label, "kind": runner.kind()})).await;

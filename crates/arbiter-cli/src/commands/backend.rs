@@ -25,6 +25,7 @@ pub async fn backend(repo: Option<&Path>, cmd: &BackendCommand) -> Result<u8, Cl
         BackendCommand::Remove { name } => remove(&ctx, name),
         BackendCommand::Enable { name } => enable(&ctx, name, true),
         BackendCommand::Disable { name } => enable(&ctx, name, false),
+        BackendCommand::Test { name, json } => test(&ctx, name, *json).await,
     }
 }
 
@@ -201,4 +202,71 @@ fn enable(ctx: &RepoContext, name: &str, on: bool) -> Result<u8, CliError> {
     config_file::set_enabled(&ctx.workspace.config_path(), name, on)?;
     println!("Backend {name} {}", if on { "enabled" } else { "disabled" });
     Ok(0)
+}
+
+/// One small real call with one tool offered: does the backend answer, how fast, at what
+/// token count, and does it call tools natively?
+async fn test(ctx: &RepoContext, name: &str, as_json: bool) -> Result<u8, CliError> {
+    let (config, secrets) = load(ctx)?;
+    if !config.backends.contains_key(name) {
+        return Err(CliError::usage(format!("no backend named '{name}'; `arbiter backend list` shows them")));
+    }
+    let endpoints = crate::model_access::endpoints(&config, &secrets)?;
+    let endpoint = endpoints.get(name).cloned().ok_or_else(|| CliError::usage(format!("no backend named '{name}'")))?;
+    let client = arbiter_llm::LlmClient::new()
+        .map_err(|e| CliError::environment(format!("cannot start the HTTP client: {e}")))?;
+    let request = arbiter_llm::ChatRequest {
+        system: Some("You are a connectivity check. Call the echo tool exactly once.".into()),
+        messages: vec![arbiter_llm::Message::User("Call the echo tool with text \"ping\".".into())],
+        tools: vec![arbiter_llm::ToolSpec {
+            name: "echo".into(),
+            description: "Echo a text back.".into(),
+            parameters: json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}),
+        }],
+        temperature: Some(0.0),
+        max_tokens: Some(64),
+    };
+    let redactor = arbiter_core::redact::Redactor::new(endpoint.api_key.clone());
+    match client.chat(&endpoint, &request).await {
+        Ok(r) => {
+            let tools_work = r.tool_calls.iter().any(|c| c.name == "echo");
+            let record = arbiter_llm::call_record("analysis", &endpoint, None, r.usage.as_ref());
+            if as_json {
+                let v = json!({"backend": name, "ok": true, "latency_ms": r.latency.as_millis() as u64, "attempts": r.attempts,
+                    "usage": r.usage.as_ref().map(|u| json!({"input_tokens": u.input_tokens, "output_tokens": u.output_tokens, "cached_tokens": u.cached_tokens})),
+                    "cost": record.cost, "flags": record.flags, "tool_calls_work": tools_work});
+                println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+            } else {
+                println!(
+                    "Backend {name} ({} {}) answered in {} ms ({} attempt(s))",
+                    endpoint.provider,
+                    endpoint.model,
+                    r.latency.as_millis(),
+                    r.attempts
+                );
+                match &r.usage {
+                    Some(u) => {
+                        println!("  tokens: {} in, {} out, {} cached", u.input_tokens, u.output_tokens, u.cached_tokens)
+                    }
+                    None => println!("  tokens: not reported by the backend (calls will be flagged usage_unavailable)"),
+                }
+                println!(
+                    "  cost: {}",
+                    record
+                        .cost
+                        .map(|c| c.to_string())
+                        .unwrap_or_else(|| format!("unknown ({})", record.flags.join(", ")))
+                );
+                if tools_work {
+                    println!("  tool calls: work (native)");
+                } else {
+                    println!(
+                        "  tool calls: NOT used natively; the built-in agent will rely on its text protocol (see docs/builtin-agent.md)"
+                    );
+                }
+            }
+            Ok(0)
+        }
+        Err(e) => Err(CliError::environment(format!("backend {name} failed: {}", redactor.redact(&e.to_string())))),
+    }
 }

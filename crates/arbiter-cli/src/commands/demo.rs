@@ -22,13 +22,14 @@ use crate::error::CliError;
 const SCRIPT: &str = include_str!("../demo/script.json");
 const BACKENDS: [&str; 4] = ["demo-fixer", "demo-wrong", "demo-partial", "demo-breaker"];
 
-const CALC_PY: &str = "\"\"\"A tiny calculator.\"\"\"\n\n\ndef add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n";
+const CALC_PY: &str =
+    "\"\"\"A tiny calculator.\"\"\"\n\n\ndef add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n";
 const TEST_CALC_PY: &str = "import unittest\n\nfrom calc import add, mul\n\n\nclass AddTest(unittest.TestCase):\n    def test_positive(self):\n        self.assertEqual(add(2, 3), 5)\n\n    def test_negative(self):\n        self.assertEqual(add(-4, 1), -3)\n\n\nclass MulTest(unittest.TestCase):\n    def test_mul(self):\n        self.assertEqual(mul(2, 3), 6)\n\n\nif __name__ == \"__main__\":\n    unittest.main()\n";
 
 pub async fn demo(dir: Option<&Path>, as_json: bool) -> Result<u8, CliError> {
     let repo = make_repo(dir).await?;
-    let script: MockScript =
-        serde_json::from_str(SCRIPT).map_err(|e| CliError::environment(format!("the bundled demo script is invalid: {e}")))?;
+    let script: MockScript = serde_json::from_str(SCRIPT)
+        .map_err(|e| CliError::environment(format!("the bundled demo script is invalid: {e}")))?;
     let bind: SocketAddr = ([127, 0, 0, 1], 0).into();
     let server = MockServer::start(script, bind)
         .await
@@ -46,7 +47,10 @@ pub async fn demo(dir: Option<&Path>, as_json: bool) -> Result<u8, CliError> {
     }
     std::fs::write(ctx.workspace.config_path(), config_text)?;
     let config = ctx.config()?;
-    let verify = vec!["python3 -m unittest -q test_calc.AddTest".to_string(), "python3 -m unittest -q test_calc.MulTest".to_string()];
+    let verify = vec![
+        "python3 -m unittest -q test_calc.AddTest".to_string(),
+        "python3 -m unittest -q test_calc.MulTest".to_string(),
+    ];
     let settings = RunSettings::resolve(
         &config,
         FlagOverrides {
@@ -75,13 +79,14 @@ pub async fn demo(dir: Option<&Path>, as_json: bool) -> Result<u8, CliError> {
     }
     let secrets = crate::config_file::read_secrets(&ctx.workspace.dir().join("secrets.toml"))?;
     let endpoints = crate::model_access::endpoints(&config, &secrets)?;
+    let models = crate::model_access::access(endpoints.clone(), &settings)?;
     let prepared = Prepared {
         task,
         settings,
         base: "HEAD".into(),
         allow_dirty: false,
         secrets: crate::model_access::keys(&endpoints),
-        models: crate::model_access::access(endpoints)?,
+        models,
     };
     let outcome = execute(&ctx, prepared).await;
     server.shutdown().await;
@@ -90,8 +95,12 @@ pub async fn demo(dir: Option<&Path>, as_json: bool) -> Result<u8, CliError> {
     if !as_json {
         println!();
         println!("The model above was scripted. To run the same tournament with a real model:");
-        println!("  arbiter backend add my-model --provider openai-compatible --model MODEL --base-url http://127.0.0.1:8080/v1");
-        println!("  arbiter run --runner builtin --backend my-model --candidates 4 --task \"...\" --verify \"your tests\"");
+        println!(
+            "  arbiter backend add my-model --provider openai-compatible --model MODEL --base-url http://127.0.0.1:8080/v1"
+        );
+        println!(
+            "  arbiter run --runner builtin --backend my-model --candidates 4 --task \"...\" --verify \"your tests\""
+        );
         println!("Look around: cd {} && git diff && arbiter runs show latest", repo.display());
     }
     Ok(exit_code(&outcome))
@@ -101,7 +110,10 @@ async fn make_repo(dir: Option<&Path>) -> Result<PathBuf, CliError> {
     let repo = match dir {
         Some(d) => {
             if d.exists() && std::fs::read_dir(d).map(|mut e| e.next().is_some()).unwrap_or(true) {
-                return Err(CliError::usage(format!("--dir {}: the directory exists and is not empty; name a new one", d.display())));
+                return Err(CliError::usage(format!(
+                    "--dir {}: the directory exists and is not empty; name a new one",
+                    d.display()
+                )));
             }
             d.to_path_buf()
         }

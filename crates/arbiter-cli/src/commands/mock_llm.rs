@@ -10,8 +10,9 @@ use arbiter_llm::{MockScript, MockServer};
 use crate::error::CliError;
 
 pub async fn mock_llm(script: &Path, bind: &str) -> Result<u8, CliError> {
-    let addr: SocketAddr =
-        bind.parse().map_err(|_| CliError::usage(format!("--bind '{bind}' is not an address such as 127.0.0.1:8089")))?;
+    let addr: SocketAddr = bind
+        .parse()
+        .map_err(|_| CliError::usage(format!("--bind '{bind}' is not an address such as 127.0.0.1:8089")))?;
     let script = MockScript::from_file(script).map_err(CliError::usage)?;
     let server = MockServer::start(script, addr)
         .await
@@ -19,7 +20,10 @@ pub async fn mock_llm(script: &Path, bind: &str) -> Result<u8, CliError> {
     println!("mock model server listening on {}", server.base_url());
     println!("  OpenAI-compatible base URL: {}", server.openai_base_url());
     println!("  Anthropic base URL:         {}", server.base_url());
-    println!("  e.g. arbiter backend add mock --provider openai-compatible --model mock --base-url {}", server.openai_base_url());
+    println!(
+        "  e.g. arbiter backend add mock --provider openai-compatible --model mock --base-url {}",
+        server.openai_base_url()
+    );
     println!("Press Ctrl-C to stop.");
     let mut seen = 0;
     let mut tick = tokio::time::interval(Duration::from_millis(200));

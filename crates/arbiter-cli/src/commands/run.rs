@@ -43,13 +43,14 @@ pub async fn run(repo: Option<&Path>, args: &RunArgs) -> Result<u8, CliError> {
     }
     let secrets = crate::config_file::read_secrets(&ctx.workspace.dir().join("secrets.toml"))?;
     let endpoints = crate::model_access::endpoints(&config, &secrets)?;
+    let models = crate::model_access::access(endpoints.clone(), &settings)?;
     let prepared = Prepared {
         task,
         settings,
         base: args.base.clone(),
         allow_dirty: args.allow_dirty,
         secrets: crate::model_access::keys(&endpoints),
-        models: crate::model_access::access(endpoints)?,
+        models,
     };
     let outcome = execute(&ctx, prepared).await?;
     report(&outcome, args.json);
