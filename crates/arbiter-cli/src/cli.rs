@@ -54,7 +54,7 @@ pub enum Command {
 #[derive(Debug, Subcommand)]
 pub enum BackendCommand {
     /// Add (or replace) a backend in .arbiter/config.toml.
-    Add(BackendAddArgs),
+    Add(Box<BackendAddArgs>),
     /// Every backend, its roles, prices, state and where its key comes from (never the key).
     List {
         #[arg(long)]

@@ -1,6 +1,9 @@
 //! Support for the end-to-end tests: real git repositories in temporary directories,
 //! shell-script fake agents that make real edits, and the real `arbiter` binary.
 
+// Each test binary uses a different subset of these helpers.
+#![allow(dead_code)]
+
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
