@@ -36,6 +36,9 @@ pub struct CostBucket {
     pub known_cost: Usd,
     pub unpriced_calls: u64,
     pub usage_unavailable_calls: u64,
+    /// Calls whose cost is unknown (no usage, or no price, or both).
+    #[serde(default)]
+    pub uncosted_calls: u64,
 }
 
 impl CostBucket {
@@ -44,8 +47,9 @@ impl CostBucket {
         self.input_tokens += r.input_tokens.unwrap_or(0);
         self.output_tokens += r.output_tokens.unwrap_or(0);
         self.cached_tokens += r.cached_tokens.unwrap_or(0);
-        if let Some(c) = r.cost {
-            self.known_cost = self.known_cost + c;
+        match r.cost {
+            Some(c) => self.known_cost = self.known_cost + c,
+            None => self.uncosted_calls += 1,
         }
         if r.flags.iter().any(|f| f == "unpriced") {
             self.unpriced_calls += 1;
@@ -62,7 +66,7 @@ impl CostBucket {
 
     /// `$0.0123` or `$0.0123 (partial: 2 of 5 calls without cost)` or `unknown`.
     pub fn describe_cost(&self) -> String {
-        let missing = self.calls - self.calls.min(self.calls_with_cost());
+        let missing = self.uncosted_calls;
         if self.calls == 0 {
             "$0.00 (no calls)".into()
         } else if missing == self.calls {
@@ -72,10 +76,6 @@ impl CostBucket {
         } else {
             self.known_cost.to_string()
         }
-    }
-
-    fn calls_with_cost(&self) -> u64 {
-        self.calls - self.unpriced_calls.max(self.usage_unavailable_calls)
     }
 }
 
@@ -137,6 +137,8 @@ mod tests {
         assert!(s.total.describe_cost().starts_with("unknown"));
         let s = summarize(vec![call(Some("0.5"), &[]), call(None, &["unpriced"])]);
         assert!(s.total.describe_cost().contains("partial"), "{}", s.total.describe_cost());
+        let s = summarize(vec![call(None, &["unpriced"]), call(None, &["usage_unavailable"]), call(Some("1"), &[])]);
+        assert_eq!(s.total.describe_cost(), "$1.00 (partial: 2 of 3 call(s) without cost)");
         let s = summarize(vec![call(Some("0.5"), &[]), call(Some("0.25"), &[])]);
         assert_eq!(s.total.describe_cost(), "$0.75");
         assert!(s.complete);
