@@ -9,8 +9,8 @@ use std::time::Duration;
 use arbiter_core::backends::SecretsFile;
 use arbiter_core::settings::ConfigFile;
 use arbiter_llm::{Endpoint, LlmClient, Provider};
-use arbiter_runner::agent::ModelAccess;
 use arbiter_runner::builtin_agent::AgentLimits;
+use arbiter_runner::runners::ModelAccess;
 
 use crate::error::CliError;
 

@@ -35,7 +35,7 @@ use tokio::sync::Semaphore;
 use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
 
-use crate::agent::{self, AgentContext, AgentRunner};
+use crate::agent::{AgentContext, AgentRunner};
 use crate::capture;
 use crate::events::EventLog;
 use crate::gates::run_verify;
@@ -44,6 +44,7 @@ use crate::include::{IncludeError, copy_includes};
 use crate::materialize::{self, describe_paths};
 use crate::process::{self, ShellCommand};
 use crate::rundir::{JsonLines, RunDir};
+use crate::runners;
 use crate::workspace::Workspace;
 
 /// What to run.
@@ -71,7 +72,7 @@ pub struct Engine {
     /// The environment agents' allowlisted environments are taken from.
     pub process_env: Vec<(String, String)>,
     /// Model access for the built-in agent (`None` when no backend is configured).
-    pub models: Option<Arc<agent::ModelAccess>>,
+    pub models: Option<Arc<runners::ModelAccess>>,
     /// Secret values known to the caller (backend keys from the secrets file), redacted
     /// from everything the run writes, like secret-looking environment variables.
     pub secrets: Vec<String>,
@@ -126,7 +127,7 @@ struct RunCtx {
     redactor: Redactor,
     process_env: Vec<(String, String)>,
     allow_dirty: bool,
-    models: Option<Arc<agent::ModelAccess>>,
+    models: Option<Arc<runners::ModelAccess>>,
 }
 
 /// Everything one candidate produced, before evaluation against the baseline.
@@ -489,7 +490,7 @@ async fn run_candidate(ctx: &RunCtx, index: usize) -> CandidateRun {
     let spec = ctx.settings.runner_for(index).clone();
     let label = ctx.settings.label_for(index);
     let chain = ctx.settings.backend_chain_for(index);
-    let runner: Box<dyn AgentRunner> = match agent::from_spec(&spec, &chain, ctx.models.as_deref()) {
+    let runner: Box<dyn AgentRunner> = match runners::from_spec(&spec, &chain, ctx.models.as_deref()) {
         Ok(r) => r,
         Err(why) => {
             let run = CandidateRun {

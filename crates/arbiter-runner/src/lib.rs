@@ -2,7 +2,8 @@
 //!
 //! This crate owns everything that touches the outside world while a task runs: git and
 //! worktrees ([`git`], [`workspace`], [`capture`]), child processes ([`process`],
-//! [`agent_env`]), agents ([`agent`]), verify commands ([`gates`]), the run directory and
+//! [`agent_env`]), agents (the [`agent`] seam, [`command_runner`], [`builtin_agent`] with its
+//! [`builtin`] tools, chosen by [`runners`]), verify commands ([`gates`]), the run directory and
 //! its event log ([`rundir`], [`events`]), putting a patch into the repository
 //! ([`materialize`]) and the tournament itself ([`engine`]). Every decision is delegated to
 //! `arbiter-core`; every record goes through the `arbiter-store` port.
@@ -14,6 +15,7 @@ pub mod agent_env;
 pub mod builtin;
 pub mod builtin_agent;
 pub mod capture;
+pub mod command_runner;
 pub mod engine;
 pub mod events;
 pub mod gates;
@@ -23,6 +25,7 @@ pub mod materialize;
 pub mod preflight;
 pub mod process;
 pub mod rundir;
+pub mod runners;
 pub mod workspace;
 
 /// The system clock.

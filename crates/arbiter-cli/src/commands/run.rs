@@ -64,7 +64,7 @@ pub struct Prepared {
     pub base: String,
     pub allow_dirty: bool,
     pub secrets: Vec<String>,
-    pub models: Option<Arc<arbiter_runner::agent::ModelAccess>>,
+    pub models: Option<Arc<arbiter_runner::runners::ModelAccess>>,
 }
 
 /// Runs a validated tournament with live progress and signal handling.
