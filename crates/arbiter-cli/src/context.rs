@@ -55,13 +55,22 @@ impl RepoContext {
     pub fn resolve_run(&self, given: &str) -> Result<(RunId, PathBuf), CliError> {
         let runs = self.workspace.runs_dir();
         let id = if given == "latest" {
+            // Run ids have one-second resolution; within a second the start time in
+            // state.json decides.
+            let started_at = |id: &RunId| -> i64 {
+                std::fs::read_to_string(self.workspace.run_dir(id).join(arbiter_core::artifact::paths::STATE))
+                    .ok()
+                    .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+                    .and_then(|v| v["started_at"].as_i64())
+                    .unwrap_or(0)
+            };
             let newest = std::fs::read_dir(&runs)
                 .ok()
                 .into_iter()
                 .flatten()
                 .flatten()
                 .filter_map(|e| RunId::parse(&e.file_name().to_string_lossy()).ok())
-                .max();
+                .max_by_key(|id| (id.as_str()[..16].to_string(), started_at(id), id.clone()));
             newest.ok_or_else(|| {
                 CliError::usage(format!("there are no runs in {} yet; start one with `arbiter run`", runs.display()))
             })?

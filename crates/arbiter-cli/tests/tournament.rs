@@ -658,7 +658,8 @@ sed -i 's/return a - b/return a + b/' calc.py
     assert_eq!(read_json(&crashed.join("state.json"))["status"], "interrupted");
     let listed = repo.git(&["worktree", "list", "--porcelain"]);
     assert_eq!(listed.lines().filter(|l| l.starts_with("worktree ")).count(), 1, "{listed}");
-    let newest = repo.run_dirs().pop().expect("the second run");
-    let events = read_json_lines(&newest.join("runtime_events.jsonl"));
+    // Both runs may start within one second: find the second one by elimination, not order.
+    let second = repo.run_dirs().into_iter().find(|d| *d != crashed).expect("the second run");
+    let events = read_json_lines(&second.join("runtime_events.jsonl"));
     assert!(events.iter().any(|e| e["kind"] == "leftovers_pruned" && e["data"]["runs"][0] == crashed_id.as_str()));
 }

@@ -415,14 +415,12 @@ impl RunSettings {
     }
 
     /// How the candidate at `index` is labelled everywhere: its runner, and for the built-in
-    /// runner with round-robin backends, the backend it uses (`builtin/local-qwen`).
+    /// runner the backend it uses first (`builtin/local-qwen`).
     pub fn label_for(&self, index: usize) -> String {
         let spec = self.runner_for(index);
-        match &spec.kind {
-            RunnerKind::Builtin { backends, round_robin: true } if !backends.is_empty() => {
-                format!("{}/{}", spec.name, backends[(index / self.runners.len()) % backends.len()])
-            }
-            _ => spec.name.clone(),
+        match self.backend_chain_for(index).first() {
+            Some(backend) => format!("{}/{backend}", spec.name),
+            None => spec.name.clone(),
         }
     }
 

@@ -1,0 +1,410 @@
+//! One candidate's pipeline (worktree, include copy, setup, agent, patch, apply check,
+//! verify commands) and the baseline's (the same tree preparation and verify commands on
+//! the base commit).
+
+use std::path::Path;
+use std::time::Duration;
+
+use arbiter_core::artifact::{AgentOutcome, Baseline, PatchEvidence, RunnerSummary, SCHEMA_VERSION, paths};
+use arbiter_core::event::EventKind;
+use arbiter_core::ids::CandidateId;
+use arbiter_core::patch;
+use arbiter_core::status::CandidateStatus;
+use arbiter_core::time::Timestamp;
+use serde_json::json;
+
+use crate::agent::{AgentContext, AgentRunner};
+use crate::capture;
+use crate::gates::run_verify;
+use crate::git::Git;
+use crate::include::copy_includes;
+use crate::process::{self, ShellCommand};
+use crate::runners;
+
+use super::{CandidateRun, RunCtx};
+
+/// Creates a worktree at the base, copies the include-list and runs the setup command.
+/// Returns a description of what failed, with the log to read.
+pub(super) async fn prepare_tree(
+    ctx: &RunCtx,
+    path: &Path,
+    log_dir: &Path,
+    who: Option<&CandidateId>,
+) -> Result<(), String> {
+    ctx.repo.worktree_add(path, &ctx.base_commit).await.map_err(|e| format!("cannot create the worktree: {e}"))?;
+    ctx.events.emit(EventKind::WorktreeCreated, who, json!({"path": path.display().to_string()})).await;
+    if !ctx.settings.include.value.is_empty() {
+        let report =
+            copy_includes(ctx.workspace.repo_root(), path, &ctx.settings.include.value).map_err(|e| e.to_string())?;
+        ctx.events
+            .emit(EventKind::IncludeCopied, who, json!({"copied": report.copied, "missing": report.missing}))
+            .await;
+    }
+    if let Some(setup) = &ctx.settings.setup.value {
+        let log = log_dir.join("setup.log");
+        let exit = process::run_shell(
+            &ShellCommand {
+                command: setup.clone(),
+                cwd: path.to_path_buf(),
+                env: ctx.command_env(),
+                stdout: log.clone(),
+                stderr: log.clone(),
+                timeout: Duration::from_secs(ctx.settings.setup_timeout_seconds.value),
+            },
+            &ctx.cancel,
+        )
+        .await
+        .map_err(|e| format!("cannot start the setup command: {e}"))?;
+        let _ = process::redact_file(&log, &ctx.redactor);
+        ctx.events
+            .emit(EventKind::SetupFinished, who, json!({"exit_code": exit.code, "timed_out": exit.timed_out, "duration_ms": exit.duration.as_millis() as u64}))
+            .await;
+        if !exit.success() {
+            let rel = log.strip_prefix(ctx.run_dir.path()).unwrap_or(&log).display().to_string();
+            let how = if exit.timed_out {
+                format!("timed out after {}s", ctx.settings.setup_timeout_seconds.value)
+            } else if exit.cancelled {
+                "was interrupted".to_string()
+            } else {
+                format!("exited with code {}", exit.code.map_or("none".into(), |c| c.to_string()))
+            };
+            return Err(format!("the setup command `{setup}` {how} (see {rel})"));
+        }
+    }
+    Ok(())
+}
+
+pub(super) async fn remove_tree(ctx: &RunCtx, path: &Path) {
+    if ctx.settings.keep_worktrees.value || !path.exists() {
+        return;
+    }
+    if let Err(e) = ctx.repo.worktree_remove(path).await {
+        ctx.events
+            .emit(
+                EventKind::Warning,
+                None,
+                json!({"message": format!("cannot remove worktree {}: {e}", path.display())}),
+            )
+            .await;
+    }
+}
+
+/// Runs the verify commands once on the base commit, in a scratch worktree.
+pub(super) async fn run_baseline(ctx: &RunCtx) -> Baseline {
+    let verify = &ctx.settings.verify.value;
+    let mut baseline = Baseline {
+        schema_version: SCHEMA_VERSION,
+        base_commit: ctx.base_commit.clone(),
+        error: None,
+        commands: Vec::new(),
+    };
+    if verify.is_empty() {
+        return baseline;
+    }
+    ctx.events.emit(EventKind::BaselineStarted, None, json!({"commands": verify})).await;
+    let tree = ctx.worktrees.join("base");
+    let log_dir = ctx.run_dir.path().join("baseline");
+    let _ = std::fs::create_dir_all(&log_dir);
+    match prepare_tree(ctx, &tree, &log_dir, None).await {
+        Err(e) => baseline.error = Some(e),
+        Ok(()) => {
+            let timeout = Duration::from_secs(ctx.settings.verify_timeout_seconds.value);
+            match run_verify(verify, &tree, &ctx.command_env(), timeout, &log_dir, &ctx.cancel, &ctx.redactor).await {
+                Ok(outcomes) => baseline.commands = outcomes,
+                Err(e) => baseline.error = Some(format!("cannot run the verify commands: {e}")),
+            }
+        }
+    }
+    remove_tree(ctx, &tree).await;
+    ctx.events
+        .emit(
+            EventKind::BaselineFinished,
+            None,
+            json!({
+                "error": baseline.error,
+                "results": baseline.commands.iter().map(|c| json!({"command": c.command, "passed": c.passed(), "exit_code": c.exit_code})).collect::<Vec<_>>(),
+            }),
+        )
+        .await;
+    baseline
+}
+
+/// One candidate from worktree to captured, gated patch.
+pub(super) async fn run_candidate(ctx: &RunCtx, index: usize) -> CandidateRun {
+    let id = CandidateId::from_index(index);
+    let spec = ctx.settings.runner_for(index).clone();
+    let label = ctx.settings.label_for(index);
+    let chain = ctx.settings.backend_chain_for(index);
+    let runner: Box<dyn AgentRunner> = match runners::from_spec(&spec, &chain, ctx.models.as_deref()) {
+        Ok(r) => r,
+        Err(why) => {
+            let run = CandidateRun {
+                id: id.clone(),
+                index,
+                runner: label.clone(),
+                status: CandidateStatus::SetupFailed,
+                setup_error: Some(why),
+                agent: AgentOutcome::default(),
+                patch: None,
+                patch_text: String::new(),
+                gate_outcomes: Vec::new(),
+                gates_skipped: None,
+                calls: Vec::new(),
+            };
+            ctx.set_candidate_status(&id, run.status, None).await;
+            ctx.events
+                .emit(EventKind::CandidateFinished, Some(&id), json!({"status": run.status, "error": run.setup_error}))
+                .await;
+            return run;
+        }
+    };
+    let mut run = CandidateRun {
+        id: id.clone(),
+        index,
+        runner: label.clone(),
+        status: CandidateStatus::Cancelled,
+        setup_error: None,
+        agent: AgentOutcome::default(),
+        patch: None,
+        patch_text: String::new(),
+        gate_outcomes: Vec::new(),
+        gates_skipped: None,
+        calls: Vec::new(),
+    };
+    if ctx.cancel.is_cancelled() {
+        run.agent.cancelled = true;
+        ctx.set_candidate_status(&id, CandidateStatus::Cancelled, None).await;
+        return run;
+    }
+    ctx.set_candidate_status(&id, CandidateStatus::Preparing, None).await;
+    ctx.events.emit(EventKind::CandidatePreparing, Some(&id), json!({"runner": label})).await;
+
+    let cdir = match ctx.run_dir.candidate_dir(&id) {
+        Ok(d) => d,
+        Err(e) => {
+            run.setup_error = Some(format!("cannot create the candidate directory: {e}"));
+            run.status = CandidateStatus::SetupFailed;
+            ctx.set_candidate_status(&id, run.status, None).await;
+            return run;
+        }
+    };
+    let prompt_file = cdir.join(paths::PROMPT);
+    let tree = ctx.worktrees.join(id.as_str());
+    let started_at = ctx.clock.now();
+    let prepared = match std::fs::write(&prompt_file, ctx.task.candidate_prompt()) {
+        Err(e) => Err(format!("cannot write the prompt file: {e}")),
+        Ok(()) => prepare_tree(ctx, &tree, &cdir, Some(&id)).await,
+    };
+    if let Err(e) = prepared {
+        run.status = if ctx.cancel.is_cancelled() { CandidateStatus::Cancelled } else { CandidateStatus::SetupFailed };
+        run.setup_error = Some(e);
+        write_runner_summary(ctx, &run, runner.as_ref(), &cdir, Some(started_at), &[]);
+        remove_tree(ctx, &tree).await;
+        ctx.set_candidate_status(&id, run.status, None).await;
+        ctx.events
+            .emit(EventKind::CandidateFinished, Some(&id), json!({"status": run.status, "error": run.setup_error}))
+            .await;
+        return run;
+    }
+
+    let mut passthrough = ctx.settings.env_passthrough.value.clone();
+    passthrough.extend(spec.env_passthrough.iter().cloned());
+    let env = crate::agent_env::build(
+        ctx.process_env.clone(),
+        &passthrough,
+        vec![
+            ("ARBITER_PROMPT_FILE".into(), prompt_file.display().to_string()),
+            ("ARBITER_CANDIDATE_ID".into(), id.to_string()),
+            ("ARBITER_CANDIDATE_INDEX".into(), index.to_string()),
+            ("ARBITER_WORKTREE".into(), tree.display().to_string()),
+            ("ARBITER_RUN_ID".into(), ctx.run_id.to_string()),
+        ],
+    );
+    let agent_ctx = AgentContext {
+        candidate: id.clone(),
+        worktree: tree.clone(),
+        candidate_dir: cdir.clone(),
+        prompt_file,
+        env: env.clone(),
+        timeout: Duration::from_secs(ctx.settings.timeout_seconds.value),
+        cancel: ctx.cancel.clone(),
+        redactor: ctx.redactor.clone(),
+        events: ctx.events.clone(),
+    };
+    ctx.set_candidate_status(&id, CandidateStatus::Running, None).await;
+    ctx.events.emit(EventKind::AgentStarted, Some(&id), json!({"runner": label, "kind": runner.kind()})).await;
+    match runner.run(&agent_ctx).await {
+        Ok(report) => {
+            run.agent = report.outcome;
+            run.calls = report.calls;
+        }
+        Err(e) => {
+            run.setup_error = Some(e.to_string());
+        }
+    }
+    ctx.events
+        .emit(
+            EventKind::AgentFinished,
+            Some(&id),
+            json!({"exit_code": run.agent.exit_code, "signal": run.agent.signal, "timed_out": run.agent.timed_out, "cancelled": run.agent.cancelled, "duration_ms": run.agent.duration_ms}),
+        )
+        .await;
+    run.status = if run.setup_error.is_some() {
+        CandidateStatus::SetupFailed
+    } else if run.agent.cancelled {
+        CandidateStatus::Cancelled
+    } else if run.agent.timed_out {
+        CandidateStatus::TimedOut
+    } else if run.agent.limit_reached.is_some() {
+        CandidateStatus::LimitReached
+    } else if run.agent.exit_code == Some(0) {
+        CandidateStatus::Finished
+    } else {
+        CandidateStatus::AgentFailed
+    };
+    let final_status = run.status;
+    write_runner_summary(ctx, &run, runner.as_ref(), &cdir, Some(started_at), &env);
+
+    if run.setup_error.is_none() {
+        ctx.set_candidate_status(&id, CandidateStatus::Evaluating, None).await;
+        evaluate_candidate(ctx, &mut run, &tree, &cdir).await;
+    }
+    run.status = final_status;
+    remove_tree(ctx, &tree).await;
+    ctx.set_candidate_status(&id, run.status, run.agent.exit_code).await;
+    let gates_passed = run.gate_outcomes.iter().filter(|o| o.passed()).count();
+    ctx.events
+        .emit(
+            EventKind::CandidateFinished,
+            Some(&id),
+            json!({
+                "status": run.status,
+                "patch_empty": run.patch.as_ref().map(|p| p.empty),
+                "applies_cleanly": run.patch.as_ref().map(|p| p.applies_cleanly),
+                "gates_passed": gates_passed,
+                "gates_total": run.gate_outcomes.len(),
+                "gates_skipped": run.gates_skipped,
+            }),
+        )
+        .await;
+    run
+}
+
+/// Captures the patch, checks it applies to the base, and runs the verify commands.
+pub(super) async fn evaluate_candidate(ctx: &RunCtx, run: &mut CandidateRun, tree: &Path, cdir: &Path) {
+    let wt = Git::new(tree.to_path_buf());
+    let text = match capture::capture_patch(&wt, &ctx.base_commit).await {
+        Ok(t) => t,
+        Err(e) => {
+            ctx.events
+                .emit(EventKind::Warning, Some(&run.id), json!({"message": format!("cannot capture the patch: {e}")}))
+                .await;
+            run.gates_skipped = Some("no patch could be captured".into());
+            return;
+        }
+    };
+    let patch_path = cdir.join(paths::PATCH);
+    if let Err(e) = std::fs::write(&patch_path, &text) {
+        ctx.events
+            .emit(EventKind::Warning, Some(&run.id), json!({"message": format!("cannot write patch.diff: {e}")}))
+            .await;
+        return;
+    }
+    let stats = patch::stats(&text);
+    let hash = patch::normalized_hash(&text);
+    let (applies_cleanly, apply_check_error) = if hash.is_none() {
+        (false, None)
+    } else {
+        match capture::apply_check(&ctx.repo, &ctx.base_commit, &patch_path, &ctx.scratch_index(run.id.as_str())).await
+        {
+            Ok(Ok(())) => (true, None),
+            Ok(Err(why)) => (false, Some(why)),
+            Err(e) => (false, Some(e.to_string())),
+        }
+    };
+    run.patch = Some(PatchEvidence {
+        path: paths::PATCH.into(),
+        bytes: text.len() as u64,
+        empty: hash.is_none(),
+        stats,
+        normalized_hash: hash,
+        applies_cleanly,
+        apply_check_error,
+    });
+    run.patch_text = text;
+    let p = run.patch.as_ref().map(|p| (p.empty, p.applies_cleanly, p.stats.files_changed, p.stats.weight()));
+    ctx.events
+        .emit(
+            EventKind::PatchCaptured,
+            Some(&run.id),
+            json!({"empty": p.map(|p| p.0), "applies_cleanly": p.map(|p| p.1), "files_changed": p.map(|p| p.2), "changed_lines": p.map(|p| p.3)}),
+        )
+        .await;
+
+    let verify = &ctx.settings.verify.value;
+    if verify.is_empty() {
+        return;
+    }
+    run.gates_skipped = if ctx.cancel.is_cancelled() {
+        Some("the run was interrupted".into())
+    } else if run.patch.as_ref().is_some_and(|p| p.empty) {
+        Some("the patch is empty".into())
+    } else if run.patch.as_ref().is_some_and(|p| !p.applies_cleanly) {
+        Some("the patch does not apply to the base".into())
+    } else {
+        None
+    };
+    if run.gates_skipped.is_some() {
+        return;
+    }
+    let timeout = Duration::from_secs(ctx.settings.verify_timeout_seconds.value);
+    match run_verify(verify, tree, &ctx.command_env(), timeout, &cdir.join("gates"), &ctx.cancel, &ctx.redactor).await {
+        Ok(outcomes) => {
+            for o in &outcomes {
+                ctx.events
+                    .emit(
+                        EventKind::GateFinished,
+                        Some(&run.id),
+                        json!({"command": o.command, "passed": o.passed(), "exit_code": o.exit_code, "timed_out": o.timed_out, "duration_ms": o.duration_ms}),
+                    )
+                    .await;
+            }
+            if outcomes.len() < verify.len() {
+                run.gates_skipped = Some("the run was interrupted".into());
+            }
+            run.gate_outcomes = outcomes;
+        }
+        Err(e) => run.gates_skipped = Some(format!("cannot run the verify commands: {e}")),
+    }
+}
+
+pub(super) fn write_runner_summary(
+    ctx: &RunCtx,
+    run: &CandidateRun,
+    runner: &dyn AgentRunner,
+    cdir: &Path,
+    started: Option<Timestamp>,
+    env: &[(String, String)],
+) {
+    let size = |name: &str| std::fs::metadata(cdir.join(name)).map(|m| m.len()).unwrap_or(0);
+    let summary = RunnerSummary {
+        schema_version: SCHEMA_VERSION,
+        candidate_id: run.id.clone(),
+        runner: run.runner.clone(),
+        kind: runner.kind().into(),
+        command: ctx.redactor.redact(&runner.invocation()),
+        status: run.status,
+        agent: run.agent.clone(),
+        started_at: started,
+        finished_at: Some(ctx.clock.now()),
+        stdout: paths::STDOUT.into(),
+        stderr: paths::STDERR.into(),
+        stdout_bytes: size(paths::STDOUT),
+        stderr_bytes: size(paths::STDERR),
+        env_names: env.iter().map(|(k, _)| k.clone()).collect(),
+    };
+    let _ = crate::rundir::write_atomic(
+        &cdir.join(paths::RUNNER_SUMMARY),
+        (serde_json::to_string_pretty(&summary).unwrap_or_default() + "\n").as_bytes(),
+    );
+}

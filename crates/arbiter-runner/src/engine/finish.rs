@@ -1,0 +1,241 @@
+//! The end of a run: evidence against the baseline, the decision, materialization of the
+//! winner, every artifact and report, and the removal of the worktrees.
+
+use arbiter_core::artifact::{
+    AgreementArtifact, Baseline, Evidence, Materialization, RankingArtifact, SCHEMA_VERSION, SelectionArtifact, paths,
+};
+use arbiter_core::cost::{self};
+use arbiter_core::event::EventKind;
+use arbiter_core::gate::{self};
+use arbiter_core::ids::CandidateId;
+use arbiter_core::report::{ReportInput, render_markdown};
+use arbiter_core::selection::{self, CandidateFacts, PatchFacts};
+use arbiter_core::settings::ApplyMode;
+use arbiter_core::status::RunStatus;
+use arbiter_core::viewer::render_html;
+use arbiter_store::CandidateRecord;
+use serde_json::json;
+
+use crate::materialize::{self, describe_paths};
+
+use super::{CandidateRun, EngineError, RunCtx, RunOutcome};
+
+/// Evaluation against the baseline, the decision, materialization and every artifact.
+pub(super) async fn finish(
+    ctx: &RunCtx,
+    runs: Vec<CandidateRun>,
+    baseline: Baseline,
+) -> Result<RunOutcome, EngineError> {
+    let interrupted = ctx.cancel.is_cancelled();
+    ctx.update_state(|s| s.phase = "evaluation".into());
+    let has_verify = !ctx.settings.verify.value.is_empty();
+
+    let mut evidence = Vec::with_capacity(runs.len());
+    let mut facts = Vec::with_capacity(runs.len());
+    for r in &runs {
+        let (gates, summary) = if r.gate_outcomes.is_empty() && r.gates_skipped.is_some() || !has_verify {
+            (Vec::new(), None)
+        } else {
+            let (g, s) = gate::compare(&r.gate_outcomes, &baseline.commands);
+            (g, Some(s))
+        };
+        // A candidate whose gates stopped midway has no complete verdict.
+        let summary = summary.filter(|_| r.gate_outcomes.len() == ctx.settings.verify.value.len());
+        let cost = if r.calls.iter().all(|c| c.cost.is_some()) && !r.calls.is_empty() {
+            Some(r.calls.iter().filter_map(|c| c.cost).sum())
+        } else {
+            None
+        };
+        let e = Evidence {
+            schema_version: SCHEMA_VERSION,
+            candidate_id: r.id.clone(),
+            index: r.index,
+            runner: r.runner.clone(),
+            status: r.status,
+            setup_error: r.setup_error.clone(),
+            agent: r.agent.clone(),
+            patch: r.patch.clone(),
+            gates,
+            gate_summary: summary.clone(),
+            cost,
+        };
+        if let Ok(dir) = ctx.run_dir.candidate_dir(&r.id) {
+            let _ = crate::rundir::write_atomic(
+                &dir.join(paths::EVIDENCE),
+                (serde_json::to_string_pretty(&e).unwrap_or_default() + "\n").as_bytes(),
+            );
+        }
+        facts.push(CandidateFacts {
+            id: r.id.clone(),
+            index: r.index,
+            runner: r.runner.clone(),
+            status: r.status,
+            agent_exit_code: r.agent.exit_code,
+            setup_error: r.setup_error.clone(),
+            patch: r.patch.as_ref().map(|p| PatchFacts {
+                stats: p.stats.clone(),
+                normalized_hash: p.normalized_hash.clone(),
+                applies_cleanly: p.applies_cleanly,
+                apply_check_error: p.apply_check_error.clone(),
+            }),
+            gates: summary,
+            cost,
+        });
+        evidence.push(e);
+    }
+    if let Some(err) = &baseline.error {
+        ctx.events.emit(EventKind::Warning, None, json!({"message": format!("the baseline could not run: {err}; every verify command must pass on each candidate")})).await;
+    }
+
+    let mut decision = selection::decide(&facts, has_verify);
+    if interrupted {
+        decision.winner = None;
+        decision.summary =
+            "the run was interrupted (Ctrl-C or SIGTERM) before it finished; nothing was selected or applied".into();
+    }
+    for rc in &decision.ranking {
+        let r = runs.iter().find(|r| r.id == rc.candidate_id);
+        let _ = ctx
+            .store
+            .put_candidate(&CandidateRecord {
+                run_id: ctx.run_id.clone(),
+                id: rc.candidate_id.clone(),
+                index: rc.index,
+                runner: rc.runner.clone(),
+                status: rc.status,
+                exit_code: r.and_then(|r| r.agent.exit_code),
+                normalized_hash: rc.normalized_hash.clone(),
+                eligible: Some(rc.eligible),
+                rank: Some(rc.rank),
+            })
+            .await;
+    }
+    ctx.events
+        .emit(
+            EventKind::SelectionMade,
+            None,
+            json!({"winner": decision.winner, "summary": decision.summary, "eligible": decision.ranking.iter().filter(|r| r.eligible).count()}),
+        )
+        .await;
+
+    let materialization = match (&decision.winner, interrupted) {
+        (Some(w), false) => Some(materialize_winner(ctx, w).await),
+        _ => None,
+    };
+
+    let cost = cost::summarize(runs.iter().flat_map(|r| r.calls.clone()).collect());
+    let status = if interrupted {
+        RunStatus::Interrupted
+    } else if decision.winner.is_some() {
+        RunStatus::Succeeded
+    } else {
+        RunStatus::Failed
+    };
+    let ranking = RankingArtifact::from_decision(&decision);
+    let selection_artifact = SelectionArtifact::from_decision(&ctx.run_id, &decision, interrupted);
+    let finished = ctx.clock.now();
+    ctx.update_state(|s| {
+        s.status = status;
+        s.phase = "done".into();
+        s.finished_at = Some(finished);
+        s.winner = decision.winner.clone();
+        s.materialization = materialization.clone();
+        s.message = Some(decision.summary.clone());
+        for c in s.candidates.iter_mut() {
+            if let Some(e) = evidence.iter().find(|e| e.candidate_id == c.id) {
+                c.gates = e.gate_summary.as_ref().map(|g| g.describe());
+            }
+        }
+    });
+    let write = |rel: &str, v: serde_json::Value| ctx.run_dir.write_json(rel, &v);
+    ctx.run_dir.write_json(paths::BASELINE, &baseline)?;
+    ctx.run_dir.write_json(paths::COST, &cost)?;
+    ctx.run_dir.write_json(paths::RANKING, &ranking)?;
+    ctx.run_dir.write_json(paths::AGREEMENT, &AgreementArtifact::from_decision(&decision))?;
+    write(paths::PAIRWISE, json!([]))?;
+    ctx.run_dir.write_json(paths::SELECTION, &selection_artifact)?;
+    let state = ctx.state.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let report_input = ReportInput {
+        state: &state,
+        baseline: Some(&baseline),
+        evidence: &evidence,
+        ranking: &ranking,
+        selection: &selection_artifact,
+        cost: &cost,
+    };
+    ctx.run_dir.write_text(paths::REPORT, &render_markdown(&report_input))?;
+    let patches: Vec<(CandidateId, String)> = runs.iter().map(|r| (r.id.clone(), r.patch_text.clone())).collect();
+    ctx.run_dir.write_text(paths::VIEWER, &render_html(&report_input, &patches))?;
+
+    // Worktrees go last: a crash before this point leaves them for the next run to prune.
+    if ctx.settings.keep_worktrees.value {
+        let _ = std::fs::remove_file(ctx.worktrees.join("owner.pid"));
+        let _ = std::fs::write(ctx.worktrees.join("keep"), "kept by --keep-worktrees\n");
+    } else {
+        let _ = std::fs::remove_dir_all(&ctx.worktrees);
+        let _ = ctx.repo.worktree_prune().await;
+        ctx.events.emit(EventKind::WorktreesRemoved, None, json!({})).await;
+    }
+    ctx.store.finish_run(&ctx.run_id, status, decision.winner.as_ref(), Some(finished)).await?;
+    ctx.events
+        .emit(
+            if interrupted { EventKind::RunInterrupted } else { EventKind::RunFinished },
+            None,
+            json!({"status": status, "winner": decision.winner, "run_dir": ctx.run_dir.path().display().to_string()}),
+        )
+        .await;
+    Ok(RunOutcome {
+        run_id: ctx.run_id.clone(),
+        run_dir: ctx.run_dir.path().to_path_buf(),
+        status,
+        decision,
+        materialization,
+        cost,
+        baseline,
+        evidence,
+    })
+}
+
+/// Applies the winner as the settings ask; failures are recorded, never fatal to the run.
+async fn materialize_winner(ctx: &RunCtx, winner: &CandidateId) -> Materialization {
+    let mode = ctx.settings.apply.value.clone();
+    let patch = ctx.run_dir.path().join(paths::CANDIDATES).join(winner.as_str()).join(paths::PATCH);
+    let result: Result<Option<String>, String> = match &mode {
+        ApplyMode::None => Ok(None),
+        ApplyMode::Worktree => match ctx.repo.dirty_paths().await {
+            Ok(dirty) if !dirty.is_empty() && !ctx.allow_dirty => Err(format!(
+                "the working tree changed during the run ({}); apply later with `arbiter apply {}`",
+                describe_paths(&dirty),
+                ctx.run_id
+            )),
+            Err(e) => Err(e.to_string()),
+            Ok(_) => materialize::apply_to_worktree(&ctx.repo, &patch).await.map(|()| None).map_err(|e| e.to_string()),
+        },
+        ApplyMode::Branch(name) => {
+            let message = format!("{}\n\narbiter run {} (candidate {winner})", ctx.task.title(), ctx.run_id);
+            materialize::commit_to_new_branch(
+                &ctx.repo,
+                &ctx.base_commit,
+                &patch,
+                name,
+                &ctx.scratch_index("branch"),
+                &message,
+            )
+            .await
+            .map(Some)
+            .map_err(|e| e.to_string())
+        }
+    };
+    let m = match result {
+        Ok(commit) => Materialization { applied: mode != ApplyMode::None, mode, commit, error: None },
+        Err(error) => Materialization { applied: false, mode, commit: None, error: Some(error) },
+    };
+    ctx.events
+        .emit(
+            if m.error.is_some() { EventKind::MaterializeFailed } else { EventKind::Materialized },
+            Some(winner),
+            json!({"mode": m.mode.to_string(), "applied": m.applied, "commit": m.commit, "error": m.error}),
+        )
+        .await;
+    m
+}

@@ -1,0 +1,381 @@
+//! The tournament engine: one task, N independent candidates, evidence, a decision.
+//!
+//! Prepare (clean tree, base commit, leftovers pruned) → the baseline in a scratch worktree,
+//! concurrently with a sliding pool of at most `parallel` candidates (worktree, include
+//! copy, setup, agent, patch capture, apply check, verify commands) → evaluation against the
+//! baseline → the decision (pure, in `arbiter-core`) → materialization → the run directory's
+//! artifacts and reports. Cancellation (Ctrl-C, SIGTERM) kills every process group, records
+//! what was gathered with status `interrupted`, and removes the worktrees.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use arbiter_core::Clock;
+use arbiter_core::artifact::{
+    AgentOutcome, Baseline, CandidateState, Evidence, Materialization, PatchEvidence, RunState, SCHEMA_VERSION,
+    SettingsSnapshot, paths,
+};
+use arbiter_core::cost::{CallRecord, CostSummary};
+use arbiter_core::event::{Event, EventKind};
+use arbiter_core::gate::CommandOutcome;
+use arbiter_core::ids::{CandidateId, RunId};
+use arbiter_core::redact::Redactor;
+use arbiter_core::selection::Decision;
+use arbiter_core::settings::RunSettings;
+use arbiter_core::status::{CandidateStatus, RunStatus};
+use arbiter_core::task::Task;
+use arbiter_store::{CandidateRecord, RunRecord, Store, StoreError};
+use serde_json::json;
+use tokio::sync::Semaphore;
+use tokio::sync::mpsc::UnboundedSender;
+use tokio_util::sync::CancellationToken;
+
+use crate::events::EventLog;
+use crate::git::{Git, GitError};
+use crate::include::IncludeError;
+use crate::materialize::describe_paths;
+use crate::rundir::{JsonLines, RunDir};
+use crate::runners;
+use crate::workspace::Workspace;
+
+mod candidate;
+mod finish;
+
+use candidate::{run_baseline, run_candidate};
+use finish::finish;
+
+/// What to run.
+pub struct RunRequest {
+    pub workspace: Workspace,
+    pub task: Task,
+    pub settings: RunSettings,
+    /// The base revision (`HEAD` unless `--base`).
+    pub base_ref: String,
+    /// Run even though the working tree has uncommitted changes (candidates start from the
+    /// base commit; the changes are not part of it).
+    pub allow_dirty: bool,
+}
+
+/// The services a run uses; everything with an effect on time, randomness or the world
+/// outside the repository is passed in.
+pub struct Engine {
+    pub store: Arc<dyn Store>,
+    pub clock: Arc<dyn Clock>,
+    /// Receives every event as it is recorded (progress display).
+    pub observer: Option<UnboundedSender<Event>>,
+    pub cancel: CancellationToken,
+    /// The random part of the run id.
+    pub run_suffix: u32,
+    /// The environment agents' allowlisted environments are taken from.
+    pub process_env: Vec<(String, String)>,
+    /// Model access for the built-in agent (`None` when no backend is configured).
+    pub models: Option<Arc<runners::ModelAccess>>,
+    /// Secret values known to the caller (backend keys from the secrets file), redacted
+    /// from everything the run writes, like secret-looking environment variables.
+    pub secrets: Vec<String>,
+}
+
+/// A run that could not start, or stopped for a reason outside the candidates.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error(
+        "the working tree has uncommitted changes ({0}); commit or stash them first, or pass --allow-dirty to base the candidates on HEAD without them"
+    )]
+    Dirty(String),
+    #[error(transparent)]
+    Git(#[from] GitError),
+    #[error(transparent)]
+    Include(#[from] IncludeError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("i/o error: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("an internal task failed: {0}")]
+    Join(String),
+}
+
+/// How a run ended.
+pub struct RunOutcome {
+    pub run_id: RunId,
+    pub run_dir: PathBuf,
+    pub status: RunStatus,
+    pub decision: Decision,
+    pub materialization: Option<Materialization>,
+    pub cost: CostSummary,
+    pub baseline: Baseline,
+    pub evidence: Vec<Evidence>,
+}
+
+/// Shared by the baseline and candidate tasks of one run.
+pub(super) struct RunCtx {
+    pub(super) run_id: RunId,
+    pub(super) repo: Git,
+    pub(super) workspace: Workspace,
+    pub(super) run_dir: RunDir,
+    pub(super) worktrees: PathBuf,
+    pub(super) base_commit: String,
+    pub(super) task: Task,
+    pub(super) settings: RunSettings,
+    pub(super) events: EventLog,
+    pub(super) store: Arc<dyn Store>,
+    pub(super) clock: Arc<dyn Clock>,
+    pub(super) cancel: CancellationToken,
+    pub(super) state: Mutex<RunState>,
+    pub(super) redactor: Redactor,
+    pub(super) process_env: Vec<(String, String)>,
+    pub(super) allow_dirty: bool,
+    pub(super) models: Option<Arc<runners::ModelAccess>>,
+}
+
+/// Everything one candidate produced, before evaluation against the baseline.
+pub(super) struct CandidateRun {
+    pub(super) id: CandidateId,
+    pub(super) index: usize,
+    pub(super) runner: String,
+    pub(super) status: CandidateStatus,
+    pub(super) setup_error: Option<String>,
+    pub(super) agent: AgentOutcome,
+    pub(super) patch: Option<PatchEvidence>,
+    pub(super) patch_text: String,
+    pub(super) gate_outcomes: Vec<CommandOutcome>,
+    pub(super) gates_skipped: Option<String>,
+    pub(super) calls: Vec<CallRecord>,
+}
+
+/// Names whose values are secrets, wherever they appear.
+fn looks_secret(name: &str) -> bool {
+    let n = name.to_ascii_uppercase();
+    ["KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "DATABASE_URL"].iter().any(|s| n.contains(s))
+}
+
+impl Engine {
+    /// Runs the tournament to its end (or to its interruption).
+    pub async fn run(&self, req: RunRequest) -> Result<RunOutcome, EngineError> {
+        let ctx = Arc::new(self.prepare(req).await?);
+        let settings = &ctx.settings;
+
+        let baseline_task = {
+            let ctx = ctx.clone();
+            tokio::spawn(async move { run_baseline(&ctx).await })
+        };
+
+        let n = settings.candidates.value as usize;
+        let pool = Arc::new(Semaphore::new(settings.parallel.value.clamp(1, settings.candidates.value) as usize));
+        let mut tasks = tokio::task::JoinSet::new();
+        for index in 0..n {
+            // A sliding pool: candidates start in order, each as soon as a slot frees up.
+            let slot = tokio::select! {
+                slot = pool.clone().acquire_owned() => slot.ok(),
+                _ = ctx.cancel.cancelled() => None,
+            };
+            let ctx = ctx.clone();
+            tasks.spawn(async move {
+                let _slot = slot;
+                run_candidate(&ctx, index).await
+            });
+        }
+        let mut runs = Vec::with_capacity(n);
+        while let Some(joined) = tasks.join_next().await {
+            runs.push(joined.map_err(|e| EngineError::Join(e.to_string()))?);
+        }
+        runs.sort_by_key(|r| r.index);
+        let baseline = baseline_task.await.map_err(|e| EngineError::Join(e.to_string()))?;
+
+        finish(&ctx, runs, baseline).await
+    }
+
+    async fn prepare(&self, req: RunRequest) -> Result<RunCtx, EngineError> {
+        let ws = req.workspace;
+        let repo = Git::new(ws.repo_root().to_path_buf());
+        if !req.allow_dirty {
+            let dirty = repo.dirty_paths().await?;
+            if !dirty.is_empty() {
+                return Err(EngineError::Dirty(describe_paths(&dirty)));
+            }
+        }
+        let base_commit = repo.resolve_commit(&req.base_ref).await?;
+        ws.init(&repo).await?;
+        let pruned = ws.prune_leftovers(&repo).await?;
+        for id in &pruned {
+            let _ = self.store.finish_run(id, RunStatus::Interrupted, None, None).await;
+        }
+
+        let started = self.clock.now();
+        let run_id = RunId::new(started, self.run_suffix);
+        let run_dir = RunDir::create(ws.run_dir(&run_id))?;
+        let worktrees = ws.claim_run_worktrees(&run_id)?;
+        let events = EventLog::new(
+            run_id.clone(),
+            JsonLines::open(&run_dir.path().join(paths::EVENTS))?,
+            self.store.clone(),
+            self.clock.clone(),
+            self.observer.clone(),
+        );
+        let settings = req.settings;
+        let state = RunState {
+            schema_version: SCHEMA_VERSION,
+            run_id: run_id.clone(),
+            status: RunStatus::Running,
+            phase: "candidates".into(),
+            repo: ws.repo_root().display().to_string(),
+            base_ref: req.base_ref.clone(),
+            base_commit: base_commit.clone(),
+            task: req.task.clone(),
+            settings: SettingsSnapshot::from(&settings),
+            candidates: (0..settings.candidates.value as usize)
+                .map(|i| CandidateState {
+                    id: CandidateId::from_index(i),
+                    index: i,
+                    runner: settings.label_for(i),
+                    status: CandidateStatus::Queued,
+                    started_at: None,
+                    finished_at: None,
+                    exit_code: None,
+                    gates: None,
+                })
+                .collect(),
+            started_at: started,
+            finished_at: None,
+            winner: None,
+            materialization: None,
+            message: None,
+            pid: std::process::id(),
+        };
+        run_dir.write_json(paths::STATE, &state)?;
+        self.store
+            .put_run(&RunRecord {
+                id: run_id.clone(),
+                repo: state.repo.clone(),
+                task_title: req.task.title(),
+                status: RunStatus::Running,
+                base_commit: base_commit.clone(),
+                run_dir: run_dir.path().display().to_string(),
+                candidates: settings.candidates.value,
+                winner: None,
+                started_at: started,
+                finished_at: None,
+            })
+            .await?;
+        for c in &state.candidates {
+            self.store
+                .put_candidate(&CandidateRecord {
+                    run_id: run_id.clone(),
+                    id: c.id.clone(),
+                    index: c.index,
+                    runner: c.runner.clone(),
+                    status: CandidateStatus::Queued,
+                    exit_code: None,
+                    normalized_hash: None,
+                    eligible: None,
+                    rank: None,
+                })
+                .await?;
+        }
+        let redactor = Redactor::new(
+            self.process_env
+                .iter()
+                .filter(|(k, _)| looks_secret(k))
+                .map(|(_, v)| v.clone())
+                .chain(self.secrets.iter().cloned()),
+        );
+        events
+            .emit(
+                EventKind::RunStarted,
+                None,
+                json!({
+                    "task": req.task.title(),
+                    "base_ref": req.base_ref,
+                    "base_commit": base_commit,
+                    "candidates": settings.candidates.value,
+                    "parallel": state.settings.parallel,
+                    "runners": settings.runners.iter().map(|r| r.name.clone()).collect::<Vec<_>>(),
+                    "verify": settings.verify.value,
+                    "allow_dirty": req.allow_dirty,
+                }),
+            )
+            .await;
+        if !pruned.is_empty() {
+            events
+                .emit(
+                    EventKind::LeftoversPruned,
+                    None,
+                    json!({"runs": pruned.iter().map(|r| r.to_string()).collect::<Vec<_>>()}),
+                )
+                .await;
+        }
+        for i in 0..settings.candidates.value as usize {
+            let id = CandidateId::from_index(i);
+            events.emit(EventKind::CandidateQueued, Some(&id), json!({"runner": settings.label_for(i)})).await;
+        }
+        Ok(RunCtx {
+            run_id,
+            repo,
+            workspace: ws,
+            run_dir,
+            worktrees,
+            base_commit,
+            task: req.task,
+            settings,
+            events,
+            store: self.store.clone(),
+            clock: self.clock.clone(),
+            cancel: self.cancel.clone(),
+            state: Mutex::new(state),
+            redactor,
+            process_env: self.process_env.clone(),
+            allow_dirty: req.allow_dirty,
+            models: self.models.clone(),
+        })
+    }
+}
+
+impl RunCtx {
+    /// Changes the run state and rewrites `state.json`.
+    pub(super) fn update_state(&self, change: impl FnOnce(&mut RunState)) {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        change(&mut state);
+        if let Err(e) = self.run_dir.write_json(paths::STATE, &*state) {
+            eprintln!("arbiter: warning: cannot write state.json: {e}");
+        }
+    }
+
+    pub(super) async fn set_candidate_status(&self, id: &CandidateId, status: CandidateStatus, exit_code: Option<i32>) {
+        let now = self.clock.now();
+        let mut record = None;
+        self.update_state(|s| {
+            if let Some(c) = s.candidates.iter_mut().find(|c| &c.id == id) {
+                c.status = status;
+                if status == CandidateStatus::Preparing {
+                    c.started_at = Some(now);
+                }
+                if status.is_terminal() {
+                    c.finished_at = Some(now);
+                    c.exit_code = exit_code;
+                }
+                record = Some(CandidateRecord {
+                    run_id: self.run_id.clone(),
+                    id: id.clone(),
+                    index: c.index,
+                    runner: c.runner.clone(),
+                    status,
+                    exit_code,
+                    normalized_hash: None,
+                    eligible: None,
+                    rank: None,
+                });
+            }
+        });
+        if let Some(r) = record {
+            let _ = self.store.put_candidate(&r).await;
+        }
+    }
+
+    /// The environment of verify and setup commands: the allowlist plus `env_passthrough`.
+    pub(super) fn command_env(&self) -> Vec<(String, String)> {
+        crate::agent_env::build(self.process_env.clone(), &self.settings.env_passthrough.value, Vec::new())
+    }
+
+    pub(super) fn scratch_index(&self, name: &str) -> PathBuf {
+        self.workspace.scratch_dir().join(format!("index-{}-{name}", self.run_id))
+    }
+}
