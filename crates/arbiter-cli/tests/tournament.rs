@@ -643,11 +643,15 @@ sed -i 's/return a - b/return a + b/' calc.py
     let started = wait_until(Duration::from_secs(60), || pid_files.iter().all(|p| p.exists()));
     kill(Pid::from_raw(child.id() as i32), Signal::SIGKILL).expect("send SIGKILL");
     let _ = child.wait();
-    // The orphaned agents are not arbiter's to reap any more; end them for the test.
-    for p in pid_files.iter().filter(|p| p.exists()) {
-        let _ = kill(Pid::from_raw(read_pid(p)), Signal::SIGKILL);
+    // The agents run in their own process groups: the crash orphaned them, still running.
+    let agents: Vec<i32> = pid_files.iter().filter(|p| p.exists()).map(|p| read_pid(p)).collect();
+    if !started {
+        for pid in &agents {
+            let _ = kill(Pid::from_raw(*pid), Signal::SIGKILL);
+        }
+        panic!("the agents did not start");
     }
-    assert!(started, "the agents did not start");
+    assert!(agents.iter().all(|pid| !pid_gone(*pid)), "the orphaned agents should still run before the next run");
     let crashed = repo.run_dir();
     let crashed_id = crashed.file_name().expect("run id").to_string_lossy().into_owned();
     assert!(repo.arbiter_dir().join("worktrees").join(&crashed_id).exists(), "the crash should leave worktrees");
@@ -655,6 +659,9 @@ sed -i 's/return a - b/return a + b/' calc.py
     repo.arbiter(&["run", "--task", "Fix add", "--candidates", "1", "--command", "./agent.sh", "--verify", VERIFY_PY])
         .assert_code(0);
     assert!(!repo.arbiter_dir().join("worktrees").join(&crashed_id).exists(), "leftovers were not pruned");
+    for pid in &agents {
+        assert!(wait_pid_gone(*pid), "orphaned agent {pid} of the crashed run is still running");
+    }
     assert_eq!(read_json(&crashed.join("state.json"))["status"], "interrupted");
     let listed = repo.git(&["worktree", "list", "--porcelain"]);
     assert_eq!(listed.lines().filter(|l| l.starts_with("worktree ")).count(), 1, "{listed}");

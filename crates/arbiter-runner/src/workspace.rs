@@ -100,8 +100,9 @@ impl Workspace {
         Ok(dir)
     }
 
-    /// Removes the worktrees of runs whose owning process is gone (a crash or SIGKILL), marks
-    /// those runs `interrupted` in their `state.json`, and prunes git's worktree records.
+    /// Removes the worktrees of runs whose owning process is gone (a crash or SIGKILL) and
+    /// kills what still runs inside them, marks those runs `interrupted` in their
+    /// `state.json`, and prunes git's worktree records.
     /// Runs still owned by a live process are left alone. Returns the pruned run ids.
     pub async fn prune_leftovers(&self, git: &Git) -> Result<Vec<RunId>, GitError> {
         let mut pruned = Vec::new();
@@ -117,6 +118,7 @@ impl Workspace {
             if owner.is_some_and(process_alive) {
                 continue;
             }
+            kill_processes_inside(&entry.path());
             if let Ok(children) = fs::read_dir(entry.path()) {
                 for child in children.flatten() {
                     if child.path().is_dir() {
@@ -130,6 +132,27 @@ impl Workspace {
         }
         git.worktree_prune().await?;
         Ok(pruned)
+    }
+}
+
+/// Kills the process groups of processes still working inside `dir` (agents and commands
+/// orphaned by a crashed run: they run in their own process groups, so the crash did not
+/// take them down). Found by their working directory, so an unrelated process is never hit.
+fn kill_processes_inside(dir: &Path) {
+    use nix::sys::signal::{Signal, killpg};
+    use nix::unistd::{Pid, getpgid, getpgrp};
+    let Ok(dir) = dir.canonicalize() else { return };
+    let Ok(procs) = fs::read_dir("/proc") else { return };
+    for p in procs.flatten() {
+        let Ok(pid) = p.file_name().to_string_lossy().parse::<i32>() else { continue };
+        let inside = fs::read_link(p.path().join("cwd")).is_ok_and(|cwd| cwd.starts_with(&dir));
+        if inside
+            && pid != std::process::id() as i32
+            && let Ok(pgid) = getpgid(Some(Pid::from_raw(pid)))
+            && pgid != getpgrp()
+        {
+            let _ = killpg(pgid, Signal::SIGKILL);
+        }
     }
 }
 
