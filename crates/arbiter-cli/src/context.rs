@@ -35,6 +35,11 @@ impl RepoContext {
         Ok(RepoContext { git: Git::new(root.clone()), workspace: Workspace::at(root) })
     }
 
+    /// `.arbiter/secrets.toml`: backend keys given with `--api-key-stdin` (mode 0600).
+    pub fn secrets_path(&self) -> PathBuf {
+        self.workspace.dir().join("secrets.toml")
+    }
+
     /// The parsed `.arbiter/config.toml`, or defaults when there is none.
     pub fn config(&self) -> Result<ConfigFile, CliError> {
         let path = self.workspace.config_path();

@@ -1,7 +1,7 @@
 //! `arbiter backend add|list|show|remove|enable|disable`.
 
 use std::io::BufRead;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use arbiter_core::backends::{BackendSecret, BackendSection, key_status};
 use arbiter_core::money::Usd;
@@ -11,10 +11,6 @@ use crate::cli::{BackendAddArgs, BackendCommand};
 use crate::config_file;
 use crate::context::RepoContext;
 use crate::error::CliError;
-
-fn secrets_path(ctx: &RepoContext) -> PathBuf {
-    ctx.workspace.dir().join("secrets.toml")
-}
 
 pub async fn backend(repo: Option<&Path>, cmd: &BackendCommand) -> Result<u8, CliError> {
     let ctx = RepoContext::locate(repo).await?;
@@ -75,7 +71,7 @@ fn add(ctx: &RepoContext, a: &BackendAddArgs) -> Result<u8, CliError> {
         None
     };
     config_file::put_backend(&ctx.workspace.config_path(), &a.name, &section)?;
-    let secrets_path = secrets_path(ctx);
+    let secrets_path = ctx.secrets_path();
     let mut secrets = config_file::read_secrets(&secrets_path)?;
     let had_secret = secrets.backends.contains_key(&a.name);
     match key {
@@ -100,7 +96,7 @@ fn add(ctx: &RepoContext, a: &BackendAddArgs) -> Result<u8, CliError> {
 fn load(
     ctx: &RepoContext,
 ) -> Result<(arbiter_core::settings::ConfigFile, arbiter_core::backends::SecretsFile), CliError> {
-    Ok((ctx.config()?, config_file::read_secrets(&secrets_path(ctx))?))
+    Ok((ctx.config()?, config_file::read_secrets(&ctx.secrets_path())?))
 }
 
 fn status_of(
@@ -184,7 +180,7 @@ fn remove(ctx: &RepoContext, name: &str) -> Result<u8, CliError> {
         return Err(CliError::usage(format!("no backend named '{name}'; `arbiter backend list` shows them")));
     }
     config_file::remove_backend(&ctx.workspace.config_path(), name)?;
-    let path = secrets_path(ctx);
+    let path = ctx.secrets_path();
     let mut secrets = config_file::read_secrets(&path)?;
     if secrets.backends.remove(name).is_some() {
         config_file::write_secrets(&path, &secrets)?;

@@ -77,17 +77,7 @@ pub async fn demo(dir: Option<&Path>, as_json: bool) -> Result<u8, CliError> {
         eprintln!("         one fixes the bug, one makes a wrong fix, one a partial fix, one breaks another test");
         eprintln!("  everything else is real: worktrees, tool calls, the tests arbiter runs itself, the selection\n");
     }
-    let secrets = crate::config_file::read_secrets(&ctx.workspace.dir().join("secrets.toml"))?;
-    let endpoints = crate::model_access::endpoints(&config, &secrets)?;
-    let models = crate::model_access::access(endpoints.clone(), &settings)?;
-    let prepared = Prepared {
-        task,
-        settings,
-        base: "HEAD".into(),
-        allow_dirty: false,
-        secrets: crate::model_access::keys(&endpoints),
-        models,
-    };
+    let prepared = Prepared::new(&ctx, &config, task, settings, "HEAD".into(), false)?;
     let outcome = execute(&ctx, prepared).await;
     server.shutdown().await;
     let outcome = outcome?;

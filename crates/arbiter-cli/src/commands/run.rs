@@ -41,17 +41,7 @@ pub async fn run(repo: Option<&Path>, args: &RunArgs) -> Result<u8, CliError> {
             )));
         }
     }
-    let secrets = crate::config_file::read_secrets(&ctx.workspace.dir().join("secrets.toml"))?;
-    let endpoints = crate::model_access::endpoints(&config, &secrets)?;
-    let models = crate::model_access::access(endpoints.clone(), &settings)?;
-    let prepared = Prepared {
-        task,
-        settings,
-        base: args.base.clone(),
-        allow_dirty: args.allow_dirty,
-        secrets: crate::model_access::keys(&endpoints),
-        models,
-    };
+    let prepared = Prepared::new(&ctx, &config, task, settings, args.base.clone(), args.allow_dirty)?;
     let outcome = execute(&ctx, prepared).await?;
     report(&outcome, args.json);
     Ok(exit_code(&outcome))
@@ -65,6 +55,25 @@ pub struct Prepared {
     pub allow_dirty: bool,
     pub secrets: Vec<String>,
     pub models: Option<Arc<arbiter_runner::runners::ModelAccess>>,
+}
+
+impl Prepared {
+    /// Adds what the run needs from the configured backends: model access for the built-in
+    /// agent (one client shared by every candidate) and the keys to redact.
+    pub fn new(
+        ctx: &RepoContext,
+        config: &arbiter_core::settings::ConfigFile,
+        task: Task,
+        settings: RunSettings,
+        base: String,
+        allow_dirty: bool,
+    ) -> Result<Self, CliError> {
+        let secrets = crate::config_file::read_secrets(&ctx.secrets_path())?;
+        let endpoints = crate::model_access::endpoints(config, &secrets)?;
+        let keys = crate::model_access::keys(&endpoints);
+        let models = crate::model_access::access(endpoints, &settings)?;
+        Ok(Prepared { task, settings, base, allow_dirty, secrets: keys, models })
+    }
 }
 
 /// Runs a validated tournament with live progress and signal handling.
