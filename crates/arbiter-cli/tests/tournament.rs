@@ -670,3 +670,65 @@ sed -i 's/return a - b/return a + b/' calc.py
     let events = read_json_lines(&second.join("runtime_events.jsonl"));
     assert!(events.iter().any(|e| e["kind"] == "leftovers_pruned" && e["data"]["runs"][0] == crashed_id.as_str()));
 }
+
+/// Ignored files named in the include-list reach each worktree, the setup command runs
+/// there before the agent, and a setup that writes files git does not ignore is reported.
+#[test]
+fn include_list_and_setup_prepare_each_worktree() {
+    let repo = TestRepo::new();
+    repo.write(".gitignore", ".env\n*.log\n");
+    repo.write("README", "x\n");
+    repo.write_agent("agent.sh", "cat .env setup_done.log > seen.txt\n");
+    repo.commit_all("base");
+    repo.write(".env", "TOKEN=abc\n");
+    let args = [
+        "run",
+        "--task",
+        "Record what you see",
+        "--candidates",
+        "2",
+        "--command",
+        "./agent.sh",
+        "--include",
+        ".env",
+        "--setup",
+        "echo prepared > setup_done.log",
+        "--apply",
+        "none",
+    ];
+    repo.arbiter(&args).assert_code(0);
+    let dir = repo.run_dir();
+    for id in ["c01", "c02"] {
+        let patch = fs::read_to_string(dir.join("candidates").join(id).join("patch.diff")).expect("patch");
+        assert!(patch.contains("+TOKEN=abc") && patch.contains("+prepared"), "{id}: {patch}");
+        assert!(!patch.contains("setup_done.log") && !patch.contains("a/.env"), "{id}: ignored files leaked: {patch}");
+    }
+    let events = read_json_lines(&dir.join("runtime_events.jsonl"));
+    assert!(!events.iter().any(|e| e["kind"] == "warning"), "{events:#?}");
+
+    let noisy = [
+        "run",
+        "--task",
+        "Record what you see",
+        "--candidates",
+        "1",
+        "--command",
+        "./agent.sh",
+        "--include",
+        ".env",
+        "--setup",
+        "echo prepared > setup_done.log && echo x > setup_output.txt",
+        "--apply",
+        "none",
+    ];
+    repo.arbiter(&noisy).assert_code(0);
+    let second = repo.run_dirs().into_iter().find(|d| *d != dir).expect("second run");
+    let events = read_json_lines(&second.join("runtime_events.jsonl"));
+    assert!(
+        events
+            .iter()
+            .any(|e| e["kind"] == "warning"
+                && e["data"]["message"].as_str().is_some_and(|m| m.contains("setup_output.txt"))),
+        "{events:#?}"
+    );
+}

@@ -18,6 +18,7 @@ use crate::capture;
 use crate::gates::run_verify;
 use crate::git::Git;
 use crate::include::copy_includes;
+use crate::materialize::describe_paths;
 use crate::process::{self, ShellCommand};
 use crate::runners;
 
@@ -69,6 +70,22 @@ pub(super) async fn prepare_tree(
                 format!("exited with code {}", exit.code.map_or("none".into(), |c| c.to_string()))
             };
             return Err(format!("the setup command `{setup}` {how} (see {rel})"));
+        }
+        // Whatever setup leaves outside ignored files would be captured as part of the
+        // candidate's own patch: say so, once per tree, with the fix.
+        if let Ok(changed) = Git::new(path.to_path_buf()).dirty_paths().await
+            && !changed.is_empty()
+        {
+            ctx.events
+                .emit(
+                    EventKind::Warning,
+                    who,
+                    json!({"message": format!(
+                        "the setup command changed files git does not ignore ({}); they become part of the patch; make setup write only ignored files (add them to .gitignore)",
+                        describe_paths(&changed)
+                    )}),
+                )
+                .await;
         }
     }
     Ok(())
