@@ -108,13 +108,14 @@ fn draw(lines: &BTreeMap<String, Line>, baseline: &str, previously: usize) -> us
         let _ = writeln!(err, "\x1b[2K  {baseline}");
         n += 1;
     }
+    let width = lines.values().map(|l| l.runner.chars().count()).max().unwrap_or(0).max(7);
     for (id, l) in lines {
         let elapsed = l
             .ended
             .or_else(|| l.started.map(|s| s.elapsed()))
             .map(|d| human_duration(d.as_millis() as u64))
             .unwrap_or_default();
-        let _ = writeln!(err, "\x1b[2K  {id} {:<10} {:<12} {:>7}  {}", l.runner, l.state, elapsed, l.detail);
+        let _ = writeln!(err, "\x1b[2K  {id} {:<width$} {:<12} {:>7}  {}", l.runner, l.state, elapsed, l.detail);
         n += 1;
     }
     let _ = err.flush();
