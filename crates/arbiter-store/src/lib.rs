@@ -1,13 +1,17 @@
 //! arbiter-store: where runs, candidates and events are indexed.
 //!
 //! [`Store`] is the port; [`sqlite::SqliteStore`] the embedded implementation behind
-//! `.arbiter/arbiter.db`. A Postgres implementation satisfies the same trait. The run
+//! `.arbiter/arbiter.db`, [`postgres::PgStore`] the shared one. Both run the same statements
+//! ([`sql`]) and decode rows with the same code, and one conformance suite tests both. The run
 //! directory stays the source of truth for a run's artifacts; the store indexes them and
 //! keeps the event log queryable.
 
 #![forbid(unsafe_code)]
 
 pub mod migrate;
+pub mod postgres;
+mod rows;
+pub mod sql;
 pub mod sqlite;
 
 use arbiter_core::event::Event;

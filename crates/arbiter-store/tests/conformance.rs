@@ -1,0 +1,154 @@
+//! One behaviour, two stores: every scenario runs against SQLite (a temporary file) and
+//! Postgres (the real server: `DATABASE_URL`, default postgres://postgres@127.0.0.1:5432/postgres;
+//! each run creates and drops its own database). A missing Postgres is a failure, not a skip.
+
+use std::sync::Arc;
+
+use arbiter_core::event::{Event, EventKind};
+use arbiter_core::ids::{CandidateId, RunId};
+use arbiter_core::status::{CandidateStatus, RunStatus};
+use arbiter_core::time::Timestamp;
+use arbiter_store::postgres::PgStore;
+use arbiter_store::sqlite::SqliteStore;
+use arbiter_store::{CandidateRecord, RunRecord, Store};
+use sqlx::Connection;
+
+fn run(id: &RunId, started: i64) -> RunRecord {
+    RunRecord {
+        id: id.clone(),
+        repo: "/repo".into(),
+        task_title: "Fix it".into(),
+        status: RunStatus::Running,
+        base_commit: "abc".into(),
+        run_dir: "/repo/.arbiter/runs/x".into(),
+        candidates: 2,
+        winner: None,
+        started_at: Timestamp(started),
+        finished_at: None,
+    }
+}
+
+/// Runs, candidates and events round-trip; upserts replace; the newest run lists first.
+async fn round_trip(store: Arc<dyn Store>) {
+    let a = RunId::new(Timestamp(1_000_000), 1);
+    let b = RunId::new(Timestamp(2_000_000), 2);
+    store.put_run(&run(&a, 1_000_000)).await.unwrap();
+    store.put_run(&run(&b, 2_000_000)).await.unwrap();
+    let c = CandidateRecord {
+        run_id: a.clone(),
+        id: CandidateId::from_index(0),
+        index: 0,
+        runner: "command".into(),
+        status: CandidateStatus::Finished,
+        exit_code: Some(0),
+        normalized_hash: Some("h".into()),
+        eligible: Some(true),
+        rank: Some(1),
+    };
+    store.put_candidate(&c).await.unwrap();
+    store
+        .put_candidate(&CandidateRecord { rank: Some(2), status: CandidateStatus::LimitReached, ..c.clone() })
+        .await
+        .unwrap();
+    for seq in 1..=3 {
+        store
+            .append_event(&Event {
+                seq,
+                run_id: a.clone(),
+                at: Timestamp(seq as i64),
+                kind: EventKind::Warning,
+                candidate: (seq != 2).then(|| CandidateId::from_index(0)),
+                data: serde_json::json!({"n": seq, "text": "ünïcode ✓"}),
+            })
+            .await
+            .unwrap();
+    }
+    store
+        .finish_run(&a, RunStatus::Succeeded, Some(&CandidateId::from_index(0)), Some(Timestamp(5_000_000)))
+        .await
+        .unwrap();
+
+    let listed = store.list_runs(10).await.unwrap();
+    assert_eq!(listed.iter().map(|r| r.id.clone()).collect::<Vec<_>>(), vec![b.clone(), a.clone()]);
+    assert_eq!(store.list_runs(1).await.unwrap().len(), 1);
+    let got = store.get_run(&a).await.unwrap().unwrap();
+    assert_eq!(got.status, RunStatus::Succeeded);
+    assert_eq!(got.winner, Some(CandidateId::from_index(0)));
+    assert_eq!(got.finished_at, Some(Timestamp(5_000_000)));
+    assert!(store.get_run(&RunId::new(Timestamp(9), 9)).await.unwrap().is_none());
+    let cands = store.candidates(&a).await.unwrap();
+    assert_eq!(cands.len(), 1);
+    assert_eq!((cands[0].rank, cands[0].status), (Some(2), CandidateStatus::LimitReached));
+    let events = store.events(&a).await.unwrap();
+    assert_eq!(events.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![1, 2, 3]);
+    assert_eq!(events[2].data["text"], "ünïcode ✓");
+    assert_eq!(events[1].candidate, None);
+    // An event number is never written twice.
+    let dup = Event {
+        seq: 1,
+        run_id: a.clone(),
+        at: Timestamp(1),
+        kind: EventKind::Warning,
+        candidate: None,
+        data: serde_json::json!({}),
+    };
+    assert!(store.append_event(&dup).await.is_err());
+}
+
+fn admin_url() -> String {
+    std::env::var("DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
+}
+
+/// A fresh database on the real server, dropped by [`drop_database`].
+async fn fresh_database() -> (String, String) {
+    let admin = admin_url();
+    let mut conn = sqlx::PgConnection::connect(&admin).await.unwrap_or_else(|e| {
+        panic!(
+            "Postgres is required for these tests ({e}); start it (pg_ctlcluster ... main start) and set DATABASE_URL"
+        )
+    });
+    let nanos =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+    let name = format!("arbiter_conformance_{}_{nanos}", std::process::id());
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}"))).execute(&mut conn).await.unwrap();
+    let base = admin.rsplit_once('/').map(|(b, _)| b.to_string()).unwrap_or(admin.clone());
+    (format!("{base}/{name}"), name)
+}
+
+async fn drop_database(name: &str) {
+    if let Ok(mut conn) = sqlx::PgConnection::connect(&admin_url()).await {
+        let _ = sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")))
+            .execute(&mut conn)
+            .await;
+    }
+}
+
+#[tokio::test]
+async fn sqlite_round_trip() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("arbiter.db");
+    round_trip(Arc::new(SqliteStore::open(&path).await.unwrap())).await;
+    // Reopening applies no migration twice and keeps the data.
+    let again = SqliteStore::open(&path).await.unwrap();
+    assert_eq!(again.list_runs(10).await.unwrap().len(), 2);
+}
+
+#[tokio::test]
+async fn postgres_round_trip() {
+    let (url, name) = fresh_database().await;
+    round_trip(Arc::new(PgStore::connect(&url).await.unwrap())).await;
+    // Two processes connecting (and migrating) at once keep the data and the schema.
+    let (x, y) = tokio::join!(PgStore::connect(&url), PgStore::connect(&url));
+    assert_eq!(x.unwrap().list_runs(10).await.unwrap().len(), 2);
+    assert_eq!(y.unwrap().list_runs(10).await.unwrap().len(), 2);
+    drop_database(&name).await;
+}
+
+#[tokio::test]
+async fn unreachable_stores_are_clear_errors() {
+    let err = SqliteStore::open(std::path::Path::new("/proc/arbiter/none.db")).await.err().unwrap();
+    assert!(err.to_string().contains("cannot open the database /proc/arbiter/none.db"), "{err}");
+    let err = PgStore::connect("postgres://user:hunter2pw@127.0.0.1:9/db").await.err().unwrap();
+    assert!(!err.to_string().contains("hunter2pw"), "the password leaked: {err}");
+    assert!(err.to_string().contains("cannot open the database"), "{err}");
+}
