@@ -166,6 +166,11 @@ pub struct SettingsArgs {
     /// Keep the candidates' worktrees after the run.
     #[arg(long)]
     pub keep_worktrees: bool,
+    /// The task may change tests and other protected files (otherwise such a candidate is
+    /// flagged and not eligible; its gates always run with the base versions restored
+    /// unless this is given).
+    #[arg(long)]
+    pub allow_test_changes: bool,
 }
 
 #[derive(Debug, Args)]
@@ -255,6 +260,7 @@ impl SettingsArgs {
             max_tokens: self.max_tokens,
             apply: self.apply.clone(),
             keep_worktrees: self.keep_worktrees,
+            allow_test_changes: self.allow_test_changes,
         }
     }
 }

@@ -732,3 +732,36 @@ fn include_list_and_setup_prepare_each_worktree() {
         "{events:#?}"
     );
 }
+
+/// A candidate that edits an existing test's assertion to match the bug loses to a real fix
+/// and is flagged; the gates ran with the base version of the test restored. A new test file
+/// a candidate adds is its own and does not count against it.
+#[test]
+fn weakening_a_test_loses_to_a_real_fix_and_is_flagged() {
+    let repo = python_repo(
+        r#"set -e
+if [ "$ARBITER_CANDIDATE_INDEX" = 0 ]; then
+  sed -i 's/add(2, 3), 5/add(2, 3), -1/' test_calc.py
+else
+  sed -i 's/return a - b/return a + b/' calc.py
+  printf 'import unittest\nfrom calc import add\n\n\nclass More(unittest.TestCase):\n    def test_zero(self):\n        self.assertEqual(add(0, 0), 0)\n' > test_more.py
+fi
+"#,
+    );
+    repo.arbiter(&run_args("Fix add", &["--candidates", "2", "--verify", VERIFY_PY])).assert_code(0);
+    let dir = repo.run_dir();
+    assert_eq!(read_json(&dir.join("selection.json"))["winner"], "c02");
+    let ranking = read_json(&dir.join("comparisons/ranking.json"));
+    let cheat =
+        ranking["candidates"].as_array().expect("candidates").iter().find(|c| c["candidate_id"] == "c01").cloned();
+    let cheat = cheat.expect("c01 ranked");
+    assert_eq!(cheat["rejection"]["code"], "protected_changed", "{cheat:#}");
+    let evidence = read_json(&dir.join("candidates/c01/evidence.json"));
+    assert_eq!(evidence["protected_changes"], serde_json::json!(["test_calc.py"]));
+    // The gates saw the base test, which the cheat does not pass.
+    assert_eq!(evidence["gate_summary"]["all_passed"], false, "{evidence:#}");
+    let fix = read_json(&dir.join("candidates/c02/evidence.json"));
+    assert_eq!(fix["protected_changes"], serde_json::json!([]), "a new test file is the candidate's own");
+    assert!(fs::read_to_string(dir.join("final_report.md")).expect("report").contains("Protected files changed"));
+    assert!(repo.read("calc.py").contains("return a + b"));
+}

@@ -200,6 +200,10 @@ pub struct Evidence {
     pub gates: Vec<GateResult>,
     pub gate_summary: Option<GateSummary>,
     pub cost: Option<Usd>,
+    /// Protected files (tests, CI, build configuration) the patch modified or deleted; unless
+    /// test changes were allowed, their base versions were restored while the gates ran.
+    #[serde(default)]
+    pub protected_changes: Vec<String>,
 }
 
 /// `candidates/<id>/runner_summary.json`: how the runner was invoked and how it ended.

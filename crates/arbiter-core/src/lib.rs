@@ -12,6 +12,7 @@
 //! - [`settings`]: the configuration file schema and flag/config/default layering.
 //! - [`task`]: the task a run works on and the clean prompt given to every candidate.
 //! - [`patch`]: statistics and the normalized hash of a captured `git diff`.
+//! - [`protect`]: the paths a candidate must not weaken (tests, CI, build configuration).
 //! - [`gate`]: verify-command outcomes compared with the baseline.
 //! - [`selection`]: eligibility, votes, ranking and the decision with its reasons.
 //! - [`status`] and [`event`]: run/candidate states and the event vocabulary.
@@ -33,6 +34,7 @@ pub mod gate;
 pub mod ids;
 pub mod money;
 pub mod patch;
+pub mod protect;
 pub mod redact;
 pub mod report;
 pub mod selection;

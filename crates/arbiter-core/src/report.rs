@@ -139,6 +139,13 @@ pub fn render_markdown(r: &ReportInput<'_>) -> String {
                     e.candidate_id
                 );
             }
+            if !e.protected_changes.is_empty() {
+                let _ = writeln!(
+                    out,
+                    "- **Protected files changed:** {} (tests, CI or build configuration)",
+                    e.protected_changes.join(", ")
+                );
+            }
             for g in &e.gates {
                 let verdict = match g.verdict {
                     GateVerdict::KeptPassing => "kept passing",

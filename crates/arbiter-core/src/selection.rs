@@ -32,6 +32,18 @@ pub struct CandidateFacts {
     /// `None` when the gates did not run.
     pub gates: Option<GateSummary>,
     pub cost: Option<Usd>,
+    /// Protected files (tests, CI, build configuration) the patch modified or deleted.
+    #[serde(default)]
+    pub protected_changes: Vec<String>,
+}
+
+/// What the task allows, as selection needs it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Policy {
+    /// Verify commands exist: the gates decide.
+    pub has_verify: bool,
+    /// The task explicitly allows changing tests and other protected files.
+    pub allow_test_changes: bool,
 }
 
 /// The captured patch of a candidate.
@@ -56,6 +68,7 @@ pub enum Rejection {
     GatesFailed { regressed: usize, still_failing: usize, summary: String },
     GatesNotRun,
     AgentFailed { status: CandidateStatus, exit_code: Option<i32> },
+    ProtectedChanged { paths: Vec<String> },
 }
 
 impl Rejection {
@@ -80,6 +93,10 @@ impl Rejection {
                 format!("gates failed: {} ({summary})", parts.join(" and "))
             }
             Rejection::GatesNotRun => "its verify commands did not run".into(),
+            Rejection::ProtectedChanged { paths } => format!(
+                "it modified or deleted protected files ({}); its gates ran with the base versions restored; pass --allow-test-changes if the task requires changing them",
+                paths.join(", ")
+            ),
             Rejection::AgentFailed { status, exit_code } => match (status, exit_code) {
                 (CandidateStatus::TimedOut, _) => {
                     "the agent timed out and no verify command can vouch for its patch".into()
@@ -151,7 +168,7 @@ pub fn agreement(candidates: &[CandidateFacts]) -> Vec<AgreementGroup> {
 }
 
 /// Why `c` cannot win, or `None` when it is eligible.
-pub fn rejection(c: &CandidateFacts, has_verify: bool) -> Option<Rejection> {
+pub fn rejection(c: &CandidateFacts, policy: Policy) -> Option<Rejection> {
     if let Some(detail) = &c.setup_error {
         return Some(Rejection::SetupFailed { detail: detail.clone() });
     }
@@ -169,7 +186,10 @@ pub fn rejection(c: &CandidateFacts, has_verify: bool) -> Option<Rejection> {
             detail: patch.apply_check_error.clone().unwrap_or_else(|| "git apply --check failed".into()),
         });
     }
-    if has_verify {
+    if !c.protected_changes.is_empty() && !policy.allow_test_changes {
+        return Some(Rejection::ProtectedChanged { paths: c.protected_changes.clone() });
+    }
+    if policy.has_verify {
         match &c.gates {
             None => return Some(Rejection::GatesNotRun),
             Some(g) if !g.all_passed => {
@@ -213,7 +233,8 @@ fn hash_of<'a>(s: &Scored<'a>) -> Option<&'a str> {
 }
 
 /// Decides the run: eligibility, ranking, winner and reasons.
-pub fn decide(candidates: &[CandidateFacts], has_verify: bool) -> Decision {
+pub fn decide(candidates: &[CandidateFacts], policy: Policy) -> Decision {
+    let has_verify = policy.has_verify;
     let groups = agreement(candidates);
     let votes_of = |hash: Option<&str>| -> usize {
         hash.and_then(|h| groups.iter().find(|g| g.normalized_hash == h)).map_or(0, |g| g.candidates.len())
@@ -224,7 +245,7 @@ pub fn decide(candidates: &[CandidateFacts], has_verify: bool) -> Decision {
             let hash = facts.patch.as_ref().and_then(|p| p.normalized_hash.as_deref());
             Scored {
                 facts,
-                rejection: rejection(facts, has_verify),
+                rejection: rejection(facts, policy),
                 gates_passed: facts.gates.as_ref().map_or(0, |g| g.passed),
                 votes: votes_of(hash),
                 weight: facts.patch.as_ref().map_or(0, |p| p.stats.weight()),
@@ -364,7 +385,27 @@ mod tests {
                 ..Default::default()
             }),
             cost: None,
+            protected_changes: Vec::new(),
         }
+    }
+
+    const VERIFY: Policy = Policy { has_verify: true, allow_test_changes: false };
+    const NO_VERIFY: Policy = Policy { has_verify: false, allow_test_changes: false };
+
+    #[test]
+    fn weakening_tests_is_rejected_unless_allowed() {
+        let mut cheat = facts(0, Some("cheat"), 1, Some(true));
+        cheat.protected_changes = vec!["test_calc.py".into()];
+        let d = decide(&[cheat.clone(), facts(1, Some("fix"), 5, Some(true))], VERIFY);
+        assert_eq!(d.winner, Some(CandidateId::from_index(1)));
+        let r = d.ranking.iter().find(|r| r.index == 0).unwrap();
+        assert!(matches!(r.rejection, Some(Rejection::ProtectedChanged { .. })), "{r:?}");
+        assert!(r.reason.contains("test_calc.py") && r.reason.contains("--allow-test-changes"));
+        let allowed = Policy { has_verify: true, allow_test_changes: true };
+        assert_eq!(
+            decide(&[cheat, facts(1, Some("fix"), 5, Some(true))], allowed).winner,
+            Some(CandidateId::from_index(0))
+        );
     }
 
     #[test]
@@ -375,7 +416,7 @@ mod tests {
                 facts(1, Some("h2"), 2, Some(true)),
                 facts(2, None, 0, Some(false)),
             ],
-            true,
+            VERIFY,
         );
         assert_eq!(d.winner, Some(CandidateId::from_index(1)));
         assert!(d.ranking[0].reason.contains("passed all 1 verify command"));
@@ -393,7 +434,7 @@ mod tests {
                 facts(1, Some("pair"), 5, Some(true)),
                 facts(2, Some("pair"), 5, Some(true)),
             ],
-            true,
+            VERIFY,
         );
         assert_eq!(d.winner, Some(CandidateId::from_index(1)));
         assert_eq!(d.ranking[0].votes, 2);
@@ -403,10 +444,10 @@ mod tests {
 
     #[test]
     fn smaller_patch_breaks_ties_then_index() {
-        let d = decide(&[facts(0, Some("a"), 9, Some(true)), facts(1, Some("b"), 2, Some(true))], true);
+        let d = decide(&[facts(0, Some("a"), 9, Some(true)), facts(1, Some("b"), 2, Some(true))], VERIFY);
         assert_eq!(d.winner, Some(CandidateId::from_index(1)));
         assert!(d.ranking[1].reason.contains("patch size"));
-        let d = decide(&[facts(0, Some("a"), 2, Some(true)), facts(1, Some("b"), 2, Some(true))], true);
+        let d = decide(&[facts(0, Some("a"), 2, Some(true)), facts(1, Some("b"), 2, Some(true))], VERIFY);
         assert_eq!(d.winner, Some(CandidateId::from_index(0)));
     }
 
@@ -414,7 +455,7 @@ mod tests {
     fn no_eligible_candidate_explains_each() {
         let mut broken = facts(1, Some("b"), 2, Some(true));
         broken.patch.as_mut().unwrap().applies_cleanly = false;
-        let d = decide(&[facts(0, None, 0, Some(false)), broken], true);
+        let d = decide(&[facts(0, None, 0, Some(false)), broken], VERIFY);
         assert_eq!(d.winner, None);
         assert!(d.summary.contains("c01") && d.summary.contains("c02"), "{}", d.summary);
         assert!(d.summary.contains("does not apply"));
@@ -425,7 +466,7 @@ mod tests {
         let mut failed = facts(0, Some("a"), 1, None);
         failed.agent_exit_code = Some(3);
         failed.status = CandidateStatus::AgentFailed;
-        let d = decide(&[failed, facts(1, Some("b"), 4, None)], false);
+        let d = decide(&[failed, facts(1, Some("b"), 4, None)], NO_VERIFY);
         assert_eq!(d.winner, Some(CandidateId::from_index(1)));
         assert!(d.ranking[1].reason.contains("exited with code 3"));
     }
@@ -439,6 +480,6 @@ mod tests {
         ];
         let mut b = a.clone();
         b.reverse();
-        assert_eq!(decide(&a, true).winner, decide(&b, true).winner);
+        assert_eq!(decide(&a, VERIFY).winner, decide(&b, VERIFY).winner);
     }
 }

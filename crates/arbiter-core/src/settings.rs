@@ -57,6 +57,13 @@ pub const DEFAULT_CONFIG_TOML: &str = r#"# arbiter configuration. Command-line f
 # Extra environment variables passed to agents, setup and verify commands. Agents get an
 # allowlist (PATH, HOME, locale, proxies) and never arbiter's own secrets.
 # env_passthrough = []
+# Files a candidate must not modify or delete to pass its gates (tests, CI and build
+# configuration; globs). Changed ones are restored to the base version when arbiter runs the
+# verify commands, and the candidate is flagged and not eligible unless test changes are
+# allowed. New test files a candidate adds stay and count. Default: tests/**, **/test_*.py,
+# **/*_test.go, **/*.spec.ts, .github/**, ... (see docs/configuration.md).
+# protected_paths = ["tests/**", "**/test_*.py"]
+# allow_test_changes = false
 
 # Named runners: `--runner fast-agent` uses this command.
 # [runners.fast-agent]
@@ -118,6 +125,10 @@ pub struct RunSection {
     pub apply: Option<String>,
     pub keep_worktrees: Option<bool>,
     pub env_passthrough: Option<Vec<String>>,
+    /// Globs of files a candidate must not modify or delete to pass (tests, CI, build).
+    pub protected_paths: Option<Vec<String>>,
+    /// Let candidates change protected files (their gates then run on their versions).
+    pub allow_test_changes: Option<bool>,
 }
 
 /// A `[runners.NAME]` table.
@@ -147,6 +158,7 @@ pub struct FlagOverrides {
     pub max_tokens: Option<u64>,
     pub apply: Option<String>,
     pub keep_worktrees: bool,
+    pub allow_test_changes: bool,
 }
 
 /// Where a resolved value came from.
@@ -268,6 +280,8 @@ pub struct RunSettings {
     pub apply: Sourced<ApplyMode>,
     pub keep_worktrees: Sourced<bool>,
     pub env_passthrough: Sourced<Vec<String>>,
+    pub protected_paths: Sourced<Vec<String>>,
+    pub allow_test_changes: Sourced<bool>,
     /// The runners named by `runner`, resolved against `[runners]`.
     pub runners: Vec<RunnerSpec>,
 }
@@ -388,6 +402,12 @@ impl RunSettings {
         let apply = Sourced { value: ApplyMode::parse(&apply_text.value)?, origin: apply_text.origin };
         let keep_worktrees = layer(flags.keep_worktrees.then_some(true), run.keep_worktrees, false);
         let env_passthrough = layer(None, run.env_passthrough.clone(), Vec::new());
+        let protected_paths = layer(
+            None,
+            run.protected_paths.clone(),
+            crate::protect::DEFAULT_PROTECTED.iter().map(|s| s.to_string()).collect(),
+        );
+        let allow_test_changes = layer(flags.allow_test_changes.then_some(true), run.allow_test_changes, false);
         Ok(RunSettings {
             candidates,
             parallel,
@@ -405,6 +425,8 @@ impl RunSettings {
             apply,
             keep_worktrees,
             env_passthrough,
+            protected_paths,
+            allow_test_changes,
             runners: Vec::new(),
         })
     }
@@ -464,6 +486,8 @@ impl RunSettings {
             ("apply", self.apply.value.to_string(), self.apply.origin),
             ("keep_worktrees", self.keep_worktrees.value.to_string(), self.keep_worktrees.origin),
             ("env_passthrough", list(&self.env_passthrough.value), self.env_passthrough.origin),
+            ("protected_paths", format!("{} globs", self.protected_paths.value.len()), self.protected_paths.origin),
+            ("allow_test_changes", self.allow_test_changes.value.to_string(), self.allow_test_changes.origin),
         ]
     }
 }

@@ -141,6 +141,13 @@ pub fn render_html(r: &ReportInput<'_>, patches: &[(CandidateId, String)]) -> St
                 }),
                 human_duration(a.duration_ms)
             );
+            if !e.protected_changes.is_empty() {
+                let _ = write!(
+                    h,
+                    "<p><span class=\"tag bad\">protected files changed</span> {}</p>",
+                    escape(&e.protected_changes.join(", "))
+                );
+            }
             if let Some(err) = &e.setup_error {
                 let _ = write!(h, "<p><span class=\"tag bad\">preparation failed</span> {}</p>", escape(err));
             }

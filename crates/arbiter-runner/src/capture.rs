@@ -8,6 +8,8 @@
 
 use std::path::Path;
 
+use arbiter_core::protect::{Touch, parse_name_status};
+
 use crate::git::{Git, GitError};
 
 const EXCLUDE_ARBITER: &str = ":(exclude).arbiter";
@@ -33,6 +35,34 @@ pub async fn capture_patch(worktree: &Git, base: &str) -> Result<String, GitErro
         ])
         .await?;
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// The paths the staged capture changed against `base`, and how (call after
+/// [`capture_patch`], which stages everything).
+pub async fn touched_paths(worktree: &Git, base: &str) -> Result<Vec<(String, Touch)>, GitError> {
+    let out = worktree
+        .run([
+            "diff",
+            "--cached",
+            "--name-status",
+            "-z",
+            "--find-renames",
+            "--no-ext-diff",
+            base,
+            "--",
+            ".",
+            EXCLUDE_ARBITER,
+        ])
+        .await?;
+    Ok(parse_name_status(&String::from_utf8_lossy(&out.stdout)))
+}
+
+/// Puts the base version of `paths` back in the worktree (the captured patch is unaffected:
+/// it was taken before).
+pub async fn restore_from_base(worktree: &Git, base: &str, paths: &[String]) -> Result<(), GitError> {
+    let mut args = vec!["checkout".to_string(), base.to_string(), "--".to_string()];
+    args.extend(paths.iter().cloned());
+    worktree.run(args).await.map(|_| ())
 }
 
 /// Checks that `patch_file` applies cleanly to `base`, without touching any working tree:

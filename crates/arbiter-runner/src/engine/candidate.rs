@@ -9,6 +9,7 @@ use arbiter_core::artifact::{AgentOutcome, Baseline, PatchEvidence, RunnerSummar
 use arbiter_core::event::EventKind;
 use arbiter_core::ids::CandidateId;
 use arbiter_core::patch;
+use arbiter_core::protect;
 use arbiter_core::status::CandidateStatus;
 use arbiter_core::time::Timestamp;
 use serde_json::json;
@@ -166,6 +167,7 @@ pub(super) async fn run_candidate(ctx: &RunCtx, index: usize) -> CandidateRun {
                 patch_text: String::new(),
                 gate_outcomes: Vec::new(),
                 gates_skipped: None,
+                protected_changes: Vec::new(),
                 calls: Vec::new(),
             };
             ctx.set_candidate_status(&id, run.status, None).await;
@@ -186,6 +188,7 @@ pub(super) async fn run_candidate(ctx: &RunCtx, index: usize) -> CandidateRun {
         patch_text: String::new(),
         gate_outcomes: Vec::new(),
         gates_skipped: None,
+        protected_changes: Vec::new(),
         calls: Vec::new(),
     };
     if ctx.cancel.is_cancelled() {
@@ -373,6 +376,31 @@ pub(super) async fn evaluate_candidate(ctx: &RunCtx, run: &mut CandidateRun, tre
     };
     if run.gates_skipped.is_some() {
         return;
+    }
+    // A candidate must not pass by weakening the checks: protected files it modified or
+    // deleted get their base version back while the gates run.
+    match capture::touched_paths(&wt, &ctx.base_commit).await {
+        Ok(touched) => run.protected_changes = protect::weakened(&ctx.settings.protected_paths.value, &touched),
+        Err(e) => {
+            run.gates_skipped = Some(format!("cannot list the changed files: {e}"));
+            return;
+        }
+    }
+    if !run.protected_changes.is_empty() && !ctx.settings.allow_test_changes.value {
+        if let Err(e) = capture::restore_from_base(&wt, &ctx.base_commit, &run.protected_changes).await {
+            run.gates_skipped = Some(format!("cannot restore protected files: {e}"));
+            return;
+        }
+        ctx.events
+            .emit(
+                EventKind::Warning,
+                Some(&run.id),
+                json!({
+                    "message": format!("{} changed protected files ({}); their base versions are restored for the gates", run.id, run.protected_changes.join(", ")),
+                    "protected_changes": run.protected_changes,
+                }),
+            )
+            .await;
     }
     let timeout = Duration::from_secs(ctx.settings.verify_timeout_seconds.value);
     match run_verify(verify, tree, &ctx.command_env(), timeout, &cdir.join("gates"), &ctx.cancel, &ctx.redactor).await {

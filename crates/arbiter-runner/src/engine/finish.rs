@@ -58,6 +58,7 @@ pub(super) async fn finish(
             gates,
             gate_summary: summary.clone(),
             cost,
+            protected_changes: r.protected_changes.clone(),
         };
         if let Ok(dir) = ctx.run_dir.candidate_dir(&r.id) {
             let _ = crate::rundir::write_atomic(
@@ -80,6 +81,7 @@ pub(super) async fn finish(
             }),
             gates: summary,
             cost,
+            protected_changes: r.protected_changes.clone(),
         });
         evidence.push(e);
     }
@@ -87,7 +89,8 @@ pub(super) async fn finish(
         ctx.events.emit(EventKind::Warning, None, json!({"message": format!("the baseline could not run: {err}; every verify command must pass on each candidate")})).await;
     }
 
-    let mut decision = selection::decide(&facts, has_verify);
+    let policy = selection::Policy { has_verify, allow_test_changes: ctx.settings.allow_test_changes.value };
+    let mut decision = selection::decide(&facts, policy);
     if interrupted {
         decision.winner = None;
         decision.summary =

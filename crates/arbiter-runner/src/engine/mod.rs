@@ -139,6 +139,7 @@ pub(super) struct CandidateRun {
     pub(super) patch_text: String,
     pub(super) gate_outcomes: Vec<CommandOutcome>,
     pub(super) gates_skipped: Option<String>,
+    pub(super) protected_changes: Vec<String>,
     pub(super) calls: Vec<CallRecord>,
 }
 
