@@ -1,6 +1,45 @@
 //! Embedded, numbered migrations. Each backend has its own SQL files numbered in lock-step,
 //! applied in order inside a transaction and recorded in `schema_migrations`.
 
+use sqlx::{Database, Executor, Row};
+
+use crate::rows::Column;
+use crate::sql::{self, Param};
+use crate::{StoreError, rows};
+
+/// Applies the migrations newer than the recorded version, on a connection inside the
+/// caller's transaction (which holds the store's own lock: `BEGIN IMMEDIATE` on SQLite, an
+/// advisory lock on Postgres). `schema_migrations` must exist.
+pub(crate) async fn apply<DB>(conn: &mut DB::Connection, migrations: &[Migration]) -> Result<(), StoreError>
+where
+    DB: Database,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    DB::Arguments: sqlx::IntoArguments<DB>,
+    for<'q> i64: Param<'q, DB>,
+    for<'q> &'q str: Param<'q, DB>,
+    i64: Column<DB>,
+    usize: sqlx::ColumnIndex<DB::Row>,
+{
+    let current: i64 = sqlx::query(sql::CURRENT_VERSION).fetch_one(&mut *conn).await?.try_get(0usize)?;
+    let known = migrations.last().map_or(0, |m| m.version);
+    if current > known {
+        return Err(StoreError::TooNew { found: current, known });
+    }
+    for m in migrations.iter().filter(|m| m.version > current) {
+        sqlx::raw_sql(sqlx::AssertSqlSafe(m.sql))
+            .execute(&mut *conn)
+            .await
+            .map_err(|source| StoreError::Migration { version: m.version, name: m.name, source })?;
+        sqlx::query(sql::RECORD_MIGRATION)
+            .bind(m.version)
+            .bind(m.name)
+            .bind(rows::now_micros())
+            .execute(&mut *conn)
+            .await?;
+    }
+    Ok(())
+}
+
 /// One migration step.
 pub struct Migration {
     pub version: i64,

@@ -2,11 +2,10 @@
 //! by many workers. Same statements and row types as SQLite; migrations are numbered in
 //! lock-step with SQLite's and serialized across processes by an advisory lock.
 
-use sqlx::Row;
 use sqlx::postgres::{PgPool, PgPoolOptions};
 
+use crate::StoreError;
 use crate::migrate::POSTGRES;
-use crate::{StoreError, rows, sql};
 
 /// Serializes concurrent migrators (any constant shared by every arbiter process).
 const MIGRATION_LOCK: i64 = 0x0061_7262_6974_6572; // "arbiter"
@@ -42,23 +41,7 @@ impl PgStore {
         )
         .execute(&mut *tx)
         .await?;
-        let current: i64 = sqlx::query(sql::CURRENT_VERSION).fetch_one(&mut *tx).await?.try_get(0)?;
-        let known = POSTGRES.last().map_or(0, |m| m.version);
-        if current > known {
-            return Err(StoreError::TooNew { found: current, known });
-        }
-        for m in POSTGRES.iter().filter(|m| m.version > current) {
-            sqlx::raw_sql(sqlx::AssertSqlSafe(m.sql))
-                .execute(&mut *tx)
-                .await
-                .map_err(|source| StoreError::Migration { version: m.version, name: m.name, source })?;
-            sqlx::query(sql::RECORD_MIGRATION)
-                .bind(m.version)
-                .bind(m.name)
-                .bind(rows::now_micros())
-                .execute(&mut *tx)
-                .await?;
-        }
+        crate::migrate::apply::<sqlx::Postgres>(&mut tx, POSTGRES).await?;
         tx.commit().await?;
         Ok(())
     }

@@ -6,11 +6,11 @@ use std::path::Path;
 use std::str::FromStr;
 use std::time::Duration;
 
+use sqlx::SqlitePool;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
-use sqlx::{Row, SqlitePool};
 
+use crate::StoreError;
 use crate::migrate::SQLITE;
-use crate::{StoreError, rows, sql};
 
 /// The SQLite implementation of [`Store`].
 #[derive(Clone)]
@@ -49,23 +49,7 @@ impl SqliteStore {
         )
         .execute(&mut *tx)
         .await?;
-        let current: i64 = sqlx::query(sql::CURRENT_VERSION).fetch_one(&mut *tx).await?.try_get(0)?;
-        let known = SQLITE.last().map_or(0, |m| m.version);
-        if current > known {
-            return Err(StoreError::TooNew { found: current, known });
-        }
-        for m in SQLITE.iter().filter(|m| m.version > current) {
-            sqlx::raw_sql(sqlx::AssertSqlSafe(m.sql))
-                .execute(&mut *tx)
-                .await
-                .map_err(|source| StoreError::Migration { version: m.version, name: m.name, source })?;
-            sqlx::query(sql::RECORD_MIGRATION)
-                .bind(m.version)
-                .bind(m.name)
-                .bind(rows::now_micros())
-                .execute(&mut *tx)
-                .await?;
-        }
+        crate::migrate::apply::<sqlx::Sqlite>(&mut tx, SQLITE).await?;
         tx.commit().await?;
         Ok(())
     }
