@@ -43,7 +43,7 @@ impl From<arbiter_runner::git::GitError> for CliError {
     fn from(e: arbiter_runner::git::GitError) -> Self {
         use arbiter_runner::git::GitError;
         match e {
-            GitError::NotARepository(_) | GitError::UnknownRevision(_) => CliError::usage(e),
+            GitError::NotARepository(_) | GitError::UnknownRevision(_) | GitError::NoCommits => CliError::usage(e),
             _ => CliError::environment(e),
         }
     }

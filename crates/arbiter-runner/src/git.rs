@@ -23,6 +23,8 @@ pub enum GitError {
     NotARepository(String),
     #[error("cannot resolve '{0}' to a commit; pass an existing branch, tag or commit to --base")]
     UnknownRevision(String),
+    #[error("the repository has no commit yet; commit your files first (candidates start from a commit)")]
+    NoCommits,
     #[error("i/o error around git: {0}")]
     Io(#[from] std::io::Error),
 }
@@ -124,6 +126,7 @@ impl Git {
         let spec = format!("{rev}^{{commit}}");
         match self.run(["rev-parse", "--verify", "--quiet", spec.as_str()]).await {
             Ok(out) => Ok(out.text()),
+            Err(GitError::Failed { .. }) if rev == "HEAD" => Err(GitError::NoCommits),
             Err(GitError::Failed { .. }) => Err(GitError::UnknownRevision(rev.to_string())),
             Err(e) => Err(e),
         }
