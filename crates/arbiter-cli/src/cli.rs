@@ -171,6 +171,9 @@ pub struct SettingsArgs {
     /// unless this is given).
     #[arg(long)]
     pub allow_test_changes: bool,
+    /// Never ask a judge model (the evidence and the deterministic ranking decide).
+    #[arg(long)]
+    pub no_judge: bool,
 }
 
 #[derive(Debug, Args)]
@@ -261,6 +264,7 @@ impl SettingsArgs {
             apply: self.apply.clone(),
             keep_worktrees: self.keep_worktrees,
             allow_test_changes: self.allow_test_changes,
+            no_judge: self.no_judge,
         }
     }
 }

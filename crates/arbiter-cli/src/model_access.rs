@@ -47,6 +47,7 @@ pub fn endpoints(config: &ConfigFile, secrets: &SecretsFile) -> Result<BTreeMap<
 /// Model access for a run, or `None` when no backend is configured.
 pub fn access(
     endpoints: BTreeMap<String, Endpoint>,
+    config: &arbiter_core::settings::ConfigFile,
     settings: &arbiter_core::settings::RunSettings,
 ) -> Result<Option<Arc<ModelAccess>>, CliError> {
     if endpoints.is_empty() {
@@ -54,7 +55,16 @@ pub fn access(
     }
     let client = LlmClient::new().map_err(|e| CliError::environment(format!("cannot start the HTTP client: {e}")))?;
     let limits = AgentLimits { max_steps: settings.max_steps.value, max_tokens: settings.max_tokens.value };
-    Ok(Some(Arc::new(ModelAccess { client: Arc::new(client), endpoints, limits })))
+    let judges = if settings.judge.value {
+        arbiter_core::backends::chain_for("selection", &config.roles, &config.backends)
+            .map_err(CliError::usage)?
+            .iter()
+            .filter_map(|name| endpoints.get(name).cloned())
+            .collect()
+    } else {
+        Vec::new()
+    };
+    Ok(Some(Arc::new(ModelAccess { client: Arc::new(client), endpoints, limits, judges })))
 }
 
 /// The keys among the endpoints, for redaction.

@@ -289,10 +289,19 @@ impl RankingArtifact {
     pub fn from_decision(d: &Decision) -> Self {
         RankingArtifact {
             schema_version: SCHEMA_VERSION,
-            criteria: ["eligibility", "gates passed", "votes", "smaller patch", "lower cost", "candidate order"]
-                .iter()
-                .map(|s| s.to_string())
-                .collect(),
+            criteria: [
+                "eligibility",
+                "gates passed",
+                "votes",
+                "judge wins (Copeland)",
+                "judge strength (Bradley–Terry)",
+                "smaller patch",
+                "lower cost",
+                "candidate order",
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
             candidates: d.ranking.clone(),
         }
     }

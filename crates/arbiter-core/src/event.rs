@@ -26,6 +26,8 @@ pub enum EventKind {
     PatchCaptured,
     GateFinished,
     CandidateFinished,
+    /// Whether the pairwise judge ran, and why (or why not).
+    JudgeDecision,
     SelectionMade,
     Materialized,
     MaterializeFailed,
@@ -55,6 +57,7 @@ impl EventKind {
             Self::PatchCaptured => "patch_captured",
             Self::GateFinished => "gate_finished",
             Self::CandidateFinished => "candidate_finished",
+            Self::JudgeDecision => "judge_decision",
             Self::SelectionMade => "selection_made",
             Self::Materialized => "materialized",
             Self::MaterializeFailed => "materialize_failed",

@@ -35,6 +35,18 @@ pub struct CandidateFacts {
     /// Protected files (tests, CI, build configuration) the patch modified or deleted.
     #[serde(default)]
     pub protected_changes: Vec<String>,
+    /// Pairwise judge scores, when a judge compared this candidate.
+    #[serde(default)]
+    pub judge: Option<JudgeScore>,
+}
+
+/// What the pairwise judge made of a candidate (both orders per pair; see `pairwise`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct JudgeScore {
+    /// Wins minus losses.
+    pub copeland: i64,
+    /// Bradley–Terry strength (1.0 is average).
+    pub strength: f64,
 }
 
 /// What the task allows, as selection needs it.
@@ -130,6 +142,7 @@ pub struct RankedCandidate {
     pub patch_weight: usize,
     pub files_changed: usize,
     pub cost: Option<Usd>,
+    pub judge: Option<JudgeScore>,
     /// Why it won, or why it lost.
     pub reason: String,
 }
@@ -218,9 +231,12 @@ struct Scored<'a> {
 /// Which criterion separated two candidates, in ranking order.
 fn compare(a: &Scored<'_>, b: &Scored<'_>) -> (Ordering, &'static str) {
     let cost_key = |s: &Scored<'_>| s.facts.cost.map(|c| (0, c.pico())).unwrap_or((1, 0));
-    let steps: [(Ordering, &'static str); 5] = [
+    let judge = |s: &Scored<'_>| s.facts.judge.unwrap_or(JudgeScore { copeland: 0, strength: 1.0 });
+    let steps: [(Ordering, &'static str); 7] = [
         (b.gates_passed.cmp(&a.gates_passed), "gates"),
         (b.votes.cmp(&a.votes), "votes"),
+        (judge(b).copeland.cmp(&judge(a).copeland), "judge wins"),
+        (judge(b).strength.total_cmp(&judge(a).strength), "judge strength"),
         (a.weight.cmp(&b.weight), "patch size"),
         (cost_key(a).cmp(&cost_key(b)), "cost"),
         (a.facts.index.cmp(&b.facts.index), "candidate order"),
@@ -290,6 +306,7 @@ pub fn decide(candidates: &[CandidateFacts], policy: Policy) -> Decision {
             patch_weight: s.weight,
             files_changed: s.facts.patch.as_ref().map_or(0, |p| p.stats.files_changed),
             cost: s.facts.cost,
+            judge: s.facts.judge,
             reason,
         });
     }
@@ -333,6 +350,12 @@ fn win_reason(w: &Scored<'_>, runner_up: Option<&Scored<'_>>, has_verify: bool) 
                     format!("it beat {} on patch size ({} vs {} changed lines)", r.facts.id, w.weight, r.weight)
                 }
                 "cost" => format!("it beat {} on cost", r.facts.id),
+                "judge wins" => format!(
+                    "the pairwise judge preferred it over {} in both orders (wins minus losses {} vs {})",
+                    r.facts.id,
+                    w.facts.judge.map_or(0, |j| j.copeland),
+                    r.facts.judge.map_or(0, |j| j.copeland)
+                ),
                 "candidate order" => format!("it tied with {} on every criterion and comes first", r.facts.id),
                 other => format!("it beat {} on {other}", r.facts.id),
             }
@@ -349,6 +372,8 @@ fn loss_reason(l: &Scored<'_>, w: &Scored<'_>, why: &str) -> String {
             format!("eligible, lost to {} on patch size ({} vs {} changed lines)", w.facts.id, l.weight, w.weight)
         }
         "cost" => format!("eligible, lost to {} on cost", w.facts.id),
+        "judge wins" => format!("eligible, lost to {} on pairwise judge wins", w.facts.id),
+        "judge strength" => format!("eligible, lost to {} on judge strength (Bradley–Terry)", w.facts.id),
         "candidate order" => {
             format!("eligible, tied with {} on every criterion; {} comes first", w.facts.id, w.facts.id)
         }
@@ -386,7 +411,22 @@ mod tests {
             }),
             cost: None,
             protected_changes: Vec::new(),
+            judge: None,
         }
+    }
+
+    #[test]
+    fn judge_wins_break_ties_after_votes_but_never_rescue_a_failed_gate() {
+        let mut a = facts(0, Some("a"), 2, Some(true));
+        let mut b = facts(1, Some("b"), 9, Some(true));
+        let mut failing = facts(2, Some("c"), 1, Some(false));
+        a.judge = Some(JudgeScore { copeland: -1, strength: 0.5 });
+        b.judge = Some(JudgeScore { copeland: 1, strength: 1.5 });
+        failing.judge = Some(JudgeScore { copeland: 5, strength: 9.0 });
+        let d = decide(&[a, b, failing], VERIFY);
+        assert_eq!(d.winner, Some(CandidateId::from_index(1)));
+        assert!(d.ranking[0].reason.contains("pairwise judge preferred it"), "{}", d.ranking[0].reason);
+        assert!(!d.ranking.iter().find(|r| r.index == 2).unwrap().eligible);
     }
 
     const VERIFY: Policy = Policy { has_verify: true, allow_test_changes: false };

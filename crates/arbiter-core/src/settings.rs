@@ -129,6 +129,8 @@ pub struct RunSection {
     pub protected_paths: Option<Vec<String>>,
     /// Let candidates change protected files (their gates then run on their versions).
     pub allow_test_changes: Option<bool>,
+    /// Ask the `selection` role's backends to compare candidates the evidence cannot separate.
+    pub judge: Option<bool>,
 }
 
 /// A `[runners.NAME]` table.
@@ -159,6 +161,7 @@ pub struct FlagOverrides {
     pub apply: Option<String>,
     pub keep_worktrees: bool,
     pub allow_test_changes: bool,
+    pub no_judge: bool,
 }
 
 /// Where a resolved value came from.
@@ -282,6 +285,7 @@ pub struct RunSettings {
     pub env_passthrough: Sourced<Vec<String>>,
     pub protected_paths: Sourced<Vec<String>>,
     pub allow_test_changes: Sourced<bool>,
+    pub judge: Sourced<bool>,
     /// The runners named by `runner`, resolved against `[runners]`.
     pub runners: Vec<RunnerSpec>,
 }
@@ -408,6 +412,7 @@ impl RunSettings {
             crate::protect::DEFAULT_PROTECTED.iter().map(|s| s.to_string()).collect(),
         );
         let allow_test_changes = layer(flags.allow_test_changes.then_some(true), run.allow_test_changes, false);
+        let judge = layer(flags.no_judge.then_some(false), run.judge, true);
         Ok(RunSettings {
             candidates,
             parallel,
@@ -427,6 +432,7 @@ impl RunSettings {
             env_passthrough,
             protected_paths,
             allow_test_changes,
+            judge,
             runners: Vec::new(),
         })
     }
@@ -488,6 +494,7 @@ impl RunSettings {
             ("env_passthrough", list(&self.env_passthrough.value), self.env_passthrough.origin),
             ("protected_paths", format!("{} globs", self.protected_paths.value.len()), self.protected_paths.origin),
             ("allow_test_changes", self.allow_test_changes.value.to_string(), self.allow_test_changes.origin),
+            ("judge", self.judge.value.to_string(), self.judge.origin),
         ]
     }
 }

@@ -21,6 +21,7 @@ pub mod events;
 pub mod gates;
 pub mod git;
 pub mod include;
+pub mod judge;
 pub mod materialize;
 pub mod preflight;
 pub mod process;

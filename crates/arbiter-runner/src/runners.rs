@@ -18,6 +18,8 @@ pub struct ModelAccess {
     pub client: Arc<LlmClient>,
     pub endpoints: BTreeMap<String, Endpoint>,
     pub limits: AgentLimits,
+    /// The `selection` role's chain: the pairwise judge (empty: no judge).
+    pub judges: Vec<Endpoint>,
 }
 
 /// Builds the runner a spec describes for a candidate whose backend chain is `chain`, or

@@ -71,7 +71,7 @@ impl Prepared {
         let secrets = crate::config_file::read_secrets(&ctx.secrets_path())?;
         let endpoints = crate::model_access::endpoints(config, &secrets)?;
         let keys = crate::model_access::keys(&endpoints);
-        let models = crate::model_access::access(endpoints, &settings)?;
+        let models = crate::model_access::access(endpoints, config, &settings)?;
         Ok(Prepared { task, settings, base, allow_dirty, secrets: keys, models })
     }
 }

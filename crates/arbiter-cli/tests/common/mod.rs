@@ -4,6 +4,10 @@
 // Each test binary uses a different subset of these helpers.
 #![allow(dead_code)]
 
+mod mock_llm;
+#[allow(unused_imports)]
+pub use mock_llm::*;
+
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};

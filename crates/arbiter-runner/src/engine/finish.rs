@@ -19,6 +19,7 @@ use serde_json::json;
 use crate::materialize::{self, describe_paths};
 
 use super::{CandidateRun, EngineError, RunCtx, RunOutcome};
+use crate::judge;
 
 /// Evaluation against the baseline, the decision, materialization and every artifact.
 pub(super) async fn finish(
@@ -82,6 +83,7 @@ pub(super) async fn finish(
             gates: summary,
             cost,
             protected_changes: r.protected_changes.clone(),
+            judge: None,
         });
         evidence.push(e);
     }
@@ -91,6 +93,11 @@ pub(super) async fn finish(
 
     let policy = selection::Policy { has_verify, allow_test_changes: ctx.settings.allow_test_changes.value };
     let mut decision = selection::decide(&facts, policy);
+    let (pairs, judge_calls) = if interrupted {
+        (Vec::new(), Vec::new())
+    } else {
+        judge_if_needed(ctx, &runs, &mut facts, &mut decision, policy).await
+    };
     if interrupted {
         decision.winner = None;
         decision.summary =
@@ -126,7 +133,7 @@ pub(super) async fn finish(
         _ => None,
     };
 
-    let cost = cost::summarize(runs.iter().flat_map(|r| r.calls.clone()).collect());
+    let cost = cost::summarize(runs.iter().flat_map(|r| r.calls.clone()).chain(judge_calls).collect());
     let status = if interrupted {
         RunStatus::Interrupted
     } else if decision.winner.is_some() {
@@ -155,7 +162,7 @@ pub(super) async fn finish(
     ctx.run_dir.write_json(paths::COST, &cost)?;
     ctx.run_dir.write_json(paths::RANKING, &ranking)?;
     ctx.run_dir.write_json(paths::AGREEMENT, &AgreementArtifact::from_decision(&decision))?;
-    write(paths::PAIRWISE, json!([]))?;
+    write(paths::PAIRWISE, serde_json::to_value(&pairs).unwrap_or_else(|_| json!([])))?;
     ctx.run_dir.write_json(paths::SELECTION, &selection_artifact)?;
     let state = ctx.state.lock().unwrap_or_else(|p| p.into_inner()).clone();
     let report_input = ReportInput {
@@ -241,4 +248,78 @@ async fn materialize_winner(ctx: &RunCtx, winner: &CandidateId) -> Materializati
         )
         .await;
     m
+}
+
+/// Asks the pairwise judge (role `selection`) only where the evidence cannot decide: at
+/// least two eligible candidates, different patches, and the top two not already separated
+/// by gates or votes. The shortlist is the top four eligible candidates; every decision,
+/// run or skipped, is an event with its reason.
+async fn judge_if_needed(
+    ctx: &RunCtx,
+    runs: &[CandidateRun],
+    facts: &mut [CandidateFacts],
+    decision: &mut arbiter_core::selection::Decision,
+    policy: selection::Policy,
+) -> (Vec<judge::PairRecord>, Vec<arbiter_core::cost::CallRecord>) {
+    const SHORTLIST: usize = 4;
+    let models = ctx.models.as_ref().filter(|m| !m.judges.is_empty());
+    let eligible: Vec<&arbiter_core::selection::RankedCandidate> =
+        decision.ranking.iter().filter(|r| r.eligible).collect();
+    let skip = if models.is_none() {
+        Some("no judge is configured (no backend with the selection role, or --no-judge)".to_string())
+    } else if eligible.len() < 2 {
+        Some("fewer than two eligible candidates".to_string())
+    } else if eligible.iter().all(|r| r.normalized_hash == eligible[0].normalized_hash) {
+        Some("every eligible candidate made the same patch".to_string())
+    } else if eligible[0].gates_passed != eligible[1].gates_passed || eligible[0].votes != eligible[1].votes {
+        Some(format!(
+            "the evidence already separates {} and {} (gates or votes)",
+            eligible[0].candidate_id, eligible[1].candidate_id
+        ))
+    } else {
+        None
+    };
+    let (Some(models), None) = (models, &skip) else {
+        ctx.events.emit(EventKind::JudgeDecision, None, json!({"ran": false, "reason": skip})).await;
+        return (Vec::new(), Vec::new());
+    };
+    let shortlist: Vec<judge::JudgeInput> = eligible
+        .iter()
+        .take(SHORTLIST)
+        .filter_map(|r| runs.iter().find(|run| run.id == r.candidate_id))
+        .map(|run| judge::JudgeInput {
+            id: run.id.clone(),
+            diff: run.patch_text.clone(),
+            evidence: format!(
+                "{} of {} verify command(s) pass",
+                run.gate_outcomes.iter().filter(|o| o.passed()).count(),
+                run.gate_outcomes.len()
+            ),
+        })
+        .collect();
+    let result = judge::compare_all(&models.client, &models.judges, &ctx.task, &shortlist).await;
+    let outcomes: Vec<_> = result.pairs.iter().map(|p| p.outcome.clone()).collect();
+    let copeland = arbiter_core::pairwise::copeland(&outcomes);
+    let strength = arbiter_core::pairwise::bradley_terry(&outcomes, 200);
+    for f in facts.iter_mut() {
+        if let (Some(c), Some(s)) = (copeland.get(&f.id), strength.get(&f.id)) {
+            f.judge = Some(arbiter_core::selection::JudgeScore { copeland: *c, strength: *s });
+        }
+    }
+    let fallbacks = result.pairs.iter().flat_map(|p| [&p.a_first, &p.b_first]).filter(|v| v.fallback.is_some()).count();
+    ctx.events
+        .emit(
+            EventKind::JudgeDecision,
+            None,
+            json!({
+                "ran": true,
+                "reason": "the evidence could not separate the top candidates",
+                "shortlist": shortlist.iter().map(|s| s.id.to_string()).collect::<Vec<_>>(),
+                "pairs": result.pairs.len(),
+                "fallbacks": fallbacks,
+            }),
+        )
+        .await;
+    *decision = selection::decide(facts, policy);
+    (result.pairs, result.calls)
 }

@@ -1,0 +1,143 @@
+//! The pairwise judge end to end: the real binary, a real repository, command-runner
+//! candidates making real edits, and a scripted judge model over real HTTP.
+
+mod common;
+
+use common::*;
+use serde_json::{Value, json};
+
+/// Two candidates with equally small, equally passing, different fixes: the evidence cannot
+/// separate them, so a configured judge is asked.
+fn two_fixes() -> TestRepo {
+    let repo = python_repo(
+        r#"set -e
+if [ "$ARBITER_CANDIDATE_INDEX" = 0 ]; then
+  sed -i 's/return a - b/return a + b/' calc.py
+else
+  sed -i 's/return a - b/return b + a/' calc.py
+fi
+"#,
+    );
+    repo.arbiter(&["init"]).assert_code(0);
+    repo
+}
+
+fn add_judge(repo: &TestRepo, mock: &MockLlm) {
+    repo.arbiter(&[
+        "backend",
+        "add",
+        "judge",
+        "--provider",
+        "openai-compatible",
+        "--model",
+        "judge-model",
+        "--base-url",
+        &mock.openai_url(),
+        "--roles",
+        "selection",
+        "--input-cost",
+        "1",
+        "--output-cost",
+        "2",
+    ])
+    .assert_code(0);
+}
+
+fn verdict(matching: Option<&str>, preferred: &str) -> Value {
+    let mut r = json!({
+        "tool_calls": [{"name": "verdict", "arguments": {"preferred": preferred, "rationale": format!("prefers {preferred}")}}],
+        "usage": {"input_tokens": 100, "output_tokens": 10},
+        "repeat": true,
+    });
+    if let Some(m) = matching {
+        r["match"] = json!({"contains": m});
+    }
+    r
+}
+
+fn run(repo: &TestRepo) -> std::path::PathBuf {
+    repo.arbiter(&[
+        "run",
+        "--task",
+        "Fix add",
+        "--candidates",
+        "2",
+        "--command",
+        "./agent.sh",
+        "--verify",
+        VERIFY_PY,
+        "--apply",
+        "none",
+    ])
+    .assert_code(0);
+    repo.run_dir()
+}
+
+fn judge_event(dir: &std::path::Path) -> Value {
+    read_json_lines(&dir.join("runtime_events.jsonl"))
+        .into_iter()
+        .find(|e| e["kind"] == "judge_decision")
+        .expect("a judge_decision event")
+}
+
+#[test]
+fn a_judge_that_always_prefers_the_first_slot_yields_a_tie() {
+    let repo = two_fixes();
+    let mock = MockLlm::start(&json!({"responses": [verdict(None, "first")]}));
+    add_judge(&repo, &mock);
+    let dir = run(&repo);
+    let pairs = read_json(&dir.join("comparisons/pairwise.json"));
+    let pairs = pairs.as_array().expect("an array of pairs");
+    assert_eq!(pairs.len(), 1);
+    assert_eq!(pairs[0]["outcome"]["result"], "tie", "{pairs:#?}");
+    assert_eq!(pairs[0]["a_first"]["preferred"], "first");
+    assert_eq!(pairs[0]["b_first"]["preferred"], "first");
+    assert_eq!(judge_event(&dir)["data"]["ran"], true);
+    // Position bias cancelled: the deterministic order decides.
+    assert_eq!(read_json(&dir.join("selection.json"))["winner"], "c01");
+    // Both orders were paid for, under the judge's role, exactly.
+    let cost = read_json(&dir.join("cost_summary.json"));
+    assert_eq!(cost["by_role"]["selection"]["calls"], 2, "{cost:#}");
+    assert_eq!(cost["by_role"]["selection"]["known_cost"], "0.00024");
+}
+
+#[test]
+fn a_consistent_preference_in_both_orders_wins() {
+    let repo = two_fixes();
+    let mock = MockLlm::start(&json!({"responses": [
+        verdict(Some("First patch (candidate c02)"), "first"),
+        verdict(Some("Second patch (candidate c02)"), "second"),
+    ]}));
+    add_judge(&repo, &mock);
+    let dir = run(&repo);
+    let selection = read_json(&dir.join("selection.json"));
+    assert_eq!(selection["winner"], "c02", "{selection:#}");
+    assert!(selection["summary"].as_str().unwrap_or("").contains("pairwise judge preferred it"), "{selection:#}");
+    let ranking = read_json(&dir.join("comparisons/ranking.json"));
+    assert_eq!(ranking["candidates"][0]["judge"]["copeland"], 1, "{ranking:#}");
+}
+
+#[test]
+fn malformed_judge_output_is_repaired_once_then_recorded_as_a_fallback() {
+    let repo = two_fixes();
+    let mock = MockLlm::start(&json!({"responses": [{"text": "I like the first one.", "repeat": true}]}));
+    add_judge(&repo, &mock);
+    let dir = run(&repo);
+    let pairs = read_json(&dir.join("comparisons/pairwise.json"));
+    let first = &pairs[0]["a_first"];
+    assert_eq!(first["preferred"], "tie");
+    assert!(first["fallback"].as_str().unwrap_or("").contains("repair"), "{first:#}");
+    let cost = read_json(&dir.join("cost_summary.json"));
+    assert_eq!(cost["by_role"]["selection"]["calls"], 4, "two orders, each with one repair request");
+    assert_eq!(read_json(&dir.join("selection.json"))["winner"], "c01");
+}
+
+#[test]
+fn without_a_judge_the_evidence_decides_and_says_so() {
+    let repo = two_fixes();
+    let dir = run(&repo);
+    let event = judge_event(&dir);
+    assert_eq!(event["data"]["ran"], false);
+    assert!(event["data"]["reason"].as_str().unwrap_or("").contains("no judge is configured"), "{event:#}");
+    assert_eq!(read_json(&dir.join("comparisons/pairwise.json")), json!([]));
+}

@@ -1,0 +1,207 @@
+//! The pairwise judge: a model (role `selection`) compares two candidates' patches for the
+//! task, in both orders, at temperature 0. The verdicts are combined in the core
+//! (`arbiter_core::pairwise`): a win only when both orders agree. A malformed answer gets one
+//! repair request; after that, or when every backend fails, the order counts as a tie and
+//! the fallback is recorded. Every call is a cost record under the `selection` role.
+
+use arbiter_core::cost::CallRecord;
+use arbiter_core::ids::CandidateId;
+use arbiter_core::pairwise::{PairOutcome, SlotVerdict, combine};
+use arbiter_core::task::Task;
+use arbiter_llm::{ChatRequest, Endpoint, LlmClient, Message, ToolSpec, call_record, chat_with_fallback};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+/// One candidate as the judge sees it.
+pub struct JudgeInput {
+    pub id: CandidateId,
+    pub diff: String,
+    /// The gate and evidence results, in words.
+    pub evidence: String,
+}
+
+/// One order of one pair.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OrderVerdict {
+    pub first: CandidateId,
+    pub second: CandidateId,
+    pub preferred: SlotVerdict,
+    pub rationale: String,
+    pub backend: Option<String>,
+    /// Why this order counts as a tie without a usable verdict.
+    pub fallback: Option<String>,
+}
+
+/// A pair judged in both orders: `comparisons/pairwise.json` holds a list of these.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PairRecord {
+    pub a: CandidateId,
+    pub b: CandidateId,
+    pub a_first: OrderVerdict,
+    pub b_first: OrderVerdict,
+    pub outcome: PairOutcome,
+}
+
+/// Everything the judge did.
+#[derive(Default)]
+pub struct JudgeRun {
+    pub pairs: Vec<PairRecord>,
+    pub calls: Vec<CallRecord>,
+}
+
+/// Longest diff shown to the judge, per candidate.
+const DIFF_LIMIT: usize = 12_000;
+
+const SYSTEM: &str = "You are a strict code reviewer choosing between two candidate patches for the same task. \
+Judge which patch is more likely to be correct and complete for the task and its success criteria, using the \
+diffs and the test evidence. Ignore the order in which they are shown. Answer by calling the verdict tool once: \
+preferred is \"first\", \"second\" or \"tie\", with a short rationale.";
+
+fn verdict_tool() -> ToolSpec {
+    ToolSpec {
+        name: "verdict".into(),
+        description: "Give the verdict on the two patches.".into(),
+        parameters: json!({
+            "type": "object",
+            "properties": {
+                "preferred": {"type": "string", "enum": ["first", "second", "tie"]},
+                "rationale": {"type": "string"}
+            },
+            "required": ["preferred", "rationale"],
+            "additionalProperties": false
+        }),
+    }
+}
+
+fn shown(diff: &str) -> String {
+    if diff.len() <= DIFF_LIMIT {
+        return diff.to_string();
+    }
+    let mut cut = DIFF_LIMIT;
+    while !diff.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}\n[diff truncated: {} more bytes]", &diff[..cut], diff.len() - cut)
+}
+
+fn prompt(task: &Task, first: &JudgeInput, second: &JudgeInput) -> String {
+    format!(
+        "# Task\n\n{}\n\n# Success criteria\n\n{}\n\n# First patch (candidate {})\n\nEvidence: {}\n\n```diff\n{}\n```\n\n# Second patch (candidate {})\n\nEvidence: {}\n\n```diff\n{}\n```\n",
+        task.prompt.trim(),
+        task.success_criteria.as_deref().unwrap_or("Complete the task with a minimal, correct change."),
+        first.id,
+        first.evidence,
+        shown(&first.diff),
+        second.id,
+        second.evidence,
+        shown(&second.diff)
+    )
+}
+
+/// Reads a verdict from the tool call, or from JSON in the text.
+fn parse_verdict(text: &str, calls: &[arbiter_llm::ToolCall]) -> Option<(SlotVerdict, String)> {
+    let from_value = |v: &Value| {
+        let preferred = match v.get("preferred")?.as_str()? {
+            "first" => SlotVerdict::First,
+            "second" => SlotVerdict::Second,
+            "tie" => SlotVerdict::Tie,
+            _ => return None,
+        };
+        Some((preferred, v.get("rationale").and_then(Value::as_str).unwrap_or("").to_string()))
+    };
+    if let Some(v) = calls.iter().find(|c| c.name == "verdict").and_then(|c| from_value(&c.arguments)) {
+        return Some(v);
+    }
+    let start = text.find('{')?;
+    let end = text.rfind('}')?;
+    serde_json::from_str::<Value>(text.get(start..=end)?).ok().and_then(|v| from_value(&v))
+}
+
+async fn ask(
+    client: &LlmClient,
+    chain: &[Endpoint],
+    task: &Task,
+    first: &JudgeInput,
+    second: &JudgeInput,
+    calls: &mut Vec<CallRecord>,
+) -> OrderVerdict {
+    let mut messages = vec![Message::User(prompt(task, first, second))];
+    let verdict = |preferred, rationale, backend, fallback| OrderVerdict {
+        first: first.id.clone(),
+        second: second.id.clone(),
+        preferred,
+        rationale,
+        backend,
+        fallback,
+    };
+    let mut last_problem = String::new();
+    for attempt in 0..2 {
+        let request = ChatRequest {
+            system: Some(SYSTEM.into()),
+            messages: messages.clone(),
+            tools: vec![verdict_tool()],
+            temperature: Some(0.0),
+            max_tokens: Some(512),
+        };
+        match chat_with_fallback(client, chain, &request, |_| {}).await {
+            Ok((i, response)) => {
+                calls.push(call_record("selection", &chain[i], None, response.usage.as_ref()));
+                if let Some((preferred, rationale)) = parse_verdict(&response.text, &response.tool_calls) {
+                    return verdict(preferred, rationale, Some(chain[i].name.clone()), None);
+                }
+                last_problem = format!("malformed verdict from {}", chain[i].name);
+                if attempt == 0 {
+                    messages.push(Message::Assistant { text: response.text.clone(), tool_calls: Vec::new() });
+                    messages.push(Message::User(
+                        "That was not a valid verdict. Call the verdict tool with preferred = \"first\", \"second\" or \"tie\" and a rationale.".into(),
+                    ));
+                }
+            }
+            Err(e) => {
+                return verdict(SlotVerdict::Tie, String::new(), None, Some(format!("no judge answered: {e}")));
+            }
+        }
+    }
+    verdict(
+        SlotVerdict::Tie,
+        String::new(),
+        None,
+        Some(format!("{last_problem} after one repair request; counted as a tie")),
+    )
+}
+
+/// Judges every pair of `shortlist` in both orders.
+pub async fn compare_all(client: &LlmClient, chain: &[Endpoint], task: &Task, shortlist: &[JudgeInput]) -> JudgeRun {
+    let mut run = JudgeRun::default();
+    for i in 0..shortlist.len() {
+        for j in (i + 1)..shortlist.len() {
+            let (a, b) = (&shortlist[i], &shortlist[j]);
+            let a_first = ask(client, chain, task, a, b, &mut run.calls).await;
+            let b_first = ask(client, chain, task, b, a, &mut run.calls).await;
+            let outcome = combine(&a.id, &b.id, a_first.preferred, b_first.preferred);
+            run.pairs.push(PairRecord { a: a.id.clone(), b: b.id.clone(), a_first, b_first, outcome });
+        }
+    }
+    run
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn verdicts_parse_from_tools_or_text() {
+        let call = arbiter_llm::ToolCall {
+            id: "1".into(),
+            name: "verdict".into(),
+            arguments: json!({"preferred": "second", "rationale": "handles negatives"}),
+        };
+        assert_eq!(parse_verdict("", &[call]), Some((SlotVerdict::Second, "handles negatives".into())));
+        assert_eq!(
+            parse_verdict("I pick {\"preferred\": \"tie\", \"rationale\": \"same\"} ok", &[]).map(|v| v.0),
+            Some(SlotVerdict::Tie)
+        );
+        assert_eq!(parse_verdict("the first one", &[]), None);
+        assert_eq!(parse_verdict("{\"preferred\": \"both\"}", &[]), None);
+    }
+}
