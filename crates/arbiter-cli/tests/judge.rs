@@ -115,6 +115,10 @@ fn a_consistent_preference_in_both_orders_wins() {
     assert!(selection["summary"].as_str().unwrap_or("").contains("pairwise judge preferred it"), "{selection:#}");
     let ranking = read_json(&dir.join("comparisons/ranking.json"));
     assert_eq!(ranking["candidates"][0]["judge"]["copeland"], 1, "{ranking:#}");
+    let report = std::fs::read_to_string(dir.join("final_report.md")).expect("report");
+    assert!(report.contains("### Why c02 won") && report.contains("### Why each other candidate lost"), "{report}");
+    let viewer = std::fs::read_to_string(dir.join("viewer/index.html")).expect("viewer");
+    assert!(viewer.contains("Pairwise judge") && viewer.contains("c02 wins"), "the viewer shows the pairwise matrix");
 }
 
 #[test]

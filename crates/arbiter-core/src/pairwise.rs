@@ -29,6 +29,28 @@ pub enum PairOutcome {
     Tie { a: CandidateId, b: CandidateId },
 }
 
+/// One order of one pair.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OrderVerdict {
+    pub first: CandidateId,
+    pub second: CandidateId,
+    pub preferred: SlotVerdict,
+    pub rationale: String,
+    pub backend: Option<String>,
+    /// Why this order counts as a tie without a usable verdict.
+    pub fallback: Option<String>,
+}
+
+/// A pair judged in both orders: `comparisons/pairwise.json` holds a list of these.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PairRecord {
+    pub a: CandidateId,
+    pub b: CandidateId,
+    pub a_first: OrderVerdict,
+    pub b_first: OrderVerdict,
+    pub outcome: PairOutcome,
+}
+
 /// Combines the verdict with `a` in the first slot and the verdict with `b` in the first
 /// slot: a win only when both orders agree.
 pub fn combine(a: &CandidateId, b: &CandidateId, a_first: SlotVerdict, b_first: SlotVerdict) -> PairOutcome {

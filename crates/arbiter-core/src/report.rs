@@ -16,6 +16,8 @@ pub struct ReportInput<'a> {
     pub ranking: &'a RankingArtifact,
     pub selection: &'a SelectionArtifact,
     pub cost: &'a CostSummary,
+    /// The pairs the judge compared (empty when no judge ran).
+    pub pairs: &'a [crate::pairwise::PairRecord],
 }
 
 /// Renders `final_report.md`.
@@ -31,7 +33,20 @@ pub fn render_markdown(r: &ReportInput<'_>) -> String {
         _ => "**No acceptable candidate** — nothing was applied.".to_string(),
     };
     let _ = writeln!(out, "{verdict}\n");
-    let _ = writeln!(out, "{}\n", r.selection.summary);
+    match &r.selection.winner {
+        Some(w) => {
+            let _ = writeln!(out, "### Why {w} won\n");
+            let _ = writeln!(out, "{}\n", r.selection.summary);
+            let _ = writeln!(out, "### Why each other candidate lost\n");
+            for c in r.selection.candidates.iter().filter(|c| !c.won) {
+                let _ = writeln!(out, "- **{}** ({}): {}", c.candidate_id, c.runner, c.reason);
+            }
+            let _ = writeln!(out);
+        }
+        None => {
+            let _ = writeln!(out, "{}\n", r.selection.summary);
+        }
+    }
     if let Some(m) = &s.materialization {
         let _ = writeln!(out, "Materialization: {}\n", m.describe());
     }

@@ -118,6 +118,40 @@ pub fn render_html(r: &ReportInput<'_>, patches: &[(CandidateId, String)]) -> St
         );
     }
     let _ = write!(h, "</table></section>");
+    if !r.pairs.is_empty() {
+        let _ = write!(
+            h,
+            "<section><h2>Pairwise judge</h2><p>Each pair judged in both orders; a win counts only when both orders agree.</p><table><tr><th>Pair</th><th>A shown first</th><th>B shown first</th><th>Outcome</th></tr>"
+        );
+        for p in r.pairs {
+            let order = |v: &crate::pairwise::OrderVerdict| {
+                let who = match v.preferred {
+                    crate::pairwise::SlotVerdict::First => v.first.to_string(),
+                    crate::pairwise::SlotVerdict::Second => v.second.to_string(),
+                    crate::pairwise::SlotVerdict::Tie => "tie".to_string(),
+                };
+                match &v.fallback {
+                    Some(f) => format!("{who} <i>({})</i>", escape(f)),
+                    None => format!("{who} — {}", escape(&v.rationale)),
+                }
+            };
+            let outcome = match &p.outcome {
+                crate::pairwise::PairOutcome::Win { winner, .. } => {
+                    format!("<span class=\"tag ok\">{winner} wins</span>")
+                }
+                crate::pairwise::PairOutcome::Tie { .. } => "<span class=\"tag mid\">tie</span>".to_string(),
+            };
+            let _ = write!(
+                h,
+                "<tr><td>{} vs {}</td><td>{}</td><td>{}</td><td>{outcome}</td></tr>",
+                p.a,
+                p.b,
+                order(&p.a_first),
+                order(&p.b_first)
+            );
+        }
+        let _ = write!(h, "</table></section>");
+    }
 
     for c in &r.ranking.candidates {
         let _ = write!(

@@ -6,10 +6,9 @@
 
 use arbiter_core::cost::CallRecord;
 use arbiter_core::ids::CandidateId;
-use arbiter_core::pairwise::{PairOutcome, SlotVerdict, combine};
+use arbiter_core::pairwise::{OrderVerdict, PairRecord, SlotVerdict, combine};
 use arbiter_core::task::Task;
 use arbiter_llm::{ChatRequest, Endpoint, LlmClient, Message, ToolSpec, call_record, chat_with_fallback};
-use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 /// One candidate as the judge sees it.
@@ -18,28 +17,6 @@ pub struct JudgeInput {
     pub diff: String,
     /// The gate and evidence results, in words.
     pub evidence: String,
-}
-
-/// One order of one pair.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct OrderVerdict {
-    pub first: CandidateId,
-    pub second: CandidateId,
-    pub preferred: SlotVerdict,
-    pub rationale: String,
-    pub backend: Option<String>,
-    /// Why this order counts as a tie without a usable verdict.
-    pub fallback: Option<String>,
-}
-
-/// A pair judged in both orders: `comparisons/pairwise.json` holds a list of these.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct PairRecord {
-    pub a: CandidateId,
-    pub b: CandidateId,
-    pub a_first: OrderVerdict,
-    pub b_first: OrderVerdict,
-    pub outcome: PairOutcome,
 }
 
 /// Everything the judge did.

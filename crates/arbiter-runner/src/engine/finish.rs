@@ -172,6 +172,7 @@ pub(super) async fn finish(
         ranking: &ranking,
         selection: &selection_artifact,
         cost: &cost,
+        pairs: &pairs,
     };
     ctx.run_dir.write_text(paths::REPORT, &render_markdown(&report_input))?;
     let patches: Vec<(CandidateId, String)> = runs.iter().map(|r| (r.id.clone(), r.patch_text.clone())).collect();
@@ -260,7 +261,7 @@ async fn judge_if_needed(
     facts: &mut [CandidateFacts],
     decision: &mut arbiter_core::selection::Decision,
     policy: selection::Policy,
-) -> (Vec<judge::PairRecord>, Vec<arbiter_core::cost::CallRecord>) {
+) -> (Vec<arbiter_core::pairwise::PairRecord>, Vec<arbiter_core::cost::CallRecord>) {
     const SHORTLIST: usize = 4;
     let models = ctx.models.as_ref().filter(|m| !m.judges.is_empty());
     let eligible: Vec<&arbiter_core::selection::RankedCandidate> =
