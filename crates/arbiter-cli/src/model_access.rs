@@ -55,16 +55,18 @@ pub fn access(
     }
     let client = LlmClient::new().map_err(|e| CliError::environment(format!("cannot start the HTTP client: {e}")))?;
     let limits = AgentLimits { max_steps: settings.max_steps.value, max_tokens: settings.max_tokens.value };
-    let judges = if settings.judge.value {
-        arbiter_core::backends::chain_for("selection", &config.roles, &config.backends)
+    let chain = |role: &str| -> Result<Vec<Endpoint>, CliError> {
+        if !settings.judge.value {
+            return Ok(Vec::new());
+        }
+        Ok(arbiter_core::backends::chain_for(role, &config.roles, &config.backends)
             .map_err(CliError::usage)?
             .iter()
             .filter_map(|name| endpoints.get(name).cloned())
-            .collect()
-    } else {
-        Vec::new()
+            .collect())
     };
-    Ok(Some(Arc::new(ModelAccess { client: Arc::new(client), endpoints, limits, judges })))
+    let (judges, reviewers) = (chain("selection")?, chain("review")?);
+    Ok(Some(Arc::new(ModelAccess { client: Arc::new(client), endpoints, limits, judges, reviewers })))
 }
 
 /// The keys among the endpoints, for redaction.

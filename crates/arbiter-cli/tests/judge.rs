@@ -145,3 +145,43 @@ fn without_a_judge_the_evidence_decides_and_says_so() {
     assert!(event["data"]["reason"].as_str().unwrap_or("").contains("no judge is configured"), "{event:#}");
     assert_eq!(read_json(&dir.join("comparisons/pairwise.json")), json!([]));
 }
+
+#[test]
+fn risk_reviews_are_validated_repaired_once_and_written_per_candidate() {
+    let repo = two_fixes();
+    let review = json!({"summary": "fixes add", "likely_correct": true, "confidence": 0.8, "risks": ["none seen"],
+                        "evidence_gaps": [], "scores": {"correctness": 0.9, "risk": 0.1, "minimality": 1.0}});
+    let mut bad = review.clone();
+    bad["confidence"] = json!(8.5);
+    let mock = MockLlm::start(&json!({"responses": [
+        // c01's first review is out of range, repaired on the second request; c02's is valid.
+        {"match": {"contains": "Candidate c01"}, "tool_calls": [{"name": "review", "arguments": bad}]},
+        {"match": {"contains": "Candidate c01"}, "tool_calls": [{"name": "review", "arguments": review.clone()}]},
+        {"match": {"contains": "Candidate c02"}, "tool_calls": [{"name": "review", "arguments": review}]},
+    ]}));
+    repo.arbiter(&[
+        "backend",
+        "add",
+        "reviewer",
+        "--provider",
+        "openai-compatible",
+        "--model",
+        "r",
+        "--base-url",
+        &mock.openai_url(),
+        "--roles",
+        "review",
+    ])
+    .assert_code(0);
+    let dir = run(&repo);
+    let c01 = read_json(&dir.join("reviews/c01.json"));
+    assert_eq!(c01["repaired"], true, "{c01:#}");
+    assert_eq!(c01["review"]["confidence"], 0.8);
+    assert_eq!(c01["schema_version"], 1);
+    let c02 = read_json(&dir.join("reviews/c02.json"));
+    assert_eq!(c02["repaired"], false);
+    let cost = read_json(&dir.join("cost_summary.json"));
+    assert_eq!(cost["by_role"]["review"]["calls"], 3, "{cost:#}");
+    // Reviews inform; with no selection backend the pairwise judge did not run.
+    assert_eq!(read_json(&dir.join("comparisons/pairwise.json")), json!([]));
+}

@@ -18,6 +18,7 @@
 //! - [`selection`]: eligibility, votes, ranking and the decision with its reasons.
 //! - [`status`] and [`event`]: run/candidate states and the event vocabulary.
 //! - [`artifact`]: the versioned JSON artifacts of the run directory.
+//! - [`review`]: risk reviews, their schema and validation.
 //! - [`report`] and [`viewer`]: `final_report.md` and the self-contained `viewer/index.html`.
 //! - [`cost`]: usage and cost records and their summary.
 //! - [`money`]: exact dollar amounts.
@@ -39,6 +40,7 @@ pub mod patch;
 pub mod protect;
 pub mod redact;
 pub mod report;
+pub mod review;
 pub mod selection;
 pub mod settings;
 pub mod status;

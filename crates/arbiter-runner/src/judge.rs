@@ -162,6 +162,92 @@ pub async fn compare_all(client: &LlmClient, chain: &[Endpoint], task: &Task, sh
     run
 }
 
+const REVIEW_SYSTEM: &str = "You are a skeptical senior reviewer. Assess one candidate patch for the task: is it likely \
+correct and complete, what could go wrong (error paths, edge cases, cleanup, concurrency), and what evidence is \
+missing. Scores are between 0 and 1. Answer by calling the review tool once.";
+
+/// Reviews each candidate (role `review`): structured output validated against the review
+/// schema, one repair request on a malformed answer, then a recorded fallback.
+pub async fn review_all(
+    client: &LlmClient,
+    chain: &[Endpoint],
+    task: &Task,
+    candidates: &[JudgeInput],
+) -> (Vec<arbiter_core::review::ReviewArtifact>, Vec<CallRecord>) {
+    use arbiter_core::review::{ReviewArtifact, schema, validate};
+    let mut calls = Vec::new();
+    let mut out = Vec::new();
+    for c in candidates {
+        let mut messages = vec![Message::User(format!(
+            "# Task\n\n{}\n\n# Success criteria\n\n{}\n\n# Candidate {}\n\nEvidence: {}\n\n```diff\n{}\n```\n",
+            task.prompt.trim(),
+            task.success_criteria.as_deref().unwrap_or("Complete the task with a minimal, correct change."),
+            c.id,
+            c.evidence,
+            shown(&c.diff)
+        ))];
+        let mut artifact = ReviewArtifact {
+            schema_version: arbiter_core::artifact::SCHEMA_VERSION,
+            candidate_id: c.id.clone(),
+            backend: None,
+            review: None,
+            fallback: None,
+            repaired: false,
+        };
+        for attempt in 0..2 {
+            let request = ChatRequest {
+                system: Some(REVIEW_SYSTEM.into()),
+                messages: messages.clone(),
+                tools: vec![ToolSpec {
+                    name: "review".into(),
+                    description: "Give the review.".into(),
+                    parameters: schema(),
+                }],
+                temperature: Some(0.0),
+                max_tokens: Some(1024),
+            };
+            match chat_with_fallback(client, chain, &request, |_| {}).await {
+                Ok((i, response)) => {
+                    calls.push(call_record("review", &chain[i], Some(c.id.clone()), response.usage.as_ref()));
+                    artifact.backend = Some(chain[i].name.clone());
+                    let value =
+                        response.tool_calls.iter().find(|t| t.name == "review").map(|t| t.arguments.clone()).or_else(
+                            || {
+                                let (s, e) = (response.text.find('{')?, response.text.rfind('}')?);
+                                serde_json::from_str::<Value>(response.text.get(s..=e)?).ok()
+                            },
+                        );
+                    match value.as_ref().map(validate) {
+                        Some(Ok(review)) => {
+                            artifact.review = Some(review);
+                            artifact.repaired = attempt == 1;
+                            artifact.fallback = None;
+                            break;
+                        }
+                        problem => {
+                            let why = match problem {
+                                Some(Err(e)) => e,
+                                _ => "no review tool call and no JSON object".to_string(),
+                            };
+                            artifact.fallback = Some(format!("malformed review ({why}) after one repair request"));
+                            messages.push(Message::Assistant { text: response.text.clone(), tool_calls: Vec::new() });
+                            messages.push(Message::User(format!(
+                                "That review is invalid: {why}. Call the review tool again with every field, scores between 0 and 1."
+                            )));
+                        }
+                    }
+                }
+                Err(e) => {
+                    artifact.fallback = Some(format!("no reviewer answered: {e}"));
+                    break;
+                }
+            }
+        }
+        out.push(artifact);
+    }
+    (out, calls)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

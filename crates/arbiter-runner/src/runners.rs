@@ -20,6 +20,8 @@ pub struct ModelAccess {
     pub limits: AgentLimits,
     /// The `selection` role's chain: the pairwise judge (empty: no judge).
     pub judges: Vec<Endpoint>,
+    /// The `review` role's chain: risk reviews (empty: no reviews).
+    pub reviewers: Vec<Endpoint>,
 }
 
 /// Builds the runner a spec describes for a candidate whose backend chain is `chain`, or

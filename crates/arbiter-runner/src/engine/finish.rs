@@ -263,11 +263,12 @@ async fn judge_if_needed(
     policy: selection::Policy,
 ) -> (Vec<arbiter_core::pairwise::PairRecord>, Vec<arbiter_core::cost::CallRecord>) {
     const SHORTLIST: usize = 4;
-    let models = ctx.models.as_ref().filter(|m| !m.judges.is_empty());
+    let mut review_calls = Vec::new();
+    let models = ctx.models.as_ref().filter(|m| !m.judges.is_empty() || !m.reviewers.is_empty());
     let eligible: Vec<&arbiter_core::selection::RankedCandidate> =
         decision.ranking.iter().filter(|r| r.eligible).collect();
     let skip = if models.is_none() {
-        Some("no judge is configured (no backend with the selection role, or --no-judge)".to_string())
+        Some("no judge is configured (no backend with the selection or review role, or --no-judge)".to_string())
     } else if eligible.len() < 2 {
         Some("fewer than two eligible candidates".to_string())
     } else if eligible.iter().all(|r| r.normalized_hash == eligible[0].normalized_hash) {
@@ -298,7 +299,21 @@ async fn judge_if_needed(
             ),
         })
         .collect();
-    let result = judge::compare_all(&models.client, &models.judges, &ctx.task, &shortlist).await;
+    if !models.reviewers.is_empty() {
+        let (reviews, calls) = judge::review_all(&models.client, &models.reviewers, &ctx.task, &shortlist).await;
+        for r in &reviews {
+            let rel = format!("{}/{}.json", paths::REVIEWS, r.candidate_id);
+            if let Err(e) = ctx.run_dir.write_json(&rel, r) {
+                ctx.events.emit(EventKind::Warning, None, json!({"message": format!("cannot write {rel}: {e}")})).await;
+            }
+        }
+        review_calls.extend(calls);
+    }
+    let result = if models.judges.is_empty() {
+        judge::JudgeRun::default()
+    } else {
+        judge::compare_all(&models.client, &models.judges, &ctx.task, &shortlist).await
+    };
     let outcomes: Vec<_> = result.pairs.iter().map(|p| p.outcome.clone()).collect();
     let copeland = arbiter_core::pairwise::copeland(&outcomes);
     let strength = arbiter_core::pairwise::bradley_terry(&outcomes, 200);
@@ -322,5 +337,6 @@ async fn judge_if_needed(
         )
         .await;
     *decision = selection::decide(facts, policy);
-    (result.pairs, result.calls)
+    review_calls.extend(result.calls);
+    (result.pairs, review_calls)
 }
