@@ -522,4 +522,61 @@ mod tests {
         b.reverse();
         assert_eq!(decide(&a, VERIFY).winner, decide(&b, VERIFY).winner);
     }
+
+    fn permutations(items: Vec<CandidateFacts>) -> Vec<Vec<CandidateFacts>> {
+        if items.len() <= 1 {
+            return vec![items];
+        }
+        let mut out = Vec::new();
+        for i in 0..items.len() {
+            let mut rest = items.clone();
+            let head = rest.remove(i);
+            for mut tail in permutations(rest) {
+                tail.insert(0, head.clone());
+                out.push(tail);
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn the_whole_ranking_is_invariant_under_reordering() {
+        let mut judged = facts(3, Some("d"), 4, Some(true));
+        judged.judge = Some(JudgeScore { copeland: 1, strength: 1.4 });
+        let base = vec![
+            facts(0, Some("a"), 3, Some(true)),
+            facts(1, Some("b"), 3, Some(true)),
+            facts(2, Some("a"), 3, Some(true)),
+            judged,
+            facts(4, None, 0, Some(false)),
+        ];
+        let expected: Vec<CandidateId> = decide(&base, VERIFY).ranking.into_iter().map(|r| r.candidate_id).collect();
+        for p in permutations(base) {
+            let got: Vec<CandidateId> = decide(&p, VERIFY).ranking.into_iter().map(|r| r.candidate_id).collect();
+            assert_eq!(got, expected);
+        }
+    }
+
+    #[test]
+    fn a_candidate_best_on_every_feature_ranks_first() {
+        // The best passes every gate, has the most votes, the best judge score, the smallest
+        // patch and the lowest cost, whatever its index and the others' mix of features.
+        for index in 0..4 {
+            let mut all = Vec::new();
+            for i in 0..4 {
+                let mut f = facts(i, Some(["w", "x", "y", "z"][i]), 5 + i, Some(i != 2));
+                f.judge = Some(JudgeScore { copeland: -(i as i64), strength: 1.0 });
+                f.cost = crate::money::Usd::parse("0.5");
+                all.push(f);
+            }
+            let mut best = facts(index, Some("best"), 1, Some(true));
+            best.judge = Some(JudgeScore { copeland: 3, strength: 2.0 });
+            best.cost = crate::money::Usd::parse("0.1");
+            let twin = CandidateFacts { id: CandidateId::from_index(9), index: 9, ..best.clone() };
+            all[index] = best;
+            all.push(twin);
+            let d = decide(&all, VERIFY);
+            assert_eq!(d.winner, Some(CandidateId::from_index(index)), "index {index}");
+        }
+    }
 }
