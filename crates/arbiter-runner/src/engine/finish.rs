@@ -317,10 +317,18 @@ async fn judge_if_needed(
     let outcomes: Vec<_> = result.pairs.iter().map(|p| p.outcome.clone()).collect();
     let copeland = arbiter_core::pairwise::copeland(&outcomes);
     let strength = arbiter_core::pairwise::bradley_terry(&outcomes, 200);
+    // Candidates left off the shortlist were behind it on the evidence: below every judged
+    // one (the judge criteria come after gates and votes, so this only orders ties there).
+    let floor = copeland.values().min().copied().unwrap_or(0) - 1;
+    let eligible_ids: Vec<_> = eligible.iter().map(|r| r.candidate_id.clone()).collect();
     for f in facts.iter_mut() {
-        if let (Some(c), Some(s)) = (copeland.get(&f.id), strength.get(&f.id)) {
-            f.judge = Some(arbiter_core::selection::JudgeScore { copeland: *c, strength: *s });
-        }
+        f.judge = match (copeland.get(&f.id), strength.get(&f.id)) {
+            (Some(c), Some(s)) => Some(arbiter_core::selection::JudgeScore { copeland: *c, strength: *s }),
+            _ if eligible_ids.contains(&f.id) && !result.pairs.is_empty() => {
+                Some(arbiter_core::selection::JudgeScore { copeland: floor, strength: 0.0 })
+            }
+            _ => None,
+        };
     }
     let fallbacks = result.pairs.iter().flat_map(|p| [&p.a_first, &p.b_first]).filter(|v| v.fallback.is_some()).count();
     ctx.events
