@@ -152,31 +152,6 @@ pub(super) async fn run_candidate(ctx: &RunCtx, index: usize) -> CandidateRun {
     let id = CandidateId::from_index(index);
     let spec = ctx.settings.runner_for(index).clone();
     let label = ctx.settings.label_for(index);
-    let chain = ctx.settings.backend_chain_for(index);
-    let runner: Box<dyn AgentRunner> = match runners::from_spec(&spec, &chain, ctx.models.as_deref()) {
-        Ok(r) => r,
-        Err(why) => {
-            let run = CandidateRun {
-                id: id.clone(),
-                index,
-                runner: label.clone(),
-                status: CandidateStatus::SetupFailed,
-                setup_error: Some(why),
-                agent: AgentOutcome::default(),
-                patch: None,
-                patch_text: String::new(),
-                gate_outcomes: Vec::new(),
-                gates_skipped: None,
-                protected_changes: Vec::new(),
-                calls: Vec::new(),
-            };
-            ctx.set_candidate_status(&id, run.status, None).await;
-            ctx.events
-                .emit(EventKind::CandidateFinished, Some(&id), json!({"status": run.status, "error": run.setup_error}))
-                .await;
-            return run;
-        }
-    };
     let mut run = CandidateRun {
         id: id.clone(),
         index,
@@ -191,6 +166,11 @@ pub(super) async fn run_candidate(ctx: &RunCtx, index: usize) -> CandidateRun {
         protected_changes: Vec::new(),
         calls: Vec::new(),
     };
+    let chain = ctx.settings.backend_chain_for(index);
+    let runner: Box<dyn AgentRunner> = match runners::from_spec(&spec, &chain, ctx.models.as_deref()) {
+        Ok(r) => r,
+        Err(why) => return ended_before_agent(ctx, run, CandidateStatus::SetupFailed, why).await,
+    };
     if ctx.cancel.is_cancelled() {
         run.agent.cancelled = true;
         ctx.set_candidate_status(&id, CandidateStatus::Cancelled, None).await;
@@ -202,10 +182,8 @@ pub(super) async fn run_candidate(ctx: &RunCtx, index: usize) -> CandidateRun {
     let cdir = match ctx.run_dir.candidate_dir(&id) {
         Ok(d) => d,
         Err(e) => {
-            run.setup_error = Some(format!("cannot create the candidate directory: {e}"));
-            run.status = CandidateStatus::SetupFailed;
-            ctx.set_candidate_status(&id, run.status, None).await;
-            return run;
+            let why = format!("cannot create the candidate directory: {e}");
+            return ended_before_agent(ctx, run, CandidateStatus::SetupFailed, why).await;
         }
     };
     let prompt_file = cdir.join(paths::PROMPT);
@@ -216,15 +194,11 @@ pub(super) async fn run_candidate(ctx: &RunCtx, index: usize) -> CandidateRun {
         Ok(()) => prepare_tree(ctx, &tree, &cdir, Some(&id)).await,
     };
     if let Err(e) = prepared {
-        run.status = if ctx.cancel.is_cancelled() { CandidateStatus::Cancelled } else { CandidateStatus::SetupFailed };
-        run.setup_error = Some(e);
+        let status = if ctx.cancel.is_cancelled() { CandidateStatus::Cancelled } else { CandidateStatus::SetupFailed };
+        run.setup_error = Some(e.clone());
         write_runner_summary(ctx, &run, runner.as_ref(), &cdir, Some(started_at), &[]);
         remove_tree(ctx, &tree).await;
-        ctx.set_candidate_status(&id, run.status, None).await;
-        ctx.events
-            .emit(EventKind::CandidateFinished, Some(&id), json!({"status": run.status, "error": run.setup_error}))
-            .await;
-        return run;
+        return ended_before_agent(ctx, run, status, e).await;
     }
 
     let mut passthrough = ctx.settings.env_passthrough.value.clone();
@@ -306,6 +280,18 @@ pub(super) async fn run_candidate(ctx: &RunCtx, index: usize) -> CandidateRun {
                 "gates_skipped": run.gates_skipped,
             }),
         )
+        .await;
+    run
+}
+
+/// Ends a candidate that never reached its agent: records why, in the state, the store and
+/// the events.
+async fn ended_before_agent(ctx: &RunCtx, mut run: CandidateRun, status: CandidateStatus, why: String) -> CandidateRun {
+    run.status = status;
+    run.setup_error = Some(why);
+    ctx.set_candidate_status(&run.id, run.status, None).await;
+    ctx.events
+        .emit(EventKind::CandidateFinished, Some(&run.id), json!({"status": run.status, "error": run.setup_error}))
         .await;
     run
 }
