@@ -174,6 +174,20 @@ pub struct SettingsArgs {
     /// Never ask a judge model (the evidence and the deterministic ranking decide).
     #[arg(long)]
     pub no_judge: bool,
+    /// How candidates are spent: tournament (all at once), escalate (one at a time, cheapest
+    /// capable backend first, stop at the first that passes), or a preset: cheap, balanced,
+    /// quality.
+    #[arg(long, value_name = "STRATEGY")]
+    pub strategy: Option<String>,
+    /// Leave out backends whose configured capability is below N.
+    #[arg(long, value_name = "N")]
+    pub min_capability: Option<u32>,
+    /// Stop candidates and judges once the run has spent this many USD.
+    #[arg(long, value_name = "USD")]
+    pub budget_usd: Option<String>,
+    /// Do not run the tests candidates wrote against each other.
+    #[arg(long)]
+    pub no_cross_tests: bool,
 }
 
 #[derive(Debug, Args)]
@@ -247,8 +261,19 @@ pub enum ConfigCommand {
 }
 
 impl SettingsArgs {
-    pub fn overrides(&self) -> arbiter_core::settings::FlagOverrides {
-        arbiter_core::settings::FlagOverrides {
+    pub fn overrides(&self) -> Result<arbiter_core::settings::FlagOverrides, String> {
+        let budget_usd = match &self.budget_usd {
+            None => None,
+            Some(text) => match arbiter_core::money::Usd::parse(text) {
+                Some(b) if b > arbiter_core::money::Usd::ZERO => Some(b),
+                _ => {
+                    return Err(format!(
+                        "--budget-usd '{text}' is not a positive amount of USD; write it like 2.50 (at most 12 decimals)"
+                    ));
+                }
+            },
+        };
+        Ok(arbiter_core::settings::FlagOverrides {
             candidates: self.candidates,
             parallel: self.parallel,
             timeout_seconds: self.timeout_seconds,
@@ -265,6 +290,10 @@ impl SettingsArgs {
             keep_worktrees: self.keep_worktrees,
             allow_test_changes: self.allow_test_changes,
             no_judge: self.no_judge,
-        }
+            strategy: self.strategy.clone(),
+            min_capability: self.min_capability,
+            budget_usd,
+            no_cross_tests: self.no_cross_tests,
+        })
     }
 }

@@ -14,6 +14,7 @@
 //! candidates/<id>/stdout.log, stderr.log, prompt.md
 //! reviews/<id>.json                (judges)
 //! comparisons/pairwise.json        (judges) a JSON array
+//! comparisons/cross_tests.json     crosstest::CrossTestMatrix
 //! comparisons/ranking.json         RankingArtifact
 //! comparisons/agreement.json       AgreementArtifact
 //! selection.json                   SelectionArtifact
@@ -55,6 +56,7 @@ pub mod paths {
     pub const PAIRWISE: &str = "comparisons/pairwise.json";
     pub const RANKING: &str = "comparisons/ranking.json";
     pub const AGREEMENT: &str = "comparisons/agreement.json";
+    pub const CROSS_TESTS: &str = "comparisons/cross_tests.json";
     pub const SELECTION: &str = "selection.json";
     pub const REPORT: &str = "final_report.md";
     pub const VIEWER: &str = "viewer/index.html";
@@ -204,6 +206,9 @@ pub struct Evidence {
     /// test changes were allowed, their base versions were restored while the gates ran.
     #[serde(default)]
     pub protected_changes: Vec<String>,
+    /// Why it never started, when it did not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_run: Option<String>,
 }
 
 /// `candidates/<id>/runner_summary.json`: how the runner was invoked and how it ended.
@@ -256,6 +261,141 @@ pub struct SelectionEntry {
     pub reason: String,
 }
 
+/// How a candidate of the run was produced and what it cost, in the order it was tried.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SpendingLine {
+    pub candidate_id: CandidateId,
+    pub runner: String,
+    /// Input plus output USD per million tokens of its backend, when priced.
+    pub price_per_mtok: Option<Usd>,
+    pub status: CandidateStatus,
+    /// `None` when unknown (or it did not run).
+    pub cost: Option<Usd>,
+}
+
+/// What the budget did to the run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BudgetOutcome {
+    pub limit: Usd,
+    pub spent: Usd,
+    pub reached: bool,
+    /// Candidates whose agent the budget stopped (their patch so far was evaluated).
+    pub stopped: Vec<CandidateId>,
+    /// Candidates that never started because the budget was spent.
+    pub not_started: Vec<CandidateId>,
+    /// Judge or review calls were left out because the budget was spent.
+    pub judging_stopped: bool,
+    /// Calls without a known cost, which could not be charged.
+    pub uncharged_calls: u64,
+}
+
+/// How the run spent its candidates and its money (`selection.json` → `spending`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SpendingReport {
+    pub strategy: crate::strategy::Strategy,
+    pub candidates: Vec<SpendingLine>,
+    /// Candidates whose agent started.
+    pub ran: usize,
+    /// An escalation stopped at this candidate, which passed its gates.
+    pub stopped_at: Option<CandidateId>,
+    /// The known cost of the whole run (candidates and judges).
+    pub spent: Usd,
+    /// Every call had a known cost (otherwise `spent` leaves some out).
+    #[serde(default)]
+    pub cost_complete: bool,
+    /// For an escalation: what running every candidate would have cost (the ones that did
+    /// not run estimated from the tokens of those that did), when that can be known.
+    pub cost_of_all: Option<Usd>,
+    pub budget: Option<BudgetOutcome>,
+}
+
+impl SpendingReport {
+    /// Worth telling: an escalation, or a budget.
+    pub fn noteworthy(&self) -> bool {
+        self.strategy.escalates() || self.budget.is_some()
+    }
+
+    fn spent_text(&self) -> String {
+        if self.cost_complete {
+            self.spent.to_string()
+        } else {
+            format!("{} (calls without a known cost not included)", self.spent)
+        }
+    }
+
+    /// One sentence: what ran, what it cost, against what (for reports and the terminal).
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        if self.strategy.escalates() {
+            let order: Vec<String> = self
+                .candidates
+                .iter()
+                .map(|c| {
+                    format!(
+                        "{} {} ({})",
+                        c.candidate_id,
+                        c.runner,
+                        c.price_per_mtok.map_or_else(|| "unpriced".into(), |p| format!("{p}/Mtok"))
+                    )
+                })
+                .collect();
+            parts.push(format!(
+                "strategy {}: ran {} of {} candidate(s), cheapest first ({})",
+                self.strategy,
+                self.ran,
+                self.candidates.len(),
+                order.join(", ")
+            ));
+            match &self.stopped_at {
+                Some(c) => parts.push(format!("stopped at {c}, which passed its gates")),
+                None => parts.push("no candidate passed its gates".into()),
+            }
+            match self.cost_of_all {
+                Some(all) => {
+                    parts.push(format!("spent {}; running all of them would have cost about {all}", self.spent_text()))
+                }
+                None => parts.push(format!(
+                    "spent {}; the cost of running all of them cannot be estimated (unpriced backends or calls without usage)",
+                    self.spent_text()
+                )),
+            }
+        } else {
+            parts.push(format!(
+                "strategy {}: {} candidate(s) ran; spent {}",
+                self.strategy,
+                self.ran,
+                self.spent_text()
+            ));
+        }
+        if let Some(b) = &self.budget {
+            if b.reached {
+                let mut reached = format!("the budget of {} was reached ({} spent)", b.limit, b.spent);
+                if !b.stopped.is_empty() {
+                    reached.push_str(&format!("; stopped: {}", ids(&b.stopped)));
+                }
+                if !b.not_started.is_empty() {
+                    reached.push_str(&format!("; not started: {}", ids(&b.not_started)));
+                }
+                if b.judging_stopped {
+                    reached.push_str("; judging stopped");
+                }
+                reached.push_str("; the run ended with what it had");
+                parts.push(reached);
+            } else {
+                parts.push(format!("within the budget of {}", b.limit));
+            }
+            if b.uncharged_calls > 0 {
+                parts.push(format!("{} call(s) had no known cost and could not be charged", b.uncharged_calls));
+            }
+        }
+        parts.join("; ")
+    }
+}
+
+fn ids(list: &[CandidateId]) -> String {
+    list.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(", ")
+}
+
 /// `selection.json`: the decision and a reason for every candidate.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SelectionArtifact {
@@ -268,6 +408,9 @@ pub struct SelectionArtifact {
     pub winner_patch: Option<String>,
     pub summary: String,
     pub candidates: Vec<SelectionEntry>,
+    /// How candidates and money were spent (absent in runs recorded before it existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spending: Option<SpendingReport>,
 }
 
 /// `apply.json`: the last `arbiter apply` of this run.
@@ -292,6 +435,7 @@ impl RankingArtifact {
             criteria: [
                 "eligibility",
                 "gates passed",
+                "cross-tests passed",
                 "votes",
                 "judge wins (Copeland)",
                 "judge strength (Bradley–Terry)",
@@ -351,6 +495,7 @@ impl SelectionArtifact {
                     reason: r.reason.clone(),
                 })
                 .collect(),
+            spending: None,
         }
     }
 }

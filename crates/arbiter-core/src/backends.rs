@@ -60,26 +60,7 @@ fn yes() -> bool {
 /// Prices are written as decimal strings (`"0.15"`) to stay exact; plain TOML numbers are
 /// accepted too and read through their shortest decimal form.
 fn price<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Usd>, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Raw {
-        Text(String),
-        Int(i64),
-        Float(f64),
-    }
-    let raw = Option::<Raw>::deserialize(d)?;
-    let text = match raw {
-        None => return Ok(None),
-        Some(Raw::Text(t)) => t,
-        Some(Raw::Int(i)) => i.to_string(),
-        Some(Raw::Float(f)) => f.to_string(),
-    };
-    match Usd::parse(&text) {
-        Some(p) if p >= Usd::ZERO => Ok(Some(p)),
-        _ => {
-            Err(serde::de::Error::custom(format!("'{text}' is not a price in USD per million tokens (e.g. \"0.15\")")))
-        }
-    }
+    crate::money::deserialize_amount(d, "a price in USD per million tokens")
 }
 
 /// Why a backend definition is unusable.

@@ -28,6 +28,12 @@ pub enum EventKind {
     CandidateFinished,
     /// Whether the pairwise judge ran, and why (or why not).
     JudgeDecision,
+    /// The cross-test matrix was built (or why not).
+    CrossTests,
+    /// An escalation stopped at a candidate that passed its gates.
+    EscalationStopped,
+    /// The run's budget was reached (once per run).
+    BudgetExceeded,
     SelectionMade,
     Materialized,
     MaterializeFailed,
@@ -58,6 +64,9 @@ impl EventKind {
             Self::GateFinished => "gate_finished",
             Self::CandidateFinished => "candidate_finished",
             Self::JudgeDecision => "judge_decision",
+            Self::CrossTests => "cross_tests",
+            Self::EscalationStopped => "escalation_stopped",
+            Self::BudgetExceeded => "budget_exceeded",
             Self::SelectionMade => "selection_made",
             Self::Materialized => "materialized",
             Self::MaterializeFailed => "materialize_failed",
@@ -96,6 +105,9 @@ mod tests {
             EventKind::Applied,
             EventKind::RunInterrupted,
             EventKind::ModelFallback,
+            EventKind::CrossTests,
+            EventKind::EscalationStopped,
+            EventKind::BudgetExceeded,
         ] {
             assert_eq!(serde_json::to_value(k).unwrap(), serde_json::Value::String(k.as_str().into()));
         }

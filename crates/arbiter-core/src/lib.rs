@@ -21,6 +21,9 @@
 //! - [`review`]: risk reviews, their schema and validation.
 //! - [`report`] and [`viewer`]: `final_report.md` and the self-contained `viewer/index.html`.
 //! - [`cost`]: usage and cost records and their summary.
+//! - [`budget`]: limits, charges, reservations and the one crossing event.
+//! - [`crosstest`]: the tests candidates wrote, pooled and run against every survivor and the base.
+//! - [`strategy`]: tournament or escalation, and the order candidates are tried in.
 //! - [`money`]: exact dollar amounts.
 //! - [`redact`]: removal of secrets from anything that is written or printed.
 //! - [`command_line`]: the first program named by a shell command line.
@@ -29,8 +32,10 @@
 
 pub mod artifact;
 pub mod backends;
+pub mod budget;
 pub mod command_line;
 pub mod cost;
+pub mod crosstest;
 pub mod event;
 pub mod gate;
 pub mod ids;
@@ -44,6 +49,7 @@ pub mod review;
 pub mod selection;
 pub mod settings;
 pub mod status;
+pub mod strategy;
 pub mod task;
 pub mod time;
 pub mod viewer;

@@ -108,6 +108,34 @@ impl<'de> Deserialize<'de> for Usd {
     }
 }
 
+/// Reads an optional, non-negative dollar amount written as a decimal string (`"0.15"`,
+/// exact) or a plain number (read through its shortest decimal form); `what` names the
+/// value in the error.
+pub fn deserialize_amount<'de, D: Deserializer<'de>>(d: D, what: &str) -> Result<Option<Usd>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Raw {
+        Text(String),
+        Int(i64),
+        Float(f64),
+    }
+    let text = match Option::<Raw>::deserialize(d)? {
+        None => return Ok(None),
+        Some(Raw::Text(t)) => t,
+        Some(Raw::Int(i)) => i.to_string(),
+        Some(Raw::Float(f)) => f.to_string(),
+    };
+    match Usd::parse(&text) {
+        Some(p) if p >= Usd::ZERO => Ok(Some(p)),
+        _ => Err(serde::de::Error::custom(format!("'{text}' is not {what} (e.g. \"0.15\")"))),
+    }
+}
+
+/// [`deserialize_amount`] for a budget in USD.
+pub fn deserialize_budget<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Usd>, D::Error> {
+    deserialize_amount(d, "a budget in USD")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

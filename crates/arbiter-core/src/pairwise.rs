@@ -41,6 +41,22 @@ pub struct OrderVerdict {
     pub fallback: Option<String>,
 }
 
+impl OrderVerdict {
+    /// `c02 (handles negatives)`, `tie`, or `tie (fallback: why)`.
+    pub fn describe(&self) -> String {
+        let who = match self.preferred {
+            SlotVerdict::First => self.first.to_string(),
+            SlotVerdict::Second => self.second.to_string(),
+            SlotVerdict::Tie => "tie".to_string(),
+        };
+        match (&self.fallback, self.rationale.trim()) {
+            (Some(f), _) => format!("{who} (fallback: {f})"),
+            (None, "") => who,
+            (None, why) => format!("{who} ({why})"),
+        }
+    }
+}
+
 /// A pair judged in both orders: `comparisons/pairwise.json` holds a list of these.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PairRecord {

@@ -115,6 +115,31 @@ pub fn normalized_hash(diff: &str) -> Option<String> {
     Some(digest.iter().map(|b| format!("{b:02x}")).collect())
 }
 
+/// The patch as a reviewer should read it: file sections in path order and blob ids
+/// dropped, so two candidates' diffs differ only where their changes differ (nothing about
+/// how or in what order a candidate produced them shows through).
+pub fn normalized_for_review(diff: &str) -> String {
+    let mut sections: Vec<(String, String)> = Vec::new();
+    for line in diff.split_inclusive('\n') {
+        if let Some(rest) = line.strip_prefix("diff --git ") {
+            sections.push((new_path_of(rest.trim_end()).unwrap_or_default(), String::new()));
+        }
+        if line.starts_with("index ") && is_blob_ids(line) {
+            continue;
+        }
+        if let Some((_, text)) = sections.last_mut() {
+            text.push_str(line);
+        }
+    }
+    sections.sort_by(|a, b| a.0.cmp(&b.0));
+    sections.into_iter().map(|(_, text)| text).collect()
+}
+
+/// `index 1a2b3c4..5d6e7f8 100644`: blob ids, not content.
+fn is_blob_ids(line: &str) -> bool {
+    line.split_whitespace().nth(1).is_some_and(|ids| ids.contains(".."))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -144,6 +169,16 @@ mod tests {
         assert_ne!(normalized_hash(A), normalized_hash(&other_file));
         assert_ne!(normalized_hash(A), normalized_hash(&other_fix));
         assert_eq!(normalized_hash("  \n"), None);
+    }
+
+    #[test]
+    fn review_form_sorts_files_and_drops_blob_ids() {
+        let two = format!("{}{}", A.replace("calc.py", "z.py"), A);
+        let shown = normalized_for_review(&two);
+        assert!(shown.starts_with("diff --git a/calc.py b/calc.py\n--- a/calc.py"), "{shown}");
+        assert!(!shown.contains("index 1111111"), "{shown}");
+        assert!(shown.contains("diff --git a/z.py b/z.py"));
+        assert!(shown.contains("+    return a + b\n"));
     }
 
     #[test]

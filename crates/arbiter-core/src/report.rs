@@ -18,6 +18,8 @@ pub struct ReportInput<'a> {
     pub cost: &'a CostSummary,
     /// The pairs the judge compared (empty when no judge ran).
     pub pairs: &'a [crate::pairwise::PairRecord],
+    /// The cross-test matrix (`None` in runs recorded before it existed).
+    pub cross_tests: Option<&'a crate::crosstest::CrossTestMatrix>,
 }
 
 /// Renders `final_report.md`.
@@ -49,6 +51,9 @@ pub fn render_markdown(r: &ReportInput<'_>) -> String {
     }
     if let Some(m) = &s.materialization {
         let _ = writeln!(out, "Materialization: {}\n", m.describe());
+    }
+    if let Some(spending) = r.selection.spending.as_ref().filter(|s| s.noteworthy()) {
+        let _ = writeln!(out, "Spending: {}.\n", spending.describe());
     }
     let _ = writeln!(out, "| | |\n|---|---|");
     let _ = writeln!(out, "| Status | {} |", s.status);
@@ -96,24 +101,53 @@ pub fn render_markdown(r: &ReportInput<'_>) -> String {
 
     let _ = writeln!(out, "## Ranking\n");
     let _ = writeln!(out, "Criteria, in order: {}.\n", r.ranking.criteria.join(" → "));
-    let _ = writeln!(out, "| Rank | Candidate | Runner | Eligible | Gates | Votes | Patch lines | Files |");
-    let _ = writeln!(out, "|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(
+        out,
+        "| Rank | Candidate | Runner | Eligible | Gates | Cross-tests | Votes | Judge | Patch lines | Files |"
+    );
+    let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|");
     for c in &r.ranking.candidates {
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {} | {}/{} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {}/{} | {} | {} | {} | {} | {} |",
             c.rank,
             c.candidate_id,
             c.runner,
             if c.eligible { "yes" } else { "no" },
             c.gates_passed,
             c.gates_total,
+            c.cross_tests.map_or_else(|| "—".into(), |x| format!("{}/{}", x.passed, x.discriminating)),
             c.votes,
+            c.judge.map_or_else(|| "—".into(), |j| format!("{:+} ({:.2})", j.copeland, j.strength)),
             c.patch_weight,
             c.files_changed
         );
     }
     let _ = writeln!(out);
+    if let Some(m) = r.cross_tests {
+        cross_test_section(&mut out, m);
+    }
+    if !r.pairs.is_empty() {
+        let _ = writeln!(out, "## Pairwise judge\n");
+        let _ = writeln!(out, "Each pair was judged in both orders; a win counts only when both orders agree.\n");
+        for p in r.pairs {
+            let outcome = match &p.outcome {
+                crate::pairwise::PairOutcome::Win { winner, .. } => format!("{winner} wins"),
+                crate::pairwise::PairOutcome::Tie { .. } => "tie".into(),
+            };
+            let _ = writeln!(
+                out,
+                "- {} vs {}: {outcome} ({} first: {}; {} first: {})",
+                p.a,
+                p.b,
+                p.a,
+                p.a_first.describe(),
+                p.b,
+                p.b_first.describe()
+            );
+        }
+        let _ = writeln!(out);
+    }
 
     let _ = writeln!(out, "## Candidates\n");
     for c in &r.ranking.candidates {
@@ -183,6 +217,10 @@ pub fn render_markdown(r: &ReportInput<'_>) -> String {
     let _ = writeln!(out, "## Files\n");
     let _ = writeln!(out, "- `selection.json` — the decision, with a reason for every candidate");
     let _ = writeln!(out, "- `comparisons/ranking.json` — every ranking feature of every candidate");
+    let _ = writeln!(
+        out,
+        "- `comparisons/cross_tests.json` — the cross-test matrix; `comparisons/pairwise.json` — both verdicts of every judged pair"
+    );
     let _ = writeln!(out, "- `candidates/<id>/` — patch, evidence, runner summary, transcript, agent output");
     let _ = writeln!(out, "- `runtime_events.jsonl` — every step, in order");
     let _ = writeln!(out, "- `viewer/index.html` — this report with the diffs, in a browser");
@@ -190,6 +228,43 @@ pub fn render_markdown(r: &ReportInput<'_>) -> String {
         let _ = writeln!(out, "\nApply later with `arbiter apply {}`.", s.run_id);
     }
     out
+}
+
+fn cross_test_section(out: &mut String, m: &crate::crosstest::CrossTestMatrix) {
+    let _ = writeln!(out, "## Cross-tests\n");
+    if !m.ran {
+        let _ = writeln!(out, "Not run: {}.\n", m.skip_reason.as_deref().unwrap_or("no reason recorded"));
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "Test files the candidates wrote, run against the base and every surviving candidate. A test that fails on the base and passes somewhere discriminates.\n"
+    );
+    let _ = writeln!(out, "| Test | File | Written by | Discriminates | {} |", m.targets.join(" | "));
+    let _ = writeln!(out, "|---|---|---|---|{}", "---|".repeat(m.targets.len()));
+    for row in &m.tests {
+        let cells: Vec<&str> = m
+            .targets
+            .iter()
+            .map(|t| match row.results.get(t) {
+                Some(r) if r.passed => "pass",
+                Some(r) if r.timed_out => "timeout",
+                Some(_) => "FAIL",
+                None => "—",
+            })
+            .collect();
+        let authors: Vec<String> = row.test.authors.iter().map(|a| a.to_string()).collect();
+        let _ = writeln!(
+            out,
+            "| {} | `{}` | {} | {} | {} |",
+            row.test.id,
+            row.test.path,
+            authors.join(", "),
+            if row.discriminating { "yes" } else { "no" },
+            cells.join(" | ")
+        );
+    }
+    let _ = writeln!(out, "\nThe matrix, commands and logs: `comparisons/cross_tests.json`.\n");
 }
 
 fn short(commit: &str) -> &str {

@@ -3,15 +3,18 @@
 //! Eligible: a non-empty patch that applies cleanly to the base and, when verify commands
 //! exist, passes every gate (no regression, every baseline failure fixed). Without verify
 //! commands there is no evidence beyond the agent's own word, so the agent must also have
-//! exited successfully. Eligible candidates are ordered by gates passed, then votes
-//! (independent candidates that produced the same normalized patch), then smaller patch,
-//! then lower cost, then candidate index. The decision is a pure function of these facts.
+//! exited successfully. Eligible candidates are ordered by gates passed, then cross-tests
+//! passed (tests other candidates wrote that fail on the base), then votes (independent
+//! candidates that produced the same normalized patch), then the pairwise judge (Copeland,
+//! then Bradley–Terry), then smaller patch, then lower cost, then candidate index. The
+//! decision is a pure function of these facts.
 
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::crosstest::CrossScore;
 use crate::gate::GateSummary;
 use crate::ids::CandidateId;
 use crate::money::Usd;
@@ -38,6 +41,12 @@ pub struct CandidateFacts {
     /// Pairwise judge scores, when a judge compared this candidate.
     #[serde(default)]
     pub judge: Option<JudgeScore>,
+    /// Its standing on the discriminating cross-tests, when they ran.
+    #[serde(default)]
+    pub cross_tests: Option<CrossScore>,
+    /// Why it never started (an escalation stopped earlier, or the budget was spent).
+    #[serde(default)]
+    pub not_run: Option<String>,
 }
 
 /// What the pairwise judge made of a candidate (both orders per pair; see `pairwise`).
@@ -81,6 +90,7 @@ pub enum Rejection {
     GatesNotRun,
     AgentFailed { status: CandidateStatus, exit_code: Option<i32> },
     ProtectedChanged { paths: Vec<String> },
+    NotRun { reason: String },
 }
 
 impl Rejection {
@@ -105,6 +115,7 @@ impl Rejection {
                 format!("gates failed: {} ({summary})", parts.join(" and "))
             }
             Rejection::GatesNotRun => "its verify commands did not run".into(),
+            Rejection::NotRun { reason } => format!("not run: {reason}"),
             Rejection::ProtectedChanged { paths } => format!(
                 "it modified or deleted protected files ({}); its gates ran with the base versions restored; pass --allow-test-changes if the task requires changing them",
                 paths.join(", ")
@@ -143,6 +154,7 @@ pub struct RankedCandidate {
     pub files_changed: usize,
     pub cost: Option<Usd>,
     pub judge: Option<JudgeScore>,
+    pub cross_tests: Option<CrossScore>,
     /// Why it won, or why it lost.
     pub reason: String,
 }
@@ -182,6 +194,9 @@ pub fn agreement(candidates: &[CandidateFacts]) -> Vec<AgreementGroup> {
 
 /// Why `c` cannot win, or `None` when it is eligible.
 pub fn rejection(c: &CandidateFacts, policy: Policy) -> Option<Rejection> {
+    if let Some(reason) = &c.not_run {
+        return Some(Rejection::NotRun { reason: reason.clone() });
+    }
     if let Some(detail) = &c.setup_error {
         return Some(Rejection::SetupFailed { detail: detail.clone() });
     }
@@ -232,8 +247,10 @@ struct Scored<'a> {
 fn compare(a: &Scored<'_>, b: &Scored<'_>) -> (Ordering, &'static str) {
     let cost_key = |s: &Scored<'_>| s.facts.cost.map(|c| (0, c.pico())).unwrap_or((1, 0));
     let judge = |s: &Scored<'_>| s.facts.judge.unwrap_or(JudgeScore { copeland: 0, strength: 1.0 });
-    let steps: [(Ordering, &'static str); 7] = [
+    let cross = |s: &Scored<'_>| s.facts.cross_tests.map_or(0, |c| c.passed);
+    let steps: [(Ordering, &'static str); 8] = [
         (b.gates_passed.cmp(&a.gates_passed), "gates"),
+        (cross(b).cmp(&cross(a)), "cross-tests"),
         (b.votes.cmp(&a.votes), "votes"),
         (judge(b).copeland.cmp(&judge(a).copeland), "judge wins"),
         (judge(b).strength.total_cmp(&judge(a).strength), "judge strength"),
@@ -307,6 +324,7 @@ pub fn decide(candidates: &[CandidateFacts], policy: Policy) -> Decision {
             files_changed: s.facts.patch.as_ref().map_or(0, |p| p.stats.files_changed),
             cost: s.facts.cost,
             judge: s.facts.judge,
+            cross_tests: s.facts.cross_tests,
             reason,
         });
     }
@@ -346,6 +364,9 @@ fn win_reason(w: &Scored<'_>, runner_up: Option<&Scored<'_>>, has_verify: bool) 
             let (_, why) = compare(w, r);
             match why {
                 "votes" => format!("it beat {} on votes ({} vs {})", r.facts.id, w.votes, r.votes),
+                "cross-tests" => {
+                    format!("it beat {} on cross-tests ({})", r.facts.id, cross_text(w, r))
+                }
                 "patch size" => {
                     format!("it beat {} on patch size ({} vs {} changed lines)", r.facts.id, w.weight, r.weight)
                 }
@@ -365,8 +386,24 @@ fn win_reason(w: &Scored<'_>, runner_up: Option<&Scored<'_>>, has_verify: bool) 
     format!("{} won: {}", w.facts.id, parts.join("; "))
 }
 
+/// `passed 1 vs 0 of 1 discriminating cross-test(s)`.
+fn cross_text(first: &Scored<'_>, second: &Scored<'_>) -> String {
+    let (a, b) = (first.facts.cross_tests.unwrap_or_default(), second.facts.cross_tests.unwrap_or_default());
+    format!(
+        "passed {} vs {} of {} discriminating cross-test(s)",
+        a.passed,
+        b.passed,
+        a.discriminating.max(b.discriminating)
+    )
+}
+
 fn loss_reason(l: &Scored<'_>, w: &Scored<'_>, why: &str) -> String {
     match why {
+        "cross-tests" => format!(
+            "eligible, lost to {} on cross-tests ({}): it fails tests another candidate wrote for behaviour the base lacks",
+            w.facts.id,
+            cross_text(l, w)
+        ),
         "votes" => format!("eligible, lost to {} on votes ({} vs {})", w.facts.id, l.votes, w.votes),
         "patch size" => {
             format!("eligible, lost to {} on patch size ({} vs {} changed lines)", w.facts.id, l.weight, w.weight)
@@ -412,6 +449,8 @@ mod tests {
             cost: None,
             protected_changes: Vec::new(),
             judge: None,
+            cross_tests: None,
+            not_run: None,
         }
     }
 
@@ -489,6 +528,37 @@ mod tests {
         assert!(d.ranking[1].reason.contains("patch size"));
         let d = decide(&[facts(0, Some("a"), 2, Some(true)), facts(1, Some("b"), 2, Some(true))], VERIFY);
         assert_eq!(d.winner, Some(CandidateId::from_index(0)));
+    }
+
+    #[test]
+    fn cross_tests_rank_after_gates_and_before_votes() {
+        use crate::crosstest::CrossScore;
+        // c01 and c03 made the same overfit patch (2 votes); c02 passes the test c02 wrote.
+        let mut overfit_a = facts(0, Some("overfit"), 1, Some(true));
+        let mut real = facts(1, Some("real"), 6, Some(true));
+        let mut overfit_b = facts(2, Some("overfit"), 1, Some(true));
+        overfit_a.cross_tests = Some(CrossScore { passed: 0, discriminating: 1 });
+        overfit_b.cross_tests = Some(CrossScore { passed: 0, discriminating: 1 });
+        real.cross_tests = Some(CrossScore { passed: 1, discriminating: 1 });
+        let mut failing = facts(3, Some("x"), 1, Some(false));
+        failing.cross_tests = Some(CrossScore { passed: 1, discriminating: 1 });
+        let d = decide(&[overfit_a, real, overfit_b, failing], VERIFY);
+        assert_eq!(d.winner, Some(CandidateId::from_index(1)));
+        assert!(d.summary.contains("cross-tests"), "{}", d.summary);
+        let loser = d.ranking.iter().find(|r| r.candidate_id == CandidateId::from_index(0)).unwrap();
+        assert!(loser.reason.contains("lost to c02 on cross-tests"), "{}", loser.reason);
+        assert!(!d.ranking.iter().find(|r| r.candidate_id == CandidateId::from_index(3)).unwrap().eligible);
+    }
+
+    #[test]
+    fn a_candidate_that_never_ran_says_why() {
+        let mut skipped = facts(1, None, 0, None);
+        skipped.patch = None;
+        skipped.status = CandidateStatus::Skipped;
+        skipped.not_run = Some("c01 already passed its gates (escalate)".into());
+        let d = decide(&[facts(0, Some("a"), 1, Some(true)), skipped], VERIFY);
+        assert_eq!(d.winner, Some(CandidateId::from_index(0)));
+        assert_eq!(d.ranking[1].reason, "rejected: not run: c01 already passed its gates (escalate)");
     }
 
     #[test]

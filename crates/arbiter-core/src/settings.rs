@@ -8,6 +8,10 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use crate::crosstest::CrossTestRule;
+use crate::money::Usd;
+use crate::strategy::{CandidateOption, Strategy, cheapest_first, strongest_first};
+
 /// Built-in defaults.
 pub mod defaults {
     pub const CANDIDATES: u32 = 3;
@@ -64,6 +68,25 @@ pub const DEFAULT_CONFIG_TOML: &str = r#"# arbiter configuration. Command-line f
 # **/*_test.go, **/*.spec.ts, .github/**, ... (see docs/configuration.md).
 # protected_paths = ["tests/**", "**/test_*.py"]
 # allow_test_changes = false
+# How candidates are spent: "tournament" (all at once), "escalate" (one at a time, cheapest
+# capable backend first, stopping at the first that passes its gates), or a preset:
+# "cheap" (escalate over the two cheapest), "balanced" (escalate over all), "quality"
+# (a tournament, strongest backends first).
+# strategy = "tournament"
+# Backends whose capability is below this are not used.
+# min_capability = 0
+# Stop candidates and judges once the run has spent this much (USD).
+# budget_usd = "2.50"
+
+# Cross-tests: test files candidates add or change are pooled and run against every
+# surviving candidate and the base; tests that fail on the base and pass somewhere rank the
+# candidates. Rules replace the built-in ones (Python, Rust, Go, JS/TS); placeholders:
+# {path} {dir} {stem} {module} {verify}.
+# [cross_tests]
+# enabled = true
+# [[cross_tests.rules]]
+# pattern = "**/test_*.py"
+# command = "python3 -m pytest -q {path}"
 
 # Named runners: `--runner fast-agent` uses this command.
 # [runners.fast-agent]
@@ -101,6 +124,17 @@ pub struct ConfigFile {
     /// Ordered backend chains per role: `coding = ["local-qwen", "gpt"]`.
     #[serde(default)]
     pub roles: BTreeMap<String, Vec<String>>,
+    #[serde(default)]
+    pub cross_tests: CrossTestSection,
+}
+
+/// The `[cross_tests]` table.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct CrossTestSection {
+    pub enabled: Option<bool>,
+    /// Replace the built-in rules.
+    pub rules: Option<Vec<CrossTestRule>>,
 }
 
 /// The `[run]` table.
@@ -131,6 +165,13 @@ pub struct RunSection {
     pub allow_test_changes: Option<bool>,
     /// Ask the `selection` role's backends to compare candidates the evidence cannot separate.
     pub judge: Option<bool>,
+    /// `tournament`, `escalate`, `cheap`, `balanced` or `quality`.
+    pub strategy: Option<String>,
+    /// Backends below this capability are not used.
+    pub min_capability: Option<u32>,
+    /// Stop candidates and judges once the run has spent this much.
+    #[serde(default, deserialize_with = "crate::money::deserialize_budget")]
+    pub budget_usd: Option<Usd>,
 }
 
 /// A `[runners.NAME]` table.
@@ -162,6 +203,10 @@ pub struct FlagOverrides {
     pub keep_worktrees: bool,
     pub allow_test_changes: bool,
     pub no_judge: bool,
+    pub strategy: Option<String>,
+    pub min_capability: Option<u32>,
+    pub budget_usd: Option<Usd>,
+    pub no_cross_tests: bool,
 }
 
 /// Where a resolved value came from.
@@ -286,8 +331,15 @@ pub struct RunSettings {
     pub protected_paths: Sourced<Vec<String>>,
     pub allow_test_changes: Sourced<bool>,
     pub judge: Sourced<bool>,
+    pub strategy: Sourced<Strategy>,
+    pub min_capability: Sourced<u32>,
+    pub budget_usd: Sourced<Option<Usd>>,
+    pub cross_tests: Sourced<bool>,
+    pub cross_test_rules: Sourced<Vec<CrossTestRule>>,
     /// The runners named by `runner`, resolved against `[runners]`.
     pub runners: Vec<RunnerSpec>,
+    /// What each candidate runs, by index (see [`crate::strategy`]).
+    pub slots: Vec<CandidateOption>,
 }
 
 /// A setting that cannot be used, with the fix.
@@ -328,7 +380,78 @@ impl RunSettings {
     pub fn resolve(config: &ConfigFile, flags: FlagOverrides) -> Result<Self, SettingsError> {
         let mut settings = Self::resolve_values(config, flags)?;
         settings.runners = settings.resolve_runners(config)?;
+        settings.assign_slots(config)?;
         Ok(settings)
+    }
+
+    /// Every distinct way to produce a candidate: each runner, and for the built-in agent
+    /// with one backend per candidate, each of its backends; priced from the backends.
+    fn options(&self, config: &ConfigFile) -> Vec<CandidateOption> {
+        let priced = |runner: usize, backends: Vec<String>| option_for(config, runner, backends);
+        let mut options = Vec::new();
+        for (i, spec) in self.runners.iter().enumerate() {
+            match &spec.kind {
+                RunnerKind::Builtin { backends, round_robin: true } => {
+                    options.extend(backends.iter().map(|b| priced(i, vec![b.clone()])));
+                }
+                RunnerKind::Builtin { backends, .. } => options.push(priced(i, backends.clone())),
+                RunnerKind::Command { .. } => options.push(priced(i, Vec::new())),
+            }
+        }
+        options
+    }
+
+    /// Decides what each candidate runs: round-robin over runners and backends for a
+    /// tournament; the options in cost or strength order for the other strategies, whose
+    /// presets also choose the number of candidates when none was configured.
+    fn assign_slots(&mut self, config: &ConfigFile) -> Result<(), SettingsError> {
+        let strategy = self.strategy.value;
+        let min = self.min_capability.value;
+        let options = self.options(config);
+        let ordered = match strategy {
+            Strategy::Tournament => {
+                options.into_iter().filter(|o| o.capability.is_none_or(|c| c >= min)).collect::<Vec<_>>()
+            }
+            s if s.escalates() => cheapest_first(&options, min),
+            _ => strongest_first(&options, min),
+        };
+        if ordered.is_empty() {
+            return Err(SettingsError::Invalid {
+                key: "min_capability",
+                problem: format!("no runner or backend has capability {min} or more"),
+                fix: "lower --min-capability or add a more capable backend (`arbiter backend add ... --capability N`)"
+                    .into(),
+            });
+        }
+        if self.candidates.origin == Origin::Default {
+            self.candidates.value = strategy.default_candidates(ordered.len(), self.candidates.value);
+        }
+        if strategy.escalates() {
+            self.parallel = Sourced { value: 1, origin: self.strategy.origin };
+        } else if self.parallel.origin == Origin::Default {
+            self.parallel.value = self.candidates.value;
+        }
+        let n = self.candidates.value as usize;
+        self.slots = if strategy == Strategy::Tournament && min == 0 {
+            (0..n).map(|i| self.round_robin(config, i)).collect()
+        } else {
+            (0..n).map(|i| ordered[i % ordered.len()].clone()).collect()
+        };
+        Ok(())
+    }
+
+    /// The tournament assignment: candidate `i` uses runner `i mod r` and, for a built-in
+    /// agent with one backend per candidate, backend `(i / r) mod b`.
+    fn round_robin(&self, config: &ConfigFile, index: usize) -> CandidateOption {
+        let r = index % self.runners.len();
+        let backends = match &self.runners[r].kind {
+            RunnerKind::Builtin { backends, round_robin: true } if !backends.is_empty() => {
+                vec![backends[(index / self.runners.len()) % backends.len()].clone()]
+            }
+            RunnerKind::Builtin { backends, .. } => backends.clone(),
+            RunnerKind::Command { .. } => Vec::new(),
+        };
+        option_for(config, r, backends)
     }
 
     /// The runners `runner` names, resolved against `[runners]` and `command`.
@@ -413,6 +536,36 @@ impl RunSettings {
         );
         let allow_test_changes = layer(flags.allow_test_changes.then_some(true), run.allow_test_changes, false);
         let judge = layer(flags.no_judge.then_some(false), run.judge, true);
+        let strategy_text = layer(flags.strategy, run.strategy.clone(), Strategy::Tournament.as_str().to_string());
+        let strategy = Sourced {
+            value: Strategy::parse(&strategy_text.value).ok_or_else(|| SettingsError::Invalid {
+                key: "strategy",
+                problem: format!("'{}' (from {}) is not a strategy", strategy_text.value, strategy_text.origin),
+                fix: format!("use one of {}", Strategy::NAMES.join(", ")),
+            })?,
+            origin: strategy_text.origin,
+        };
+        let min_capability = layer(flags.min_capability, run.min_capability, 0);
+        let budget_usd = layer(flags.budget_usd.map(Some), run.budget_usd.map(Some), None);
+        if budget_usd.value == Some(Usd::ZERO) {
+            return Err(SettingsError::Invalid {
+                key: "budget_usd",
+                problem: format!("0 (from {})", budget_usd.origin),
+                fix: "give a positive amount, e.g. --budget-usd 2.50, or leave it out for no limit".into(),
+            });
+        }
+        let cross_tests = layer(flags.no_cross_tests.then_some(false), config.cross_tests.enabled, true);
+        let cross_test_rules =
+            layer(None, config.cross_tests.rules.clone(), crate::crosstest::default_rules(&verify.value));
+        if let Some(bad) =
+            cross_test_rules.value.iter().find(|r| r.pattern.trim().is_empty() || r.command.trim().is_empty())
+        {
+            return Err(SettingsError::Invalid {
+                key: "cross_tests.rules",
+                problem: format!("a rule has an empty pattern or command ({:?} → {:?})", bad.pattern, bad.command),
+                fix: "give every [[cross_tests.rules]] a pattern and a command".into(),
+            });
+        }
         Ok(RunSettings {
             candidates,
             parallel,
@@ -433,13 +586,24 @@ impl RunSettings {
             protected_paths,
             allow_test_changes,
             judge,
+            strategy,
+            min_capability,
+            budget_usd,
+            cross_tests,
+            cross_test_rules,
             runners: Vec::new(),
+            slots: Vec::new(),
         })
     }
 
-    /// The runner of the candidate at `index` (runners are assigned round-robin).
+    /// The runner of the candidate at `index`.
     pub fn runner_for(&self, index: usize) -> &RunnerSpec {
-        &self.runners[index % self.runners.len()]
+        &self.runners[self.slots[index % self.slots.len()].runner]
+    }
+
+    /// What the candidate at `index` runs: runner, backends, price and capability.
+    pub fn slot(&self, index: usize) -> &CandidateOption {
+        &self.slots[index % self.slots.len()]
     }
 
     /// How the candidate at `index` is labelled everywhere: its runner, and for the built-in
@@ -454,13 +618,7 @@ impl RunSettings {
 
     /// The backend chain the candidate at `index` uses, for the built-in runner.
     pub fn backend_chain_for(&self, index: usize) -> Vec<String> {
-        match &self.runner_for(index).kind {
-            RunnerKind::Builtin { backends, round_robin: true } if !backends.is_empty() => {
-                vec![backends[(index / self.runners.len()) % backends.len()].clone()]
-            }
-            RunnerKind::Builtin { backends, .. } => backends.clone(),
-            RunnerKind::Command { .. } => Vec::new(),
-        }
+        self.slot(index).backends.clone()
     }
 
     /// `(key, value, origin)` rows for `arbiter config show`.
@@ -495,7 +653,28 @@ impl RunSettings {
             ("protected_paths", format!("{} globs", self.protected_paths.value.len()), self.protected_paths.origin),
             ("allow_test_changes", self.allow_test_changes.value.to_string(), self.allow_test_changes.origin),
             ("judge", self.judge.value.to_string(), self.judge.origin),
+            ("strategy", self.strategy.value.to_string(), self.strategy.origin),
+            ("min_capability", self.min_capability.value.to_string(), self.min_capability.origin),
+            (
+                "budget_usd",
+                self.budget_usd.value.map_or_else(|| "(none)".into(), |b| b.decimal()),
+                self.budget_usd.origin,
+            ),
+            ("cross_tests", self.cross_tests.value.to_string(), self.cross_tests.origin),
+            ("cross_test_rules", format!("{} rules", self.cross_test_rules.value.len()), self.cross_test_rules.origin),
         ]
+    }
+}
+
+/// An option priced and rated by the first backend of its chain.
+fn option_for(config: &ConfigFile, runner: usize, backends: Vec<String>) -> CandidateOption {
+    let first = backends.first().and_then(|b| config.backends.get(b));
+    CandidateOption {
+        runner,
+        input_price: first.and_then(|b| b.input_cost),
+        output_price: first.and_then(|b| b.output_cost),
+        capability: first.map(|b| b.capability),
+        backends,
     }
 }
 

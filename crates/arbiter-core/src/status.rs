@@ -40,6 +40,9 @@ pub enum CandidateStatus {
     SetupFailed,
     /// The run was interrupted before the candidate finished.
     Cancelled,
+    /// Never started: an escalation stopped at an earlier candidate, or the run's budget
+    /// was spent first.
+    Skipped,
 }
 
 impl CandidateStatus {
@@ -59,6 +62,7 @@ impl CandidateStatus {
             Self::LimitReached => "limit_reached",
             Self::SetupFailed => "setup_failed",
             Self::Cancelled => "cancelled",
+            Self::Skipped => "skipped",
         }
     }
 }

@@ -1,5 +1,6 @@
 //! `viewer/index.html`: one self-contained page (inline CSS, no script, no external URL)
-//! showing the decision, each candidate's evidence and its diff.
+//! showing the decision, the ranking, the cross-test and pairwise matrices, the candidates'
+//! diffs side by side, and each candidate's evidence.
 
 use std::fmt::Write;
 
@@ -31,7 +32,9 @@ table{border-collapse:collapse;width:100%}th,td{text-align:left;padding:5px 8px;
 .win{background:#e7f6ec}.tag{display:inline-block;border-radius:10px;padding:1px 8px;font-size:12px;font-weight:600}\
 .ok{background:#d4f2dd;color:#135c2c}.bad{background:#fbdada;color:#8a1f1f}.mid{background:#eee;color:#444}\
 pre{background:#0f1420;color:#d8dee9;padding:10px;border-radius:6px;overflow:auto;font-size:12.5px;max-height:520px}\
-.add{color:#8fd19e}.del{color:#f19999}.hunk{color:#88b4f0}.meta{color:#b8a4e3}summary{cursor:pointer;font-weight:600}";
+.add{color:#8fd19e}.del{color:#f19999}.hunk{color:#88b4f0}.meta{color:#b8a4e3}summary{cursor:pointer;font-weight:600}\
+.side{display:grid;grid-auto-flow:column;grid-auto-columns:minmax(420px,1fr);gap:12px;overflow-x:auto}\
+.side pre{max-height:720px;margin:6px 0 0}.pass{background:#d4f2dd}.fail{background:#fbdada}td.c{text-align:center}";
 
 /// Renders the page; `patches` holds each candidate's diff text.
 pub fn render_html(r: &ReportInput<'_>, patches: &[(CandidateId, String)]) -> String {
@@ -118,23 +121,16 @@ pub fn render_html(r: &ReportInput<'_>, patches: &[(CandidateId, String)]) -> St
         );
     }
     let _ = write!(h, "</table></section>");
+    if let Some(m) = r.cross_tests {
+        cross_test_matrix(&mut h, m);
+    }
     if !r.pairs.is_empty() {
         let _ = write!(
             h,
             "<section><h2>Pairwise judge</h2><p>Each pair judged in both orders; a win counts only when both orders agree.</p><table><tr><th>Pair</th><th>A shown first</th><th>B shown first</th><th>Outcome</th></tr>"
         );
         for p in r.pairs {
-            let order = |v: &crate::pairwise::OrderVerdict| {
-                let who = match v.preferred {
-                    crate::pairwise::SlotVerdict::First => v.first.to_string(),
-                    crate::pairwise::SlotVerdict::Second => v.second.to_string(),
-                    crate::pairwise::SlotVerdict::Tie => "tie".to_string(),
-                };
-                match &v.fallback {
-                    Some(f) => format!("{who} <i>({})</i>", escape(f)),
-                    None => format!("{who} — {}", escape(&v.rationale)),
-                }
-            };
+            let order = |v: &crate::pairwise::OrderVerdict| escape(&v.describe());
             let outcome = match &p.outcome {
                 crate::pairwise::PairOutcome::Win { winner, .. } => {
                     format!("<span class=\"tag ok\">{winner} wins</span>")
@@ -153,6 +149,7 @@ pub fn render_html(r: &ReportInput<'_>, patches: &[(CandidateId, String)]) -> St
         let _ = write!(h, "</table></section>");
     }
 
+    side_by_side(&mut h, r, patches);
     for c in &r.ranking.candidates {
         let _ = write!(
             h,
@@ -222,6 +219,94 @@ pub fn render_html(r: &ReportInput<'_>, patches: &[(CandidateId, String)]) -> St
     }
     let _ = writeln!(h, "</main></body></html>");
     h
+}
+
+/// The test × tree matrix of the cross-tests, or why they did not run.
+fn cross_test_matrix(h: &mut String, m: &crate::crosstest::CrossTestMatrix) {
+    let _ = write!(h, "<section><h2>Cross-tests</h2>");
+    if !m.ran {
+        let _ = write!(
+            h,
+            "<p>Not run: {}.</p></section>",
+            escape(m.skip_reason.as_deref().unwrap_or("no reason recorded"))
+        );
+        return;
+    }
+    let _ = write!(
+        h,
+        "<p>Test files the candidates wrote, run against the base and every surviving candidate. A test that fails on the base and passes somewhere discriminates.</p><table><tr><th>Test</th><th>File</th><th>Written by</th><th>Discriminates</th>"
+    );
+    for t in &m.targets {
+        let _ = write!(h, "<th>{}</th>", escape(t));
+    }
+    let _ = write!(h, "</tr>");
+    for row in &m.tests {
+        let authors: Vec<String> = row.test.authors.iter().map(|a| a.to_string()).collect();
+        let _ = write!(
+            h,
+            "<tr><td>{}</td><td><code>{}</code></td><td>{}</td><td><span class=\"tag {}\">{}</span></td>",
+            escape(&row.test.id),
+            escape(&row.test.path),
+            escape(&authors.join(", ")),
+            if row.discriminating { "ok" } else { "mid" },
+            if row.discriminating { "yes" } else { "no" }
+        );
+        for t in &m.targets {
+            let (class, word) = match row.results.get(t) {
+                Some(x) if x.passed => ("pass", "pass"),
+                Some(x) if x.timed_out => ("fail", "timeout"),
+                Some(_) => ("fail", "fail"),
+                None => ("", "—"),
+            };
+            let _ = write!(h, "<td class=\"c {class}\">{word}</td>");
+        }
+        let _ = write!(h, "</tr>");
+    }
+    let _ = write!(h, "</table><p>Scores (discriminating tests passed): ");
+    let scores: Vec<String> = m.scores.iter().map(|(c, s)| format!("{c} {}/{}", s.passed, s.discriminating)).collect();
+    let _ = write!(h, "{}</p></section>", escape(&scores.join(", ")));
+}
+
+/// Every candidate's diff in its own column, in ranking order, to compare at a glance.
+fn side_by_side(h: &mut String, r: &ReportInput<'_>, patches: &[(CandidateId, String)]) {
+    let shown: Vec<(&crate::selection::RankedCandidate, &str)> = r
+        .ranking
+        .candidates
+        .iter()
+        .filter_map(|c| {
+            patches.iter().find(|(id, d)| *id == c.candidate_id && !d.trim().is_empty()).map(|(_, d)| (c, d.as_str()))
+        })
+        .collect();
+    if shown.len() < 2 {
+        return;
+    }
+    let _ = write!(h, "<section><h2>Diffs side by side</h2><div class=\"side\">");
+    for (c, diff) in shown {
+        let won = r.selection.winner.as_ref() == Some(&c.candidate_id);
+        let _ = write!(
+            h,
+            "<div><b>#{} {}</b> <small>({})</small> <span class=\"tag {}\">{}</span><pre>{}</pre></div>",
+            c.rank,
+            escape(c.candidate_id.as_str()),
+            escape(&c.runner),
+            if won {
+                "ok"
+            } else if c.eligible {
+                "mid"
+            } else {
+                "bad"
+            },
+            if won {
+                "winner"
+            } else if c.eligible {
+                "eligible"
+            } else {
+                "rejected"
+            },
+            colour_diff(diff)
+        );
+    }
+    let _ = write!(h, "</div></section>");
 }
 
 fn colour_diff(diff: &str) -> String {

@@ -28,6 +28,9 @@ pub struct AgentContext {
     pub redactor: Redactor,
     /// The run's event log, for what a runner observes along the way (model fallbacks).
     pub events: crate::events::EventLog,
+    /// The run's budget: charge every call the moment its cost is known. `cancel` is its
+    /// stop token, so an agent stops when the run is interrupted or the budget is spent.
+    pub budget: std::sync::Arc<crate::budget::RunBudget>,
 }
 
 /// How the agent ended, and what it cost.

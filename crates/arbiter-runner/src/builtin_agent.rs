@@ -156,7 +156,9 @@ impl AgentRunner for BuiltinRunner {
                 Err(e) => break Ending::ModelFailed(ctx.redactor.redact(&e.to_string())),
             };
             let endpoint = &self.chain[index];
-            calls.push(call_record("coding", endpoint, Some(ctx.candidate.clone()), response.usage.as_ref()));
+            let call = call_record("coding", endpoint, Some(ctx.candidate.clone()), response.usage.as_ref());
+            ctx.budget.charge(&call).await;
+            calls.push(call);
             if let Some(u) = &response.usage {
                 tokens_used += u.input_tokens + u.output_tokens;
             }

@@ -2,7 +2,9 @@
 //! task, in both orders, at temperature 0. The verdicts are combined in the core
 //! (`arbiter_core::pairwise`): a win only when both orders agree. A malformed answer gets one
 //! repair request; after that, or when every backend fails, the order counts as a tie and
-//! the fallback is recorded. Every call is a cost record under the `selection` role.
+//! the fallback is recorded. Every call is a cost record under the `selection` role, charged
+//! to the run's budget as it is made; once the budget is spent no further call is made and
+//! the orders left count as ties, with the reason recorded.
 
 use arbiter_core::cost::CallRecord;
 use arbiter_core::ids::CandidateId;
@@ -10,6 +12,15 @@ use arbiter_core::pairwise::{OrderVerdict, PairRecord, SlotVerdict, combine};
 use arbiter_core::task::Task;
 use arbiter_llm::{ChatRequest, Endpoint, LlmClient, Message, ToolSpec, call_record, chat_with_fallback};
 use serde_json::{Value, json};
+
+use crate::budget::RunBudget;
+
+/// What judging needs: the model client, the task, and the run's budget.
+pub struct Judges<'a> {
+    pub client: &'a LlmClient,
+    pub task: &'a Task,
+    pub budget: &'a RunBudget,
+}
 
 /// One candidate as the judge sees it.
 pub struct JudgeInput {
@@ -94,158 +105,174 @@ fn parse_verdict(text: &str, calls: &[arbiter_llm::ToolCall]) -> Option<(SlotVer
     serde_json::from_str::<Value>(text.get(start..=end)?).ok().and_then(|v| from_value(&v))
 }
 
-async fn ask(
-    client: &LlmClient,
-    chain: &[Endpoint],
-    task: &Task,
-    first: &JudgeInput,
-    second: &JudgeInput,
-    calls: &mut Vec<CallRecord>,
-) -> OrderVerdict {
-    let mut messages = vec![Message::User(prompt(task, first, second))];
-    let verdict = |preferred, rationale, backend, fallback| OrderVerdict {
-        first: first.id.clone(),
-        second: second.id.clone(),
-        preferred,
-        rationale,
-        backend,
-        fallback,
-    };
-    let mut last_problem = String::new();
-    for attempt in 0..2 {
-        let request = ChatRequest {
-            system: Some(SYSTEM.into()),
-            messages: messages.clone(),
-            tools: vec![verdict_tool()],
-            temperature: Some(0.0),
-            max_tokens: Some(512),
-        };
-        match chat_with_fallback(client, chain, &request, |_| {}).await {
-            Ok((i, response)) => {
-                calls.push(call_record("selection", &chain[i], None, response.usage.as_ref()));
-                if let Some((preferred, rationale)) = parse_verdict(&response.text, &response.tool_calls) {
-                    return verdict(preferred, rationale, Some(chain[i].name.clone()), None);
-                }
-                last_problem = format!("malformed verdict from {}", chain[i].name);
-                if attempt == 0 {
-                    messages.push(Message::Assistant { text: response.text.clone(), tool_calls: Vec::new() });
-                    messages.push(Message::User(
-                        "That was not a valid verdict. Call the verdict tool with preferred = \"first\", \"second\" or \"tie\" and a rationale.".into(),
-                    ));
-                }
-            }
-            Err(e) => {
-                return verdict(SlotVerdict::Tie, String::new(), None, Some(format!("no judge answered: {e}")));
-            }
-        }
-    }
-    verdict(
-        SlotVerdict::Tie,
-        String::new(),
-        None,
-        Some(format!("{last_problem} after one repair request; counted as a tie")),
-    )
-}
-
-/// Judges every pair of `shortlist` in both orders.
-pub async fn compare_all(client: &LlmClient, chain: &[Endpoint], task: &Task, shortlist: &[JudgeInput]) -> JudgeRun {
-    let mut run = JudgeRun::default();
-    for i in 0..shortlist.len() {
-        for j in (i + 1)..shortlist.len() {
-            let (a, b) = (&shortlist[i], &shortlist[j]);
-            let a_first = ask(client, chain, task, a, b, &mut run.calls).await;
-            let b_first = ask(client, chain, task, b, a, &mut run.calls).await;
-            let outcome = combine(&a.id, &b.id, a_first.preferred, b_first.preferred);
-            run.pairs.push(PairRecord { a: a.id.clone(), b: b.id.clone(), a_first, b_first, outcome });
-        }
-    }
-    run
-}
-
 const REVIEW_SYSTEM: &str = "You are a skeptical senior reviewer. Assess one candidate patch for the task: is it likely \
 correct and complete, what could go wrong (error paths, edge cases, cleanup, concurrency), and what evidence is \
 missing. Scores are between 0 and 1. Answer by calling the review tool once.";
 
-/// Reviews each candidate (role `review`): structured output validated against the review
-/// schema, one repair request on a malformed answer, then a recorded fallback.
-pub async fn review_all(
-    client: &LlmClient,
-    chain: &[Endpoint],
-    task: &Task,
-    candidates: &[JudgeInput],
-) -> (Vec<arbiter_core::review::ReviewArtifact>, Vec<CallRecord>) {
-    use arbiter_core::review::{ReviewArtifact, schema, validate};
-    let mut calls = Vec::new();
-    let mut out = Vec::new();
-    for c in candidates {
-        let mut messages = vec![Message::User(format!(
-            "# Task\n\n{}\n\n# Success criteria\n\n{}\n\n# Candidate {}\n\nEvidence: {}\n\n```diff\n{}\n```\n",
-            task.prompt.trim(),
-            task.success_criteria.as_deref().unwrap_or("Complete the task with a minimal, correct change."),
-            c.id,
-            c.evidence,
-            shown(&c.diff)
-        ))];
-        let mut artifact = ReviewArtifact {
-            schema_version: arbiter_core::artifact::SCHEMA_VERSION,
-            candidate_id: c.id.clone(),
-            backend: None,
-            review: None,
-            fallback: None,
-            repaired: false,
+impl Judges<'_> {
+    async fn ask(
+        &self,
+        chain: &[Endpoint],
+        first: &JudgeInput,
+        second: &JudgeInput,
+        calls: &mut Vec<CallRecord>,
+    ) -> OrderVerdict {
+        let mut messages = vec![Message::User(prompt(self.task, first, second))];
+        let verdict = |preferred, rationale, backend, fallback| OrderVerdict {
+            first: first.id.clone(),
+            second: second.id.clone(),
+            preferred,
+            rationale,
+            backend,
+            fallback,
         };
+        let mut last_problem = String::new();
         for attempt in 0..2 {
+            if self.budget.exhausted() {
+                let why = format!("{}; not asked; counted as a tie", self.budget.reached_reason());
+                return verdict(SlotVerdict::Tie, String::new(), None, Some(why));
+            }
             let request = ChatRequest {
-                system: Some(REVIEW_SYSTEM.into()),
+                system: Some(SYSTEM.into()),
                 messages: messages.clone(),
-                tools: vec![ToolSpec {
-                    name: "review".into(),
-                    description: "Give the review.".into(),
-                    parameters: schema(),
-                }],
+                tools: vec![verdict_tool()],
                 temperature: Some(0.0),
-                max_tokens: Some(1024),
+                max_tokens: Some(512),
             };
-            match chat_with_fallback(client, chain, &request, |_| {}).await {
+            match chat_with_fallback(self.client, chain, &request, |_| {}).await {
                 Ok((i, response)) => {
-                    calls.push(call_record("review", &chain[i], Some(c.id.clone()), response.usage.as_ref()));
-                    artifact.backend = Some(chain[i].name.clone());
-                    let value =
-                        response.tool_calls.iter().find(|t| t.name == "review").map(|t| t.arguments.clone()).or_else(
-                            || {
-                                let (s, e) = (response.text.find('{')?, response.text.rfind('}')?);
-                                serde_json::from_str::<Value>(response.text.get(s..=e)?).ok()
-                            },
-                        );
-                    match value.as_ref().map(validate) {
-                        Some(Ok(review)) => {
-                            artifact.review = Some(review);
-                            artifact.repaired = attempt == 1;
-                            artifact.fallback = None;
-                            break;
-                        }
-                        problem => {
-                            let why = match problem {
-                                Some(Err(e)) => e,
-                                _ => "no review tool call and no JSON object".to_string(),
-                            };
-                            artifact.fallback = Some(format!("malformed review ({why}) after one repair request"));
-                            messages.push(Message::Assistant { text: response.text.clone(), tool_calls: Vec::new() });
-                            messages.push(Message::User(format!(
-                                "That review is invalid: {why}. Call the review tool again with every field, scores between 0 and 1."
-                            )));
-                        }
+                    let call = call_record("selection", &chain[i], None, response.usage.as_ref());
+                    self.budget.charge(&call).await;
+                    calls.push(call);
+                    if let Some((preferred, rationale)) = parse_verdict(&response.text, &response.tool_calls) {
+                        return verdict(preferred, rationale, Some(chain[i].name.clone()), None);
+                    }
+                    last_problem = format!("malformed verdict from {}", chain[i].name);
+                    if attempt == 0 {
+                        messages.push(Message::Assistant { text: response.text.clone(), tool_calls: Vec::new() });
+                        messages.push(Message::User(
+                        "That was not a valid verdict. Call the verdict tool with preferred = \"first\", \"second\" or \"tie\" and a rationale.".into(),
+                    ));
                     }
                 }
                 Err(e) => {
-                    artifact.fallback = Some(format!("no reviewer answered: {e}"));
-                    break;
+                    return verdict(SlotVerdict::Tie, String::new(), None, Some(format!("no judge answered: {e}")));
                 }
             }
         }
-        out.push(artifact);
+        verdict(
+            SlotVerdict::Tie,
+            String::new(),
+            None,
+            Some(format!("{last_problem} after one repair request; counted as a tie")),
+        )
     }
-    (out, calls)
+
+    /// Judges every pair of `shortlist` in both orders.
+    pub async fn compare_all(&self, chain: &[Endpoint], shortlist: &[JudgeInput]) -> JudgeRun {
+        let mut run = JudgeRun::default();
+        for i in 0..shortlist.len() {
+            for j in (i + 1)..shortlist.len() {
+                let (a, b) = (&shortlist[i], &shortlist[j]);
+                let a_first = self.ask(chain, a, b, &mut run.calls).await;
+                let b_first = self.ask(chain, b, a, &mut run.calls).await;
+                let outcome = combine(&a.id, &b.id, a_first.preferred, b_first.preferred);
+                run.pairs.push(PairRecord { a: a.id.clone(), b: b.id.clone(), a_first, b_first, outcome });
+            }
+        }
+        run
+    }
+
+    /// Reviews each candidate (role `review`): structured output validated against the review
+    /// schema, one repair request on a malformed answer, then a recorded fallback.
+    pub async fn review_all(
+        &self,
+        chain: &[Endpoint],
+        candidates: &[JudgeInput],
+    ) -> (Vec<arbiter_core::review::ReviewArtifact>, Vec<CallRecord>) {
+        let task = self.task;
+        use arbiter_core::review::{ReviewArtifact, schema, validate};
+        let mut calls = Vec::new();
+        let mut out = Vec::new();
+        for c in candidates {
+            let mut messages = vec![Message::User(format!(
+                "# Task\n\n{}\n\n# Success criteria\n\n{}\n\n# Candidate {}\n\nEvidence: {}\n\n```diff\n{}\n```\n",
+                task.prompt.trim(),
+                task.success_criteria.as_deref().unwrap_or("Complete the task with a minimal, correct change."),
+                c.id,
+                c.evidence,
+                shown(&c.diff)
+            ))];
+            let mut artifact = ReviewArtifact {
+                schema_version: arbiter_core::artifact::SCHEMA_VERSION,
+                candidate_id: c.id.clone(),
+                backend: None,
+                review: None,
+                fallback: None,
+                repaired: false,
+            };
+            for attempt in 0..2 {
+                if self.budget.exhausted() {
+                    artifact.fallback = Some(format!("{}; no review was asked", self.budget.reached_reason()));
+                    break;
+                }
+                let request = ChatRequest {
+                    system: Some(REVIEW_SYSTEM.into()),
+                    messages: messages.clone(),
+                    tools: vec![ToolSpec {
+                        name: "review".into(),
+                        description: "Give the review.".into(),
+                        parameters: schema(),
+                    }],
+                    temperature: Some(0.0),
+                    max_tokens: Some(1024),
+                };
+                match chat_with_fallback(self.client, chain, &request, |_| {}).await {
+                    Ok((i, response)) => {
+                        let call = call_record("review", &chain[i], Some(c.id.clone()), response.usage.as_ref());
+                        self.budget.charge(&call).await;
+                        calls.push(call);
+                        artifact.backend = Some(chain[i].name.clone());
+                        let value = response
+                            .tool_calls
+                            .iter()
+                            .find(|t| t.name == "review")
+                            .map(|t| t.arguments.clone())
+                            .or_else(|| {
+                                let (s, e) = (response.text.find('{')?, response.text.rfind('}')?);
+                                serde_json::from_str::<Value>(response.text.get(s..=e)?).ok()
+                            });
+                        match value.as_ref().map(validate) {
+                            Some(Ok(review)) => {
+                                artifact.review = Some(review);
+                                artifact.repaired = attempt == 1;
+                                artifact.fallback = None;
+                                break;
+                            }
+                            problem => {
+                                let why = match problem {
+                                    Some(Err(e)) => e,
+                                    _ => "no review tool call and no JSON object".to_string(),
+                                };
+                                artifact.fallback = Some(format!("malformed review ({why}) after one repair request"));
+                                messages
+                                    .push(Message::Assistant { text: response.text.clone(), tool_calls: Vec::new() });
+                                messages.push(Message::User(format!(
+                                "That review is invalid: {why}. Call the review tool again with every field, scores between 0 and 1."
+                            )));
+                            }
+                        }
+                    }
+                    Err(e) => {
+                        artifact.fallback = Some(format!("no reviewer answered: {e}"));
+                        break;
+                    }
+                }
+            }
+            out.push(artifact);
+        }
+        (out, calls)
+    }
 }
 
 #[cfg(test)]

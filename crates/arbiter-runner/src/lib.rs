@@ -4,7 +4,7 @@
 //! worktrees ([`git`], [`workspace`], [`capture`]), child processes ([`process`],
 //! [`agent_env`]), agents (the [`agent`] seam, [`command_runner`], [`builtin_agent`] with its
 //! [`builtin`] tools, chosen by [`runners`]), verify commands ([`gates`]), the run directory and
-//! its event log ([`rundir`], [`events`]), putting a patch into the repository
+//! its event log ([`rundir`], [`events`]), the run's spending limit ([`budget`]), putting a patch into the repository
 //! ([`materialize`]) and the tournament itself ([`engine`]). Every decision is delegated to
 //! `arbiter-core`; every record goes through the `arbiter-store` port.
 
@@ -12,6 +12,7 @@
 
 pub mod agent;
 pub mod agent_env;
+pub mod budget;
 pub mod builtin;
 pub mod builtin_agent;
 pub mod capture;

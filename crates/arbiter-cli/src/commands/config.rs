@@ -12,7 +12,7 @@ use crate::error::CliError;
 pub async fn show(repo: Option<&Path>, args: &SettingsArgs, as_json: bool) -> Result<u8, CliError> {
     let ctx = RepoContext::locate(repo).await?;
     let config = ctx.config()?;
-    let settings = RunSettings::resolve_values(&config, args.overrides())?;
+    let settings = RunSettings::resolve_values(&config, args.overrides().map_err(CliError::usage)?)?;
     let runners = settings.resolve_runners(&config);
     let config_path = ctx.workspace.config_path();
     if as_json {

@@ -26,7 +26,7 @@ pub async fn run(repo: Option<&Path>, args: &RunArgs) -> Result<u8, CliError> {
         (None, None) => return Err(CliError::usage("give the task with --task TEXT or --task-file FILE")),
     };
     let config = ctx.config()?;
-    let settings = RunSettings::resolve(&config, args.settings.overrides())?;
+    let settings = RunSettings::resolve(&config, args.settings.overrides().map_err(CliError::usage)?)?;
     let task =
         Task::new(task_text, args.success_criteria.clone(), settings.verify.value.clone()).map_err(CliError::usage)?;
     preflight(&settings, ctx.workspace.repo_root())?;
@@ -211,6 +211,7 @@ pub fn report(o: &RunOutcome, as_json: bool) {
                 "gates_passed": r.gates_passed, "gates_total": r.gates_total, "votes": r.votes, "reason": r.reason,
             })).collect::<Vec<_>>(),
             "cost": {"known_usd": o.cost.total.known_cost, "complete": o.cost.complete, "description": o.cost.total.describe_cost()},
+            "spending": o.spending,
             "run_dir": o.run_dir.display().to_string(),
             "exit_code": exit_code(o),
         });
@@ -225,6 +226,9 @@ pub fn report(o: &RunOutcome, as_json: bool) {
     println!();
     let t = &o.cost.total;
     println!("Tokens: {} in / {} out; cost {}", t.input_tokens, t.output_tokens, t.describe_cost());
+    if o.spending.noteworthy() {
+        println!("Spending: {}", o.spending.describe());
+    }
     match &o.materialization {
         Some(m) if m.applied => match &m.commit {
             Some(c) => println!("Applied: {} (commit {c})", m.mode),

@@ -1,15 +1,18 @@
 //! One candidate's pipeline (worktree, include copy, setup, agent, patch, apply check,
 //! verify commands) and the baseline's (the same tree preparation and verify commands on
-//! the base commit).
+//! the base commit). When cross-tests are on, the trees of candidates with an applicable
+//! patch, and the base tree, are kept for them.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use arbiter_core::artifact::{AgentOutcome, Baseline, PatchEvidence, RunnerSummary, SCHEMA_VERSION, paths};
+use arbiter_core::crosstest::{AuthoredTest, rule_for};
 use arbiter_core::event::EventKind;
 use arbiter_core::ids::CandidateId;
 use arbiter_core::patch;
 use arbiter_core::protect;
+use arbiter_core::protect::Touch;
 use arbiter_core::status::CandidateStatus;
 use arbiter_core::time::Timestamp;
 use serde_json::json;
@@ -107,8 +110,14 @@ pub(super) async fn remove_tree(ctx: &RunCtx, path: &Path) {
     }
 }
 
+/// The baseline, and the base tree when it is kept for cross-tests.
+pub(super) struct BaselineRun {
+    pub(super) baseline: Baseline,
+    pub(super) tree: Option<PathBuf>,
+}
+
 /// Runs the verify commands once on the base commit, in a scratch worktree.
-pub(super) async fn run_baseline(ctx: &RunCtx) -> Baseline {
+pub(super) async fn run_baseline(ctx: &RunCtx) -> BaselineRun {
     let verify = &ctx.settings.verify.value;
     let mut baseline = Baseline {
         schema_version: SCHEMA_VERSION,
@@ -117,12 +126,13 @@ pub(super) async fn run_baseline(ctx: &RunCtx) -> Baseline {
         commands: Vec::new(),
     };
     if verify.is_empty() {
-        return baseline;
+        return BaselineRun { baseline, tree: None };
     }
     ctx.events.emit(EventKind::BaselineStarted, None, json!({"commands": verify})).await;
     let tree = ctx.worktrees.join("base");
     let log_dir = ctx.run_dir.path().join("baseline");
     let _ = std::fs::create_dir_all(&log_dir);
+    let mut kept = None;
     match prepare_tree(ctx, &tree, &log_dir, None).await {
         Err(e) => baseline.error = Some(e),
         Ok(()) => {
@@ -131,9 +141,14 @@ pub(super) async fn run_baseline(ctx: &RunCtx) -> Baseline {
                 Ok(outcomes) => baseline.commands = outcomes,
                 Err(e) => baseline.error = Some(format!("cannot run the verify commands: {e}")),
             }
+            if ctx.settings.cross_tests.value && !ctx.cancel.is_cancelled() {
+                kept = Some(tree.clone());
+            }
         }
     }
-    remove_tree(ctx, &tree).await;
+    if kept.is_none() {
+        remove_tree(ctx, &tree).await;
+    }
     ctx.events
         .emit(
             EventKind::BaselineFinished,
@@ -144,18 +159,15 @@ pub(super) async fn run_baseline(ctx: &RunCtx) -> Baseline {
             }),
         )
         .await;
-    baseline
+    BaselineRun { baseline, tree: kept }
 }
 
-/// One candidate from worktree to captured, gated patch.
-pub(super) async fn run_candidate(ctx: &RunCtx, index: usize) -> CandidateRun {
-    let id = CandidateId::from_index(index);
-    let spec = ctx.settings.runner_for(index).clone();
-    let label = ctx.settings.label_for(index);
-    let mut run = CandidateRun {
-        id: id.clone(),
+/// The run of a candidate that never started.
+fn unstarted(ctx: &RunCtx, index: usize) -> CandidateRun {
+    CandidateRun {
+        id: CandidateId::from_index(index),
         index,
-        runner: label.clone(),
+        runner: ctx.settings.label_for(index),
         status: CandidateStatus::Cancelled,
         setup_error: None,
         agent: AgentOutcome::default(),
@@ -165,7 +177,33 @@ pub(super) async fn run_candidate(ctx: &RunCtx, index: usize) -> CandidateRun {
         gates_skipped: None,
         protected_changes: Vec::new(),
         calls: Vec::new(),
-    };
+        not_run: None,
+        authored_tests: Vec::new(),
+        tree: None,
+    }
+}
+
+/// Records a candidate that will not run, and why.
+pub(super) async fn skip_candidate(ctx: &RunCtx, index: usize, why: String) -> CandidateRun {
+    let mut run = unstarted(ctx, index);
+    run.status = CandidateStatus::Skipped;
+    run.not_run = Some(why);
+    ctx.set_candidate_status(&run.id, run.status, None).await;
+    ctx.events
+        .emit(EventKind::CandidateFinished, Some(&run.id), json!({"status": run.status, "reason": run.not_run}))
+        .await;
+    run
+}
+
+/// One candidate from worktree to captured, gated patch.
+pub(super) async fn run_candidate(ctx: &RunCtx, index: usize) -> CandidateRun {
+    let id = CandidateId::from_index(index);
+    let spec = ctx.settings.runner_for(index).clone();
+    let label = ctx.settings.label_for(index);
+    if ctx.budget.exhausted() && !ctx.cancel.is_cancelled() {
+        return skip_candidate(ctx, index, format!("{} before it started", ctx.budget.reached_reason())).await;
+    }
+    let mut run = unstarted(ctx, index);
     let chain = ctx.settings.backend_chain_for(index);
     let runner: Box<dyn AgentRunner> = match runners::from_spec(&spec, &chain, ctx.models.as_deref()) {
         Ok(r) => r,
@@ -221,9 +259,10 @@ pub(super) async fn run_candidate(ctx: &RunCtx, index: usize) -> CandidateRun {
         prompt_file,
         env: env.clone(),
         timeout: Duration::from_secs(ctx.settings.timeout_seconds.value),
-        cancel: ctx.cancel.clone(),
+        cancel: ctx.budget.stop_token(),
         redactor: ctx.redactor.clone(),
         events: ctx.events.clone(),
+        budget: ctx.budget.clone(),
     };
     ctx.set_candidate_status(&id, CandidateStatus::Running, None).await;
     ctx.events.emit(EventKind::AgentStarted, Some(&id), json!({"runner": label, "kind": runner.kind()})).await;
@@ -243,6 +282,11 @@ pub(super) async fn run_candidate(ctx: &RunCtx, index: usize) -> CandidateRun {
             json!({"exit_code": run.agent.exit_code, "signal": run.agent.signal, "timed_out": run.agent.timed_out, "cancelled": run.agent.cancelled, "duration_ms": run.agent.duration_ms}),
         )
         .await;
+    if run.agent.cancelled && !ctx.cancel.is_cancelled() && ctx.budget.exhausted() {
+        // Stopped by the budget, not by the user: evaluated on its patch so far.
+        run.agent.cancelled = false;
+        run.agent.limit_reached = Some(ctx.budget.reached_reason());
+    }
     run.status = if run.setup_error.is_some() {
         CandidateStatus::SetupFailed
     } else if run.agent.cancelled {
@@ -264,7 +308,12 @@ pub(super) async fn run_candidate(ctx: &RunCtx, index: usize) -> CandidateRun {
         evaluate_candidate(ctx, &mut run, &tree, &cdir).await;
     }
     run.status = final_status;
-    remove_tree(ctx, &tree).await;
+    let applicable = run.patch.as_ref().is_some_and(|p| !p.empty && p.applies_cleanly);
+    if ctx.settings.cross_tests.value && applicable && !ctx.cancel.is_cancelled() {
+        run.tree = Some(tree.clone());
+    } else {
+        remove_tree(ctx, &tree).await;
+    }
     ctx.set_candidate_status(&id, run.status, run.agent.exit_code).await;
     let gates_passed = run.gate_outcomes.iter().filter(|o| o.passed()).count();
     ctx.events
@@ -338,6 +387,20 @@ pub(super) async fn evaluate_candidate(ctx: &RunCtx, run: &mut CandidateRun, tre
         apply_check_error,
     });
     run.patch_text = text;
+    let touched = if run.patch.as_ref().is_some_and(|p| !p.empty && p.applies_cleanly) {
+        match capture::touched_paths(&wt, &ctx.base_commit).await {
+            Ok(t) => Some(t),
+            Err(e) => {
+                run.gates_skipped = Some(format!("cannot list the changed files: {e}"));
+                return;
+            }
+        }
+    } else {
+        None
+    };
+    if let Some(touched) = &touched {
+        run.authored_tests = authored_tests(ctx, tree, touched);
+    }
     let p = run.patch.as_ref().map(|p| (p.empty, p.applies_cleanly, p.stats.files_changed, p.stats.weight()));
     ctx.events
         .emit(
@@ -365,13 +428,7 @@ pub(super) async fn evaluate_candidate(ctx: &RunCtx, run: &mut CandidateRun, tre
     }
     // A candidate must not pass by weakening the checks: protected files it modified or
     // deleted get their base version back while the gates run.
-    match capture::touched_paths(&wt, &ctx.base_commit).await {
-        Ok(touched) => run.protected_changes = protect::weakened(&ctx.settings.protected_paths.value, &touched),
-        Err(e) => {
-            run.gates_skipped = Some(format!("cannot list the changed files: {e}"));
-            return;
-        }
-    }
+    run.protected_changes = protect::weakened(&ctx.settings.protected_paths.value, touched.as_deref().unwrap_or(&[]));
     if !run.protected_changes.is_empty() && !ctx.settings.allow_test_changes.value {
         if let Err(e) = capture::restore_from_base(&wt, &ctx.base_commit, &run.protected_changes).await {
             run.gates_skipped = Some(format!("cannot restore protected files: {e}"));
@@ -407,6 +464,26 @@ pub(super) async fn evaluate_candidate(ctx: &RunCtx, run: &mut CandidateRun, tre
         }
         Err(e) => run.gates_skipped = Some(format!("cannot run the verify commands: {e}")),
     }
+}
+
+/// Largest test file taken into the cross-test pool.
+const MAX_TEST_BYTES: u64 = 1 << 20;
+
+/// The test files (by the cross-test rules) a candidate added or modified, as it left them.
+fn authored_tests(ctx: &RunCtx, tree: &Path, touched: &[(String, Touch)]) -> Vec<AuthoredTest> {
+    if !ctx.settings.cross_tests.value {
+        return Vec::new();
+    }
+    touched
+        .iter()
+        .filter(|(path, how)| *how != Touch::Deleted && rule_for(&ctx.settings.cross_test_rules.value, path).is_some())
+        .filter_map(|(path, _)| {
+            let file = tree.join(path);
+            let small = std::fs::metadata(&file).is_ok_and(|m| m.is_file() && m.len() <= MAX_TEST_BYTES);
+            let content = std::fs::read(&file).ok().filter(|_| small)?;
+            Some(AuthoredTest { path: path.clone(), content })
+        })
+        .collect()
 }
 
 pub(super) fn write_runner_summary(

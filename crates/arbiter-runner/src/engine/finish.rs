@@ -1,102 +1,150 @@
-//! The end of a run: evidence against the baseline, the decision, materialization of the
-//! winner, every artifact and report, and the removal of the worktrees.
+//! The end of a run: evidence against the baseline, cross-tests, the judge where the
+//! evidence cannot decide, the decision, materialization of the winner, every artifact and
+//! report, and the removal of the worktrees.
+
+use std::sync::Arc;
 
 use arbiter_core::artifact::{
-    AgreementArtifact, Baseline, Evidence, Materialization, RankingArtifact, SCHEMA_VERSION, SelectionArtifact, paths,
+    AgreementArtifact, Baseline, BudgetOutcome, Evidence, Materialization, RankingArtifact, SCHEMA_VERSION,
+    SelectionArtifact, SpendingLine, SpendingReport, paths,
 };
-use arbiter_core::cost::{self};
+use arbiter_core::cost::{self, CostSummary};
+use arbiter_core::crosstest::CrossTestMatrix;
 use arbiter_core::event::EventKind;
 use arbiter_core::gate::{self};
 use arbiter_core::ids::CandidateId;
 use arbiter_core::report::{ReportInput, render_markdown};
-use arbiter_core::selection::{self, CandidateFacts, PatchFacts};
+use arbiter_core::selection::{self, CandidateFacts, Decision, PatchFacts, Policy};
 use arbiter_core::settings::ApplyMode;
-use arbiter_core::status::RunStatus;
+use arbiter_core::status::{CandidateStatus, RunStatus};
+use arbiter_core::strategy::{RanCost, cost_of_all};
 use arbiter_core::viewer::render_html;
 use arbiter_store::CandidateRecord;
 use serde_json::json;
 
 use crate::materialize::{self, describe_paths};
 
+use super::candidate::BaselineRun;
+use super::crosstests::cross_test;
 use super::{CandidateRun, EngineError, RunCtx, RunOutcome};
 use crate::judge;
 
+/// What arbiter observed about one candidate, against the baseline: its evidence (the
+/// artifact) and the facts selection decides on.
+pub(super) fn assess(ctx: &RunCtx, r: &CandidateRun, baseline: &Baseline) -> (Evidence, CandidateFacts) {
+    let has_verify = !ctx.settings.verify.value.is_empty();
+    let (gates, summary) = if r.gate_outcomes.is_empty() && r.gates_skipped.is_some() || !has_verify {
+        (Vec::new(), None)
+    } else {
+        let (g, s) = gate::compare(&r.gate_outcomes, &baseline.commands);
+        (g, Some(s))
+    };
+    // A candidate whose gates stopped midway has no complete verdict.
+    let summary = summary.filter(|_| r.gate_outcomes.len() == ctx.settings.verify.value.len());
+    let cost = if r.calls.iter().all(|c| c.cost.is_some()) && !r.calls.is_empty() {
+        Some(r.calls.iter().filter_map(|c| c.cost).sum())
+    } else {
+        None
+    };
+    let evidence = Evidence {
+        schema_version: SCHEMA_VERSION,
+        candidate_id: r.id.clone(),
+        index: r.index,
+        runner: r.runner.clone(),
+        status: r.status,
+        setup_error: r.setup_error.clone(),
+        agent: r.agent.clone(),
+        patch: r.patch.clone(),
+        gates,
+        gate_summary: summary.clone(),
+        cost,
+        protected_changes: r.protected_changes.clone(),
+        not_run: r.not_run.clone(),
+    };
+    let facts = CandidateFacts {
+        id: r.id.clone(),
+        index: r.index,
+        runner: r.runner.clone(),
+        status: r.status,
+        agent_exit_code: r.agent.exit_code,
+        setup_error: r.setup_error.clone(),
+        patch: r.patch.as_ref().map(|p| PatchFacts {
+            stats: p.stats.clone(),
+            normalized_hash: p.normalized_hash.clone(),
+            applies_cleanly: p.applies_cleanly,
+            apply_check_error: p.apply_check_error.clone(),
+        }),
+        gates: summary,
+        cost,
+        protected_changes: r.protected_changes.clone(),
+        judge: None,
+        cross_tests: None,
+        not_run: r.not_run.clone(),
+    };
+    (evidence, facts)
+}
+
+fn policy(ctx: &RunCtx) -> Policy {
+    Policy {
+        has_verify: !ctx.settings.verify.value.is_empty(),
+        allow_test_changes: ctx.settings.allow_test_changes.value,
+    }
+}
+
+/// Whether a finished candidate is eligible on its own evidence (an escalation stops there).
+pub(super) fn passes(ctx: &RunCtx, run: &CandidateRun, baseline: &Baseline) -> bool {
+    let (_, facts) = assess(ctx, run, baseline);
+    selection::rejection(&facts, policy(ctx)).is_none()
+}
+
 /// Evaluation against the baseline, the decision, materialization and every artifact.
 pub(super) async fn finish(
-    ctx: &RunCtx,
+    ctx: &Arc<RunCtx>,
     runs: Vec<CandidateRun>,
-    baseline: Baseline,
+    baseline_run: BaselineRun,
 ) -> Result<RunOutcome, EngineError> {
     let interrupted = ctx.cancel.is_cancelled();
     ctx.update_state(|s| s.phase = "evaluation".into());
-    let has_verify = !ctx.settings.verify.value.is_empty();
+    let baseline = baseline_run.baseline;
 
     let mut evidence = Vec::with_capacity(runs.len());
     let mut facts = Vec::with_capacity(runs.len());
     for r in &runs {
-        let (gates, summary) = if r.gate_outcomes.is_empty() && r.gates_skipped.is_some() || !has_verify {
-            (Vec::new(), None)
-        } else {
-            let (g, s) = gate::compare(&r.gate_outcomes, &baseline.commands);
-            (g, Some(s))
-        };
-        // A candidate whose gates stopped midway has no complete verdict.
-        let summary = summary.filter(|_| r.gate_outcomes.len() == ctx.settings.verify.value.len());
-        let cost = if r.calls.iter().all(|c| c.cost.is_some()) && !r.calls.is_empty() {
-            Some(r.calls.iter().filter_map(|c| c.cost).sum())
-        } else {
-            None
-        };
-        let e = Evidence {
-            schema_version: SCHEMA_VERSION,
-            candidate_id: r.id.clone(),
-            index: r.index,
-            runner: r.runner.clone(),
-            status: r.status,
-            setup_error: r.setup_error.clone(),
-            agent: r.agent.clone(),
-            patch: r.patch.clone(),
-            gates,
-            gate_summary: summary.clone(),
-            cost,
-            protected_changes: r.protected_changes.clone(),
-        };
+        let (e, f) = assess(ctx, r, &baseline);
         if let Ok(dir) = ctx.run_dir.candidate_dir(&r.id) {
             let _ = crate::rundir::write_atomic(
                 &dir.join(paths::EVIDENCE),
                 (serde_json::to_string_pretty(&e).unwrap_or_default() + "\n").as_bytes(),
             );
         }
-        facts.push(CandidateFacts {
-            id: r.id.clone(),
-            index: r.index,
-            runner: r.runner.clone(),
-            status: r.status,
-            agent_exit_code: r.agent.exit_code,
-            setup_error: r.setup_error.clone(),
-            patch: r.patch.as_ref().map(|p| PatchFacts {
-                stats: p.stats.clone(),
-                normalized_hash: p.normalized_hash.clone(),
-                applies_cleanly: p.applies_cleanly,
-                apply_check_error: p.apply_check_error.clone(),
-            }),
-            gates: summary,
-            cost,
-            protected_changes: r.protected_changes.clone(),
-            judge: None,
-        });
+        facts.push(f);
         evidence.push(e);
     }
     if let Some(err) = &baseline.error {
         ctx.events.emit(EventKind::Warning, None, json!({"message": format!("the baseline could not run: {err}; every verify command must pass on each candidate")})).await;
     }
 
-    let policy = selection::Policy { has_verify, allow_test_changes: ctx.settings.allow_test_changes.value };
+    let policy = policy(ctx);
     let mut decision = selection::decide(&facts, policy);
-    let (pairs, judge_calls) = if interrupted {
-        (Vec::new(), Vec::new())
+    let cross = if interrupted {
+        CrossTestMatrix::skipped("the run was interrupted")
     } else {
-        judge_if_needed(ctx, &runs, &mut facts, &mut decision, policy).await
+        ctx.update_state(|s| s.phase = "cross-tests".into());
+        let survivors: Vec<CandidateId> =
+            decision.ranking.iter().filter(|r| r.eligible).map(|r| r.candidate_id.clone()).collect();
+        cross_test(ctx, &runs, &survivors, baseline_run.tree.clone()).await
+    };
+    if cross.ran {
+        for f in facts.iter_mut() {
+            f.cross_tests = cross.scores.get(&f.id).copied();
+        }
+        decision = selection::decide(&facts, policy);
+    }
+    let judged = if interrupted {
+        Judged::default()
+    } else {
+        ctx.update_state(|s| s.phase = "judging".into());
+        judge_if_needed(ctx, &runs, &mut facts, &mut decision, policy, &cross).await
     };
     if interrupted {
         decision.winner = None;
@@ -133,7 +181,8 @@ pub(super) async fn finish(
         _ => None,
     };
 
-    let cost = cost::summarize(runs.iter().flat_map(|r| r.calls.clone()).chain(judge_calls).collect());
+    let cost = cost::summarize(runs.iter().flat_map(|r| r.calls.clone()).chain(judged.calls).collect());
+    let spending = spending(ctx, &runs, &decision, &cost, judged.budget_stopped);
     let status = if interrupted {
         RunStatus::Interrupted
     } else if decision.winner.is_some() {
@@ -142,7 +191,8 @@ pub(super) async fn finish(
         RunStatus::Failed
     };
     let ranking = RankingArtifact::from_decision(&decision);
-    let selection_artifact = SelectionArtifact::from_decision(&ctx.run_id, &decision, interrupted);
+    let mut selection_artifact = SelectionArtifact::from_decision(&ctx.run_id, &decision, interrupted);
+    selection_artifact.spending = Some(spending.clone());
     let finished = ctx.clock.now();
     ctx.update_state(|s| {
         s.status = status;
@@ -162,7 +212,8 @@ pub(super) async fn finish(
     ctx.run_dir.write_json(paths::COST, &cost)?;
     ctx.run_dir.write_json(paths::RANKING, &ranking)?;
     ctx.run_dir.write_json(paths::AGREEMENT, &AgreementArtifact::from_decision(&decision))?;
-    write(paths::PAIRWISE, serde_json::to_value(&pairs).unwrap_or_else(|_| json!([])))?;
+    write(paths::PAIRWISE, serde_json::to_value(&judged.pairs).unwrap_or_else(|_| json!([])))?;
+    ctx.run_dir.write_json(paths::CROSS_TESTS, &cross)?;
     ctx.run_dir.write_json(paths::SELECTION, &selection_artifact)?;
     let state = ctx.state.lock().unwrap_or_else(|p| p.into_inner()).clone();
     let report_input = ReportInput {
@@ -172,7 +223,8 @@ pub(super) async fn finish(
         ranking: &ranking,
         selection: &selection_artifact,
         cost: &cost,
-        pairs: &pairs,
+        pairs: &judged.pairs,
+        cross_tests: Some(&cross),
     };
     ctx.run_dir.write_text(paths::REPORT, &render_markdown(&report_input))?;
     let patches: Vec<(CandidateId, String)> = runs.iter().map(|r| (r.id.clone(), r.patch_text.clone())).collect();
@@ -204,6 +256,7 @@ pub(super) async fn finish(
         cost,
         baseline,
         evidence,
+        spending,
     })
 }
 
@@ -251,39 +304,77 @@ async fn materialize_winner(ctx: &RunCtx, winner: &CandidateId) -> Materializati
     m
 }
 
+/// What judging produced: the pairs compared, the calls made, and whether the budget cut
+/// it short.
+#[derive(Default)]
+struct Judged {
+    pairs: Vec<arbiter_core::pairwise::PairRecord>,
+    calls: Vec<arbiter_core::cost::CallRecord>,
+    budget_stopped: bool,
+}
+
+/// The evidence a judge or reviewer is shown about one candidate, in words.
+fn evidence_words(run: &CandidateRun, cross: &CrossTestMatrix) -> String {
+    let mut words = format!(
+        "{} of {} verify command(s) pass",
+        run.gate_outcomes.iter().filter(|o| o.passed()).count(),
+        run.gate_outcomes.len()
+    );
+    if let Some(score) = cross.scores.get(&run.id) {
+        words.push_str(&format!(
+            "; cross-tests: passes {} (tests the candidates wrote that fail on the base)",
+            score.describe()
+        ));
+    }
+    if !run.protected_changes.is_empty() {
+        words.push_str(&format!(
+            "; it changed protected test/CI files ({}), which the task allows",
+            run.protected_changes.join(", ")
+        ));
+    }
+    words
+}
+
 /// Asks the pairwise judge (role `selection`) only where the evidence cannot decide: at
 /// least two eligible candidates, different patches, and the top two not already separated
-/// by gates or votes. The shortlist is the top four eligible candidates; every decision,
-/// run or skipped, is an event with its reason.
+/// by gates, cross-tests or votes. The shortlist is the top four eligible candidates; every
+/// decision, run or skipped, is an event with its reason. A spent budget stops judging.
 async fn judge_if_needed(
     ctx: &RunCtx,
     runs: &[CandidateRun],
     facts: &mut [CandidateFacts],
-    decision: &mut arbiter_core::selection::Decision,
-    policy: selection::Policy,
-) -> (Vec<arbiter_core::pairwise::PairRecord>, Vec<arbiter_core::cost::CallRecord>) {
+    decision: &mut Decision,
+    policy: Policy,
+    cross: &CrossTestMatrix,
+) -> Judged {
     const SHORTLIST: usize = 4;
-    let mut review_calls = Vec::new();
+    let mut judged = Judged::default();
     let models = ctx.models.as_ref().filter(|m| !m.judges.is_empty() || !m.reviewers.is_empty());
-    let eligible: Vec<&arbiter_core::selection::RankedCandidate> =
-        decision.ranking.iter().filter(|r| r.eligible).collect();
+    let eligible: Vec<&selection::RankedCandidate> = decision.ranking.iter().filter(|r| r.eligible).collect();
+    let cross_passed = |r: &selection::RankedCandidate| r.cross_tests.map_or(0, |c| c.passed);
     let skip = if models.is_none() {
         Some("no judge is configured (no backend with the selection or review role, or --no-judge)".to_string())
     } else if eligible.len() < 2 {
         Some("fewer than two eligible candidates".to_string())
     } else if eligible.iter().all(|r| r.normalized_hash == eligible[0].normalized_hash) {
         Some("every eligible candidate made the same patch".to_string())
-    } else if eligible[0].gates_passed != eligible[1].gates_passed || eligible[0].votes != eligible[1].votes {
+    } else if eligible[0].gates_passed != eligible[1].gates_passed
+        || cross_passed(eligible[0]) != cross_passed(eligible[1])
+        || eligible[0].votes != eligible[1].votes
+    {
         Some(format!(
-            "the evidence already separates {} and {} (gates or votes)",
+            "the evidence already separates {} and {} (gates, cross-tests or votes)",
             eligible[0].candidate_id, eligible[1].candidate_id
         ))
+    } else if ctx.budget.exhausted() {
+        judged.budget_stopped = true;
+        Some(format!("{}; no judge was asked", ctx.budget.reached_reason()))
     } else {
         None
     };
     let (Some(models), None) = (models, &skip) else {
         ctx.events.emit(EventKind::JudgeDecision, None, json!({"ran": false, "reason": skip})).await;
-        return (Vec::new(), Vec::new());
+        return judged;
     };
     let shortlist: Vec<judge::JudgeInput> = eligible
         .iter()
@@ -291,28 +382,25 @@ async fn judge_if_needed(
         .filter_map(|r| runs.iter().find(|run| run.id == r.candidate_id))
         .map(|run| judge::JudgeInput {
             id: run.id.clone(),
-            diff: run.patch_text.clone(),
-            evidence: format!(
-                "{} of {} verify command(s) pass",
-                run.gate_outcomes.iter().filter(|o| o.passed()).count(),
-                run.gate_outcomes.len()
-            ),
+            diff: arbiter_core::patch::normalized_for_review(&run.patch_text),
+            evidence: evidence_words(run, cross),
         })
         .collect();
+    let judges = judge::Judges { client: &models.client, task: &ctx.task, budget: &ctx.budget };
     if !models.reviewers.is_empty() {
-        let (reviews, calls) = judge::review_all(&models.client, &models.reviewers, &ctx.task, &shortlist).await;
+        let (reviews, calls) = judges.review_all(&models.reviewers, &shortlist).await;
         for r in &reviews {
             let rel = format!("{}/{}.json", paths::REVIEWS, r.candidate_id);
             if let Err(e) = ctx.run_dir.write_json(&rel, r) {
                 ctx.events.emit(EventKind::Warning, None, json!({"message": format!("cannot write {rel}: {e}")})).await;
             }
         }
-        review_calls.extend(calls);
+        judged.calls.extend(calls);
     }
     let result = if models.judges.is_empty() {
         judge::JudgeRun::default()
     } else {
-        judge::compare_all(&models.client, &models.judges, &ctx.task, &shortlist).await
+        judges.compare_all(&models.judges, &shortlist).await
     };
     let outcomes: Vec<_> = result.pairs.iter().map(|p| p.outcome.clone()).collect();
     let copeland = arbiter_core::pairwise::copeland(&outcomes);
@@ -323,14 +411,15 @@ async fn judge_if_needed(
     let eligible_ids: Vec<_> = eligible.iter().map(|r| r.candidate_id.clone()).collect();
     for f in facts.iter_mut() {
         f.judge = match (copeland.get(&f.id), strength.get(&f.id)) {
-            (Some(c), Some(s)) => Some(arbiter_core::selection::JudgeScore { copeland: *c, strength: *s }),
+            (Some(c), Some(s)) => Some(selection::JudgeScore { copeland: *c, strength: *s }),
             _ if eligible_ids.contains(&f.id) && !result.pairs.is_empty() => {
-                Some(arbiter_core::selection::JudgeScore { copeland: floor, strength: 0.0 })
+                Some(selection::JudgeScore { copeland: floor, strength: 0.0 })
             }
             _ => None,
         };
     }
     let fallbacks = result.pairs.iter().flat_map(|p| [&p.a_first, &p.b_first]).filter(|v| v.fallback.is_some()).count();
+    judged.budget_stopped = ctx.budget.exhausted() && fallbacks > 0;
     ctx.events
         .emit(
             EventKind::JudgeDecision,
@@ -341,10 +430,82 @@ async fn judge_if_needed(
                 "shortlist": shortlist.iter().map(|s| s.id.to_string()).collect::<Vec<_>>(),
                 "pairs": result.pairs.len(),
                 "fallbacks": fallbacks,
+                "budget_stopped": judged.budget_stopped,
             }),
         )
         .await;
     *decision = selection::decide(facts, policy);
-    review_calls.extend(result.calls);
-    (result.pairs, review_calls)
+    judged.calls.extend(result.calls);
+    judged.pairs = result.pairs;
+    judged
+}
+
+/// How the run spent its candidates and money: the order they were tried in with their
+/// prices, what ran, where an escalation stopped and what running them all would have cost,
+/// and what the budget did.
+fn spending(
+    ctx: &RunCtx,
+    runs: &[CandidateRun],
+    decision: &Decision,
+    cost: &CostSummary,
+    judging_stopped: bool,
+) -> SpendingReport {
+    let settings = &ctx.settings;
+    let bucket = |id: &CandidateId| cost.by_candidate.get(id.as_str());
+    let candidates: Vec<SpendingLine> = runs
+        .iter()
+        .map(|r| SpendingLine {
+            candidate_id: r.id.clone(),
+            runner: r.runner.clone(),
+            price_per_mtok: settings.slot(r.index).price(),
+            status: r.status,
+            cost: bucket(&r.id).filter(|b| b.uncosted_calls == 0 && b.calls > 0).map(|b| b.known_cost),
+        })
+        .collect();
+    let ran_costs: Vec<Option<RanCost>> = runs
+        .iter()
+        .map(|r| {
+            (r.status != CandidateStatus::Skipped).then(|| {
+                let b = bucket(&r.id);
+                RanCost {
+                    input_tokens: b.map_or(0, |b| b.input_tokens),
+                    output_tokens: b.map_or(0, |b| b.output_tokens),
+                    cost: b.filter(|b| b.uncosted_calls == 0).map(|b| b.known_cost),
+                }
+            })
+        })
+        .collect();
+    let escalated = settings.strategy.value.escalates();
+    let stopped_at = decision.winner.clone().filter(|_| escalated);
+    let budget = settings.budget_usd.value.map(|limit| {
+        let state = ctx.budget.snapshot();
+        let reason = ctx.budget.reached_reason();
+        BudgetOutcome {
+            limit,
+            spent: state.spent,
+            reached: state.exhausted(),
+            stopped: runs
+                .iter()
+                .filter(|r| r.agent.limit_reached.as_deref() == Some(reason.as_str()))
+                .map(|r| r.id.clone())
+                .collect(),
+            not_started: runs
+                .iter()
+                .filter(|r| r.not_run.as_deref().is_some_and(|n| n.starts_with(&reason)))
+                .map(|r| r.id.clone())
+                .collect(),
+            judging_stopped,
+            uncharged_calls: ctx.budget.uncharged_calls(),
+        }
+    });
+    SpendingReport {
+        strategy: settings.strategy.value,
+        ran: runs.iter().filter(|r| r.status != CandidateStatus::Skipped).count(),
+        stopped_at,
+        spent: cost.total.known_cost,
+        cost_complete: cost.complete,
+        cost_of_all: if escalated { cost_of_all(&settings.slots, &ran_costs) } else { None },
+        candidates,
+        budget,
+    }
 }

@@ -1,11 +1,14 @@
 //! The tournament engine: one task, N independent candidates, evidence, a decision.
 //!
 //! Prepare (clean tree, base commit, leftovers pruned) → the baseline in a scratch worktree,
-//! concurrently with a sliding pool of at most `parallel` candidates (worktree, include
-//! copy, setup, agent, patch capture, apply check, verify commands) → evaluation against the
-//! baseline → the decision (pure, in `arbiter-core`) → materialization → the run directory's
-//! artifacts and reports. Cancellation (Ctrl-C, SIGTERM) kills every process group, records
-//! what was gathered with status `interrupted`, and removes the worktrees.
+//! concurrently with the candidates (worktree, include copy, setup, agent, patch capture,
+//! apply check, verify commands): a sliding pool of at most `parallel` of them for a
+//! tournament, or one at a time, cheapest first, until one passes its gates for an
+//! escalation → evaluation against the baseline → cross-tests → the judge where the evidence
+//! cannot decide → the decision (pure, in `arbiter-core`) → materialization → the run
+//! directory's artifacts and reports. Cancellation (Ctrl-C, SIGTERM) kills every process
+//! group, records what was gathered with status `interrupted`, and removes the worktrees. A
+//! run budget stops agents and judges once it is spent; the run ends with what it has.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -16,6 +19,7 @@ use arbiter_core::artifact::{
     SettingsSnapshot, paths,
 };
 use arbiter_core::cost::{CallRecord, CostSummary};
+use arbiter_core::crosstest::AuthoredTest;
 use arbiter_core::event::{Event, EventKind};
 use arbiter_core::gate::CommandOutcome;
 use arbiter_core::ids::{CandidateId, RunId};
@@ -30,6 +34,7 @@ use tokio::sync::Semaphore;
 use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
 
+use crate::budget::RunBudget;
 use crate::events::EventLog;
 use crate::git::{Git, GitError};
 use crate::include::IncludeError;
@@ -39,9 +44,10 @@ use crate::runners;
 use crate::workspace::Workspace;
 
 mod candidate;
+mod crosstests;
 mod finish;
 
-use candidate::{run_baseline, run_candidate};
+use candidate::{BaselineRun, run_baseline, run_candidate, skip_candidate};
 use finish::finish;
 
 /// What to run.
@@ -104,6 +110,8 @@ pub struct RunOutcome {
     pub cost: CostSummary,
     pub baseline: Baseline,
     pub evidence: Vec<Evidence>,
+    /// How candidates and money were spent (strategy, escalation, budget).
+    pub spending: arbiter_core::artifact::SpendingReport,
 }
 
 /// Shared by the baseline and candidate tasks of one run.
@@ -125,6 +133,7 @@ pub(super) struct RunCtx {
     pub(super) process_env: Vec<(String, String)>,
     pub(super) allow_dirty: bool,
     pub(super) models: Option<Arc<runners::ModelAccess>>,
+    pub(super) budget: Arc<RunBudget>,
 }
 
 /// Everything one candidate produced, before evaluation against the baseline.
@@ -141,6 +150,12 @@ pub(super) struct CandidateRun {
     pub(super) gates_skipped: Option<String>,
     pub(super) protected_changes: Vec<String>,
     pub(super) calls: Vec<CallRecord>,
+    /// Why it never started.
+    pub(super) not_run: Option<String>,
+    /// Test files it added or changed, as it left them (for cross-tests).
+    pub(super) authored_tests: Vec<AuthoredTest>,
+    /// Its worktree, kept until the cross-tests are done.
+    pub(super) tree: Option<PathBuf>,
 }
 
 /// Names whose values are secrets, wherever they appear.
@@ -153,39 +168,20 @@ impl Engine {
     /// Runs the tournament to its end (or to its interruption).
     pub async fn run(&self, req: RunRequest) -> Result<RunOutcome, EngineError> {
         let ctx = Arc::new(self.prepare(req).await?);
-        let settings = &ctx.settings;
-
         let baseline_task = {
             let ctx = ctx.clone();
             tokio::spawn(async move { run_baseline(&ctx).await })
         };
-
-        let n = settings.candidates.value as usize;
-        let pool = Arc::new(Semaphore::new(settings.parallel.value.clamp(1, settings.candidates.value) as usize));
-        let mut tasks = tokio::task::JoinSet::new();
-        for index in 0..n {
-            // A sliding pool: candidates start in order, each as soon as a slot frees up.
-            let slot = tokio::select! {
-                slot = pool.clone().acquire_owned() => slot.ok(),
-                _ = ctx.cancel.cancelled() => None,
-            };
-            let ctx = ctx.clone();
-            tasks.spawn(async move {
-                let _slot = slot;
-                run_candidate(&ctx, index).await
-            });
-        }
-        let mut runs = Vec::with_capacity(n);
-        while let Some(joined) = tasks.join_next().await {
-            runs.push(joined.map_err(|e| EngineError::Join(e.to_string()))?);
-        }
-        runs.sort_by_key(|r| r.index);
-        let baseline = baseline_task.await.map_err(|e| EngineError::Join(e.to_string()))?;
-
+        let (runs, baseline) = if ctx.settings.strategy.value.escalates() {
+            escalate(&ctx, baseline_task).await?
+        } else {
+            tournament(&ctx, baseline_task).await?
+        };
         finish(&ctx, runs, baseline).await
     }
 
     async fn prepare(&self, req: RunRequest) -> Result<RunCtx, EngineError> {
+        let budget_limit = req.settings.budget_usd.value;
         let ws = req.workspace;
         let repo = Git::new(ws.repo_root().to_path_buf());
         if !req.allow_dirty {
@@ -292,6 +288,8 @@ impl Engine {
                     "runners": settings.runners.iter().map(|r| r.name.clone()).collect::<Vec<_>>(),
                     "verify": settings.verify.value,
                     "allow_dirty": req.allow_dirty,
+                    "strategy": settings.strategy.value,
+                    "budget_usd": settings.budget_usd.value,
                 }),
             )
             .await;
@@ -308,6 +306,7 @@ impl Engine {
             let id = CandidateId::from_index(i);
             events.emit(EventKind::CandidateQueued, Some(&id), json!({"runner": settings.label_for(i)})).await;
         }
+        let budget = Arc::new(RunBudget::new(budget_limit, &self.cancel, events.clone()));
         Ok(RunCtx {
             run_id,
             repo,
@@ -326,8 +325,85 @@ impl Engine {
             process_env: self.process_env.clone(),
             allow_dirty: req.allow_dirty,
             models: self.models.clone(),
+            budget,
         })
     }
+}
+
+/// Every candidate in a sliding pool of at most `parallel`, started in order.
+async fn tournament(
+    ctx: &Arc<RunCtx>,
+    baseline_task: tokio::task::JoinHandle<BaselineRun>,
+) -> Result<(Vec<CandidateRun>, BaselineRun), EngineError> {
+    let settings = &ctx.settings;
+    let n = settings.candidates.value as usize;
+    let pool = Arc::new(Semaphore::new(settings.parallel.value.clamp(1, settings.candidates.value) as usize));
+    let mut tasks = tokio::task::JoinSet::new();
+    for index in 0..n {
+        // A sliding pool: candidates start in order, each as soon as a slot frees up.
+        let slot = tokio::select! {
+            slot = pool.clone().acquire_owned() => slot.ok(),
+            _ = ctx.cancel.cancelled() => None,
+        };
+        let ctx = ctx.clone();
+        tasks.spawn(async move {
+            let _slot = slot;
+            run_candidate(&ctx, index).await
+        });
+    }
+    let mut runs = Vec::with_capacity(n);
+    while let Some(joined) = tasks.join_next().await {
+        runs.push(joined.map_err(|e| EngineError::Join(e.to_string()))?);
+    }
+    runs.sort_by_key(|r| r.index);
+    let baseline = baseline_task.await.map_err(|e| EngineError::Join(e.to_string()))?;
+    Ok((runs, baseline))
+}
+
+/// One candidate at a time, in the order the strategy chose (cheapest first), until one
+/// passes its gates; the rest are skipped. The baseline runs alongside the first candidate
+/// and is awaited before the first verdict.
+async fn escalate(
+    ctx: &Arc<RunCtx>,
+    baseline_task: tokio::task::JoinHandle<BaselineRun>,
+) -> Result<(Vec<CandidateRun>, BaselineRun), EngineError> {
+    let n = ctx.settings.candidates.value as usize;
+    let mut pending = Some(baseline_task);
+    let mut baseline: Option<BaselineRun> = None;
+    let mut runs = Vec::with_capacity(n);
+    let mut passed: Option<CandidateId> = None;
+    for index in 0..n {
+        if let Some(winner) = &passed {
+            let why = format!("{winner} already passed its gates (escalate stops at the first that passes)");
+            runs.push(skip_candidate(ctx, index, why).await);
+            continue;
+        }
+        let run = run_candidate(ctx, index).await;
+        if let Some(task) = pending.take() {
+            baseline = Some(task.await.map_err(|e| EngineError::Join(e.to_string()))?);
+        }
+        let base = baseline.as_ref().map(|b| &b.baseline);
+        if let Some(base) = base
+            && run.not_run.is_none()
+            && finish::passes(ctx, &run, base)
+        {
+            ctx.events
+                .emit(
+                    EventKind::EscalationStopped,
+                    Some(&run.id),
+                    json!({"candidate": run.id, "runner": run.runner, "remaining": n - index - 1}),
+                )
+                .await;
+            passed = Some(run.id.clone());
+        }
+        runs.push(run);
+    }
+    let baseline = match (baseline, pending) {
+        (Some(b), _) => b,
+        (None, Some(task)) => task.await.map_err(|e| EngineError::Join(e.to_string()))?,
+        (None, None) => return Err(EngineError::Join("the baseline was lost".into())),
+    };
+    Ok((runs, baseline))
 }
 
 impl RunCtx {

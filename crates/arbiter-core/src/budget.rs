@@ -1,0 +1,140 @@
+//! Budget arithmetic: a limit, what was spent, what is reserved, and the one moment the
+//! limit is crossed.
+//!
+//! Every cost is charged when it is incurred. Work that is about to start may first reserve
+//! an estimate, so that several workers starting at once cannot together overshoot the
+//! limit by their whole cost; the reservation is released when the real cost is charged.
+//! Crossing the limit is reported exactly once, by the charge that crossed it.
+
+use serde::{Deserialize, Serialize};
+
+use crate::money::Usd;
+
+/// A budget's state.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Budget {
+    /// `None`: no limit.
+    pub limit: Option<Usd>,
+    pub spent: Usd,
+    pub reserved: Usd,
+    /// The crossing was already reported.
+    pub crossed: bool,
+}
+
+/// What one charge did to the budget.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Charge {
+    /// Still within the limit (or no limit).
+    Within,
+    /// This charge reached or passed the limit: report it.
+    Crossed,
+    /// The limit had already been reached before this charge.
+    AlreadyExceeded,
+}
+
+impl Budget {
+    pub fn new(limit: Option<Usd>) -> Self {
+        Budget { limit, ..Default::default() }
+    }
+
+    /// Adds `amount` to what was spent.
+    pub fn charge(&mut self, amount: Usd) -> Charge {
+        self.spent = self.spent + amount;
+        match self.limit {
+            Some(limit) if self.spent >= limit => {
+                if self.crossed {
+                    Charge::AlreadyExceeded
+                } else {
+                    self.crossed = true;
+                    Charge::Crossed
+                }
+            }
+            _ => Charge::Within,
+        }
+    }
+
+    /// Nothing more may start: the limit is reached.
+    pub fn exhausted(&self) -> bool {
+        self.limit.is_some_and(|l| self.spent >= l)
+    }
+
+    /// What is left to spend or reserve (`None`: no limit).
+    pub fn available(&self) -> Option<Usd> {
+        self.limit.map(|l| Usd::from_pico((l.pico() - self.spent.pico() - self.reserved.pico()).max(0)))
+    }
+
+    /// Reserves `estimate` when it fits under the limit with everything spent and reserved.
+    pub fn reserve(&mut self, estimate: Usd) -> bool {
+        match self.limit {
+            None => {
+                self.reserved = self.reserved + estimate;
+                true
+            }
+            Some(limit) => {
+                let after = self.spent.pico() as i128 + self.reserved.pico() as i128 + estimate.pico() as i128;
+                if self.exhausted() || after > limit.pico() as i128 {
+                    false
+                } else {
+                    self.reserved = self.reserved + estimate;
+                    true
+                }
+            }
+        }
+    }
+
+    /// Returns a reservation (its work ended; its real cost is charged separately).
+    pub fn release(&mut self, estimate: Usd) {
+        self.reserved = Usd::from_pico((self.reserved.pico() - estimate.pico()).max(0));
+    }
+
+    /// A new limit: a budget raised above what was spent can be crossed again.
+    pub fn set_limit(&mut self, limit: Option<Usd>) {
+        self.limit = limit;
+        self.crossed = self.exhausted();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn usd(s: &str) -> Usd {
+        Usd::parse(s).unwrap()
+    }
+
+    #[test]
+    fn the_crossing_is_reported_once() {
+        let mut b = Budget::new(Some(usd("1")));
+        assert_eq!(b.charge(usd("0.6")), Charge::Within);
+        assert!(!b.exhausted());
+        assert_eq!(b.charge(usd("0.4")), Charge::Crossed);
+        assert!(b.exhausted());
+        assert_eq!(b.charge(usd("0.1")), Charge::AlreadyExceeded);
+        assert_eq!(b.spent, usd("1.1"));
+    }
+
+    #[test]
+    fn reservations_cannot_overshoot() {
+        let mut b = Budget::new(Some(usd("1")));
+        assert!(b.reserve(usd("0.4")));
+        assert!(b.reserve(usd("0.4")));
+        assert!(!b.reserve(usd("0.4")), "a third reservation would overshoot");
+        assert_eq!(b.available(), Some(usd("0.2")));
+        b.release(usd("0.4"));
+        b.charge(usd("0.3"));
+        assert!(b.reserve(usd("0.3")));
+        assert_eq!(b.available(), Some(Usd::ZERO));
+    }
+
+    #[test]
+    fn raising_the_limit_allows_a_new_crossing() {
+        let mut b = Budget::new(Some(usd("1")));
+        assert_eq!(b.charge(usd("1")), Charge::Crossed);
+        b.set_limit(Some(usd("2")));
+        assert!(!b.exhausted() && b.reserve(usd("0.5")));
+        assert_eq!(b.charge(usd("1")), Charge::Crossed);
+        let mut free = Budget::new(None);
+        assert_eq!(free.charge(usd("100")), Charge::Within);
+        assert!(free.reserve(usd("5")) && !free.exhausted());
+    }
+}

@@ -1,0 +1,95 @@
+//! The run's spending limit (`--budget-usd`), shared by its candidates and judges.
+//!
+//! Every model call is charged the moment its cost is known. The charge that reaches the
+//! limit records one `budget_exceeded` event and cancels the budget's stop token, which every
+//! candidate's agent runs under: running agents stop (their patch so far is still evaluated),
+//! candidates not started yet are skipped, and judges make no further calls. Calls without a
+//! known cost cannot be charged; they are counted and reported.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use arbiter_core::budget::{Budget, Charge};
+use arbiter_core::cost::CallRecord;
+use arbiter_core::event::EventKind;
+use arbiter_core::money::Usd;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use crate::events::EventLog;
+
+/// One run's budget.
+pub struct RunBudget {
+    state: Mutex<Budget>,
+    stop: CancellationToken,
+    uncharged: AtomicU64,
+    events: EventLog,
+}
+
+impl RunBudget {
+    /// A budget whose stop token is cancelled with `run_cancel` too.
+    pub fn new(limit: Option<Usd>, run_cancel: &CancellationToken, events: EventLog) -> Self {
+        RunBudget {
+            state: Mutex::new(Budget::new(limit)),
+            stop: run_cancel.child_token(),
+            uncharged: AtomicU64::new(0),
+            events,
+        }
+    }
+
+    /// Charges one call; the charge that reaches the limit records the crossing and stops
+    /// the run's agents.
+    pub async fn charge(&self, call: &CallRecord) {
+        let Some(cost) = call.cost else {
+            self.uncharged.fetch_add(1, Ordering::Relaxed);
+            return;
+        };
+        let (charge, state) = {
+            let mut b = self.state.lock().unwrap_or_else(|p| p.into_inner());
+            (b.charge(cost), *b)
+        };
+        if charge == Charge::Crossed {
+            self.events
+                .emit(
+                    EventKind::BudgetExceeded,
+                    call.candidate.as_ref(),
+                    json!({
+                        "limit": state.limit,
+                        "spent": state.spent,
+                        "role": call.role,
+                        "message": format!(
+                            "the run's budget of {} is spent ({} so far); running agents stop, no new candidate starts, judging stops",
+                            state.limit.unwrap_or_default(),
+                            state.spent
+                        ),
+                    }),
+                )
+                .await;
+            self.stop.cancel();
+        }
+    }
+
+    /// The limit is reached.
+    pub fn exhausted(&self) -> bool {
+        self.state.lock().unwrap_or_else(|p| p.into_inner()).exhausted()
+    }
+
+    /// Cancelled when the run is interrupted or the budget is spent: agents run under it.
+    pub fn stop_token(&self) -> CancellationToken {
+        self.stop.clone()
+    }
+
+    pub fn snapshot(&self) -> Budget {
+        *self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Calls whose cost was unknown, and so could not be charged.
+    pub fn uncharged_calls(&self) -> u64 {
+        self.uncharged.load(Ordering::Relaxed)
+    }
+
+    /// `the run's budget ($2.50) was reached`.
+    pub fn reached_reason(&self) -> String {
+        format!("the run's budget ({}) was reached", self.snapshot().limit.unwrap_or_default())
+    }
+}
