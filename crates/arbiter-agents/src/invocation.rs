@@ -262,7 +262,7 @@ impl Invocation {
             program: spec.binary.clone().unwrap_or_else(|| agent.default_binary().to_string()),
             args: Vec::new(),
             stdin: PromptInput::Null,
-            env: vec![("HOME".into(), spec.home_path(""))],
+            env: vec![("HOME".into(), spec.agent_home.to_string_lossy().into_owned())],
             key_env_aliases: Vec::new(),
             files: Vec::new(),
         }
