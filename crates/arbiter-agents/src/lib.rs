@@ -1,9 +1,9 @@
 //! arbiter-agents: how arbiter drives agent CLIs unattended and reads what they did.
 //!
 //! Pure functions over strings and paths: this crate builds the command line, environment
-//! and config files of one agent run ([`invocation`]), turns the agent's output, line by
-//! line, into normalized [`AgentEvent`]s ([`parser`]), folds them into an [`AgentSummary`],
-//! and decides how the run ended ([`ending`]). Spawning the process, writing the files and
+//! and config files of one agent run ([`invocation()`]), turns the agent's output, line by
+//! line, into normalized [`AgentEvent`]s ([`parser()`]), folds them into an [`AgentSummary`],
+//! and decides how the run ended ([`ending()`]). Spawning the process, writing the files and
 //! copying secrets into the child's environment belong to the runner.
 //!
 //! Two rules hold everywhere:
@@ -15,10 +15,10 @@
 //!
 //! Map:
 //! - [`agent`]: the supported CLIs and their static facts (binaries, key and setting variables).
-//! - [`invocation`]: the invocation spec and the invocation built from it.
+//! - [`mod@invocation`]: the invocation spec and the invocation built from it.
 //! - [`event`]: the normalized event vocabulary and the stream parser seam.
 //! - [`summary`]: the fold of a run's events into its summary.
-//! - [`ending`]: the verdict on one run.
+//! - [`mod@ending`]: the verdict on one run.
 //! - `clis`: one module per CLI, owning its command line and its output format.
 
 #![forbid(unsafe_code)]

@@ -68,9 +68,20 @@ impl Tokens {
     fn of(usage: &Value) -> Tokens {
         let cache_read = count(usage, "/cache_read_input_tokens");
         Tokens {
-            input: count(usage, "/input_tokens") + count(usage, "/cache_creation_input_tokens") + cache_read,
+            input: count(usage, "/input_tokens")
+                .saturating_add(count(usage, "/cache_creation_input_tokens"))
+                .saturating_add(cache_read),
             output: count(usage, "/output_tokens"),
             cached: cache_read,
+        }
+    }
+
+    /// Saturating: a nonsense count must not panic the parser.
+    fn plus(self, other: Tokens) -> Tokens {
+        Tokens {
+            input: self.input.saturating_add(other.input),
+            output: self.output.saturating_add(other.output),
+            cached: self.cached.saturating_add(other.cached),
         }
     }
 }
@@ -104,8 +115,9 @@ impl Parser {
             self.model = non_empty_text(message, "/model").map(str::to_string);
         }
         if let Some(usage) = message.get("usage") {
+            // A response without an id cannot be matched with its other lines: its own key.
             let key =
-                text(message, "/id").map_or_else(|| format!("line {}", self.usage_by_message.len()), str::to_string);
+                text(message, "/id").map_or_else(|| format!("unnamed {}", self.usage_by_message.len()), str::to_string);
             // A later line of the same response carries the same or a more complete count.
             self.usage_by_message.insert(key, Tokens::of(usage));
         }
@@ -155,11 +167,7 @@ impl Parser {
     }
 
     fn message_usage_total(&self) -> Tokens {
-        self.usage_by_message.values().fold(Tokens::default(), |sum, t| Tokens {
-            input: sum.input + t.input,
-            output: sum.output + t.output,
-            cached: sum.cached + t.cached,
-        })
+        self.usage_by_message.values().fold(Tokens::default(), |sum, t| sum.plus(*t))
     }
 }
 

@@ -7,12 +7,12 @@
 //! are not JSON (a YOLO banner, rate-limit notices) appear on stdout and are skipped. The
 //! exit code adds two verdicts (see `ending`): 53 = turn limit, 42 = input error.
 
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use crate::agent::CliAgent;
 use crate::event::{AgentEvent, FinalStatus, SessionTracker, StreamParser, excerpt};
 use crate::invocation::{Invocation, InvocationSpec, PromptInput, PromptRoute};
-use crate::json_lines::{JsonLine, JsonLines, count, non_empty_text, text};
+use crate::json_lines::{JsonLine, JsonLines, count, flag, non_empty_text, text};
 use crate::tool_effects::PendingEffects;
 
 /// Approve every tool call: nobody is there to answer.
@@ -40,11 +40,12 @@ pub(crate) fn invocation(spec: &InvocationSpec) -> Invocation {
     }
     // `$HOME/.gemini/settings.json`: no usage statistics, and the turn limit (gemini has
     // no flag for it; exceeding it exits 53).
-    let mut settings = json!({"privacy": {"usageStatisticsEnabled": false}});
+    let mut settings = Map::new();
+    settings.insert("privacy".into(), json!({"usageStatisticsEnabled": false}));
     if let Some(turns) = spec.max_turns {
-        settings["model"] = json!({"maxSessionTurns": turns});
+        settings.insert("model".into(), json!({"maxSessionTurns": turns}));
     }
-    inv.file(".gemini/settings.json", format!("{settings:#}\n"));
+    inv.file(".gemini/settings.json", format!("{:#}\n", Value::Object(settings)));
     inv
 }
 
@@ -104,7 +105,7 @@ impl StreamParser for Parser {
         if kind == Some("message") {
             if text(&obj, "/role") == Some("assistant") {
                 let chunk = text(&obj, "/content").unwrap_or_default();
-                let is_delta = obj.get("delta").and_then(Value::as_bool).unwrap_or(false);
+                let is_delta = flag(&obj, "/delta").unwrap_or(false);
                 if !is_delta {
                     // A whole message: whatever was buffered belongs to an earlier one.
                     self.flush_message(&mut events);

@@ -8,7 +8,7 @@
 //! and no `error` came; a stream without a final step did not finish. The stream names no
 //! model.
 
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use crate::agent::CliAgent;
 use crate::event::{AgentEvent, FinalStatus, SessionTracker, StreamParser, excerpt};
@@ -51,25 +51,25 @@ pub(crate) fn invocation(spec: &InvocationSpec) -> Invocation {
 
     // `run` is meant to auto-approve; saying so in the config makes it hold whatever the
     // version's defaults are.
-    let mut config = json!({
-        "$schema": "https://opencode.ai/config.json",
-        "autoupdate": false,
-        "permission": {"edit": "allow", "bash": "allow", "webfetch": "allow"},
-    });
+    let mut config = Map::new();
+    config.insert("$schema".into(), json!("https://opencode.ai/config.json"));
+    config.insert("autoupdate".into(), json!(false));
+    config.insert("permission".into(), json!({"edit": "allow", "bash": "allow", "webfetch": "allow"}));
     if let Some(endpoint) = &spec.endpoint {
-        let mut options = json!({"baseURL": endpoint.openai_base_url()});
+        let mut options = Map::new();
+        options.insert("baseURL".into(), json!(endpoint.openai_base_url()));
         if endpoint.key_env.is_some() {
             // OpenCode substitutes `{env:NAME}` when it loads the config: the file holds
             // only the variable's name.
-            options["apiKey"] = json!(format!("{{env:{ENDPOINT_KEY_VAR}}}"));
+            options.insert("apiKey".into(), json!(format!("{{env:{ENDPOINT_KEY_VAR}}}")));
             inv.endpoint_key(endpoint, ENDPOINT_KEY_VAR, false);
         }
         let models = spec.model.as_ref().map_or_else(|| json!({}), |m| json!({ m.as_str(): {} }));
-        config["provider"] = json!({
-            PROVIDER_ID: {"npm": "@ai-sdk/openai-compatible", "name": PROVIDER_ID, "options": options, "models": models}
-        });
+        let provider =
+            json!({"npm": "@ai-sdk/openai-compatible", "name": PROVIDER_ID, "options": options, "models": models});
+        config.insert("provider".into(), json!({ PROVIDER_ID: provider }));
     }
-    inv.file(config_file, format!("{config:#}\n"));
+    inv.file(config_file, format!("{:#}\n", Value::Object(config)));
     inv
 }
 
@@ -106,8 +106,10 @@ impl Parser {
         let cache_read = count(part, "/tokens/cache/read");
         // OpenCode's `input` leaves out cache reads and writes; reasoning is billed as output.
         events.push(AgentEvent::Usage {
-            input_tokens: count(part, "/tokens/input") + cache_read + count(part, "/tokens/cache/write"),
-            output_tokens: count(part, "/tokens/output") + count(part, "/tokens/reasoning"),
+            input_tokens: count(part, "/tokens/input")
+                .saturating_add(cache_read)
+                .saturating_add(count(part, "/tokens/cache/write")),
+            output_tokens: count(part, "/tokens/output").saturating_add(count(part, "/tokens/reasoning")),
             cached_tokens: cache_read,
             model: None,
         });
