@@ -1,16 +1,29 @@
-//! A scriptable mock LLM server for loopback tests and demos (`MockServer`, `MockScript`):
-//! plain HTTP/1.1 on a `TcpListener`, speaking `POST /v1/chat/completions` (OpenAI) and
-//! `POST /v1/messages` (Anthropic), streamed or not as the request asks, and
-//! `GET /v1/models`. Every request is recorded with its key headers masked.
+//! A scriptable mock LLM server for loopback tests, demos and real agent CLIs
+//! (`MockServer`, `MockScript`): plain HTTP/1.1 on a `TcpListener`, speaking
+//! `POST /v1/chat/completions` (OpenAI chat completions), `POST /v1/messages` (Anthropic
+//! Messages) and `POST /v1/responses` (OpenAI Responses API), streamed or not as the
+//! request asks, and `GET /v1/models`. Anything else is answered 404. Every request is
+//! recorded with its key headers masked.
+//!
+//! A script answers in order (`queue` turns) or, for clients that run in parallel against
+//! one mock, by each request's own history (`history` turns); `conversations` give
+//! requests of one model (or path, or body) their own responses.
 //!
 //! Streams are cut the way real servers cut them, and worse: text over several chunks,
 //! every tool call's arguments over at least two chunks at awkward byte positions, and,
 //! with `write_chunk_bytes`, the whole body written a few bytes at a time (so a cut can
 //! fall inside a UTF-8 character).
+//!
+//! Map: `script` (the format: [`MockScript`]), `http` (requests and answers on the wire),
+//! `history` (a request's messages in one shape for the three formats), `select` (which
+//! response answers), `render` (the answer in each format). docs/mock-llm.md has the
+//! script format with examples for Claude Code, Codex and aider.
 
+mod history;
 mod http;
 mod render;
 mod script;
+mod select;
 
 use std::collections::BTreeMap;
 use std::io;
@@ -24,10 +37,15 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use history::History;
 use http::{Incoming, Reply, ReplyBody, read_request, write_reply};
 use render::Answer;
 pub use render::{awkward_pieces, text_pieces};
-pub use script::{MockMatch, MockResponse, MockScript, MockScriptError, MockToolCall};
+pub use script::{
+    MockConversation, MockConversationMatch, MockMatch, MockResponse, MockScript, MockScriptError, MockToolCall,
+    MockTurns,
+};
+use select::{Choice, Selected};
 
 /// One request the mock received.
 #[derive(Clone, Debug, PartialEq)]
@@ -35,7 +53,10 @@ pub struct RecordedRequest {
     /// 1-based, in order of arrival.
     pub number: usize,
     pub method: String,
+    /// The path without the query string.
     pub path: String,
+    /// What followed `?` (`beta=true`), if anything.
+    pub query: Option<String>,
     /// Lower-case names; the values of key-bearing headers (`authorization`, `x-api-key`,
     /// …) are replaced by `[REDACTED]`.
     pub headers: BTreeMap<String, String>,
@@ -47,12 +68,19 @@ pub struct RecordedRequest {
     pub finished_at: Option<Instant>,
     /// The status answered (0 when the connection was dropped).
     pub status: u16,
+    /// False when no route serves the method and path: the request was answered 404.
+    pub routed: bool,
+    /// For model requests, what answered it, for people and failure messages (not a
+    /// stable format): `response 2 of the script`, `turn 3 of conversation 1 (model
+    /// "fixer")`, `OK: turn 1 … calls Read, which the request does not declare`, …
+    pub served: Option<String>,
 }
 
 #[derive(Debug)]
 struct State {
     script: MockScript,
-    used: Vec<bool>,
+    /// Per list of responses (see [`select::used_flags`]): which were served.
+    used: Vec<Vec<bool>>,
     requests: Vec<RecordedRequest>,
 }
 
@@ -72,11 +100,13 @@ pub struct MockServer {
 }
 
 impl MockServer {
-    /// Binds `bind` (port 0 picks a free port) and starts serving `script`.
+    /// Binds `bind` (port 0 picks a free port) and starts serving `script`; an
+    /// inconsistent script (see [`MockScript::check`]) is an `InvalidInput` error.
     pub async fn start(script: MockScript, bind: SocketAddr) -> io::Result<MockServer> {
+        script.check().map_err(|message| io::Error::new(io::ErrorKind::InvalidInput, message))?;
         let listener = TcpListener::bind(bind).await?;
         let addr = listener.local_addr()?;
-        let used = vec![false; script.responses.len()];
+        let used = select::used_flags(&script);
         let state = Arc::new(Mutex::new(State { script, used, requests: Vec::new() }));
         let (stop, stopped) = watch::channel(false);
         let accept = tokio::spawn(accept_loop(listener, state.clone(), stopped));
@@ -96,7 +126,8 @@ impl MockServer {
         format!("http://{addr}")
     }
 
-    /// `http://127.0.0.1:PORT/v1` (the OpenAI-style base URL).
+    /// `http://127.0.0.1:PORT/v1` (the OpenAI-style base URL, chat completions and
+    /// Responses API alike).
     pub fn openai_base_url(&self) -> String {
         format!("{}/v1", self.base_url())
     }
@@ -106,10 +137,21 @@ impl MockServer {
         lock(&self.state).requests.clone()
     }
 
-    /// Scripted responses not used yet (`repeat` ones excluded).
+    /// The requests no route serves (each answered 404), e.g. Claude Code's `HEAD /`.
+    pub fn unknown_requests(&self) -> Vec<RecordedRequest> {
+        lock(&self.state).requests.iter().filter(|r| !r.routed).cloned().collect()
+    }
+
+    /// Scripted responses never served yet (`repeat` ones excluded), over all
+    /// conversations.
     pub fn remaining(&self) -> usize {
         let state = lock(&self.state);
-        state.script.responses.iter().zip(&state.used).filter(|(r, used)| !r.repeat && !**used).count()
+        let lists =
+            std::iter::once(&state.script.responses).chain(state.script.conversations.iter().map(|c| &c.responses));
+        lists
+            .zip(&state.used)
+            .map(|(responses, used)| responses.iter().zip(used).filter(|(r, used)| !r.repeat && !**used).count())
+            .sum()
     }
 
     /// Stops accepting and ends every connection.
@@ -159,10 +201,15 @@ async fn serve_connection(mut stream: TcpStream, state: Shared, mut stopped: wat
 
 const SECRET_HEADERS: &[&str] = &["authorization", "x-api-key", "api-key", "proxy-authorization", "cookie"];
 
-#[derive(Clone, Copy, PartialEq, Eq)]
+/// The wire format of a model route.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Api {
+    /// `POST /v1/chat/completions`.
     OpenAi,
+    /// `POST /v1/messages`.
     Anthropic,
+    /// `POST /v1/responses`.
+    Responses,
 }
 
 /// Reads, records and answers one request; `Ok(true)` to keep the connection.
@@ -182,6 +229,13 @@ async fn serve_one(stream: &mut TcpStream, buffer: &mut Vec<u8>, state: &Shared)
             (k.clone(), v)
         })
         .collect();
+    let api = match (request.method.as_str(), request.path.as_str()) {
+        ("POST", "/v1/chat/completions") => Some(Api::OpenAi),
+        ("POST", "/v1/messages") => Some(Api::Anthropic),
+        ("POST", "/v1/responses") => Some(Api::Responses),
+        _ => None,
+    };
+    let models_route = request.method == "GET" && request.path == "/v1/models";
     let (index, number) = {
         let mut s = lock(state);
         let number = s.requests.len() + 1;
@@ -189,24 +243,32 @@ async fn serve_one(stream: &mut TcpStream, buffer: &mut Vec<u8>, state: &Shared)
             number,
             method: request.method.clone(),
             path: request.path.clone(),
+            query: request.query.clone(),
             headers,
             body: body.clone(),
             started_at: Instant::now(),
             finished_at: None,
             status: 0,
+            routed: api.is_some() || models_route,
+            served: None,
         });
         (number - 1, number)
     };
-    let api = match (request.method.as_str(), request.path.as_str()) {
-        ("POST", "/v1/chat/completions") => Some(Api::OpenAi),
-        ("POST", "/v1/messages") => Some(Api::Anthropic),
-        _ => None,
-    };
     let reply = match api {
-        Some(api) => answer_chat(api, &request, &body_text, &body, number, state).await,
-        None if request.method == "GET" && request.path == "/v1/models" => {
+        Some(api) => answer_model_request(api, &request, &body_text, &body, number, state).await,
+        None if models_route => {
             let s = lock(state);
-            let models = if s.script.models.is_empty() { vec!["mock".to_string()] } else { s.script.models.clone() };
+            let models = if s.script.models.is_empty() {
+                let mut models = vec!["mock".to_string()];
+                for m in s.script.conversations.iter().filter_map(|c| c.matcher.model.clone()) {
+                    if !models.contains(&m) {
+                        models.push(m);
+                    }
+                }
+                models
+            } else {
+                s.script.models.clone()
+            };
             let data: Vec<Value> =
                 models.iter().map(|m| json!({"id": m, "object": "model", "created": 0, "owned_by": "mock"})).collect();
             Reply::json(200, &json!({"object": "list", "data": data}))
@@ -214,7 +276,8 @@ async fn serve_one(stream: &mut TcpStream, buffer: &mut Vec<u8>, state: &Shared)
         None => Reply::json(
             404,
             &json!({"error": {"type": "not_found_error", "message": format!(
-                "the mock serves POST /v1/chat/completions, POST /v1/messages and GET /v1/models, not {} {}",
+                "the mock serves POST /v1/chat/completions, POST /v1/messages, POST /v1/responses and \
+                 GET /v1/models, not {} {}",
                 request.method, request.path)}}),
         ),
     };
@@ -225,11 +288,12 @@ async fn serve_one(stream: &mut TcpStream, buffer: &mut Vec<u8>, state: &Shared)
             r.finished_at = Some(Instant::now());
         }
     };
-    write_reply(stream, reply, request.keep_alive, finished).await?;
+    write_reply(stream, reply, request.keep_alive, request.method == "HEAD", finished).await?;
     Ok(request.keep_alive)
 }
 
-async fn answer_chat(
+/// Answers a request to one of the three model routes.
+async fn answer_model_request(
     api: Api,
     request: &Incoming,
     body_text: &str,
@@ -237,24 +301,44 @@ async fn answer_chat(
     number: usize,
     state: &Shared,
 ) -> Reply {
-    let selected = {
+    let history = History::read(api, body);
+    let choice = {
         let mut s = lock(state);
-        if let Some(key) = s.script.api_key.clone() {
-            let bearer = request.headers.get("authorization").and_then(|v| v.strip_prefix("Bearer "));
-            let x_api_key = request.headers.get("x-api-key").map(String::as_str);
-            if bearer != Some(key.as_str()) && x_api_key != Some(key.as_str()) {
-                return error_reply(api, 401, "authentication_error", "invalid or missing API key", None);
+        let selected = match s.script.api_key.clone() {
+            Some(key) if !carries_key(request, &key) => None,
+            _ => {
+                let State { script, used, .. } = &mut *s;
+                let view = select::Request {
+                    api,
+                    method: &request.method,
+                    path: &request.path,
+                    body_text,
+                    body,
+                    history: &history,
+                    number,
+                };
+                Some(select::select(script, used, &view))
             }
+        };
+        let (choice, served) = match selected {
+            Some(Selected { choice, served }) => (Some(choice), served),
+            None => (None, "refused: invalid or missing API key".to_string()),
+        };
+        if let Some(r) = s.requests.get_mut(number - 1) {
+            r.served = Some(served);
         }
-        select(&mut s, &request.path, body_text)
+        match choice {
+            Some(choice) => choice,
+            None => return error_reply(api, 401, "authentication_error", "invalid or missing API key", None),
+        }
     };
-    let Some(response) = selected else {
-        let message = format!(
-            "mock script exhausted: request #{number} ({} {}) matched no unused response; \
-             add responses to the script or mark one \"repeat\": true",
-            request.method, request.path
-        );
-        return error_reply(api, 500, "api_error", &message, None);
+    let (response, id_base) = match choice {
+        Choice::Scripted { response, id_base } => (*response, id_base),
+        Choice::Ok => (MockResponse::text("OK"), String::new()),
+        Choice::Exhausted { status, message } => {
+            let kind = if status == 400 { "invalid_request_error" } else { "api_error" };
+            return error_reply(api, status, kind, &message, None);
+        }
     };
     if let Some(ms) = response.delay_ms {
         tokio::time::sleep(Duration::from_millis(ms)).await;
@@ -273,12 +357,13 @@ async fn answer_chat(
         let message = response.error_message.as_deref().unwrap_or("scripted error");
         return error_reply(api, status, kind, message, response.retry_after);
     }
-    let answer = Answer::new(&response, api, body, body_text.len(), number);
+    let answer = Answer::new(&response, &id_base, &history, body, body_text.len(), number);
     let streamed = body.get("stream").and_then(Value::as_bool).unwrap_or(false);
     if !streamed {
         let value = match api {
             Api::OpenAi => answer.openai_body(),
             Api::Anthropic => answer.anthropic_body(),
+            Api::Responses => answer.responses_body(),
         };
         return Reply::json(200, &value);
     }
@@ -292,6 +377,7 @@ async fn answer_chat(
             answer.openai_frames(include_usage)
         }
         Api::Anthropic => answer.anthropic_frames(),
+        Api::Responses => answer.responses_frames(),
     };
     let pieces = match response.write_chunk_bytes.filter(|n| *n > 0) {
         Some(n) => frames.concat().into_bytes().chunks(n).map(<[u8]>::to_vec).collect(),
@@ -305,29 +391,27 @@ async fn answer_chat(
     }
 }
 
-/// The first unused response whose match fits, else the next unused one without a match.
-fn select(state: &mut State, path: &str, body: &str) -> Option<MockResponse> {
-    let available = |i: usize, r: &MockResponse| r.repeat || !state.used[i];
-    let fits = |m: &MockMatch| {
-        m.contains.as_ref().is_none_or(|c| body.contains(c.as_str())) && m.path.as_ref().is_none_or(|p| p == path)
-    };
-    let responses = &state.script.responses;
-    let index = responses
-        .iter()
-        .enumerate()
-        .position(|(i, r)| available(i, r) && r.matcher.as_ref().is_some_and(fits))
-        .or_else(|| responses.iter().enumerate().position(|(i, r)| available(i, r) && r.matcher.is_none()))?;
-    let response = responses[index].clone();
-    if !response.repeat {
-        state.used[index] = true;
-    }
-    Some(response)
+/// Whether the request carries `key` as `Authorization: Bearer` or `x-api-key`.
+fn carries_key(request: &Incoming, key: &str) -> bool {
+    let bearer = request.headers.get("authorization").and_then(|v| v.strip_prefix("Bearer "));
+    let x_api_key = request.headers.get("x-api-key").map(String::as_str);
+    bearer == Some(key) || x_api_key == Some(key)
 }
 
+/// An error in the route's own shape; the Responses API one carries an OpenAI `code`.
 fn error_reply(api: Api, status: u16, kind: &str, message: &str, retry_after: Option<u64>) -> Reply {
     let value = match api {
         Api::OpenAi => json!({"error": {"message": message, "type": kind, "code": null}}),
         Api::Anthropic => json!({"type": "error", "error": {"type": kind, "message": message}}),
+        Api::Responses => {
+            let code = match status {
+                401 => json!("invalid_api_key"),
+                429 => json!("rate_limit_exceeded"),
+                500..=599 => json!("server_error"),
+                _ => Value::Null,
+            };
+            json!({"error": {"message": message, "type": kind, "param": null, "code": code}})
+        }
     };
     let mut reply = Reply::json(status, &value);
     if let Some(seconds) = retry_after {
@@ -354,25 +438,6 @@ mod tests {
     }
 
     #[test]
-    fn selection_prefers_matches_then_order_and_consumes() {
-        let mut matched = MockResponse::text("matched");
-        matched.matcher = Some(MockMatch { contains: Some("special".into()), path: None });
-        let mut repeat = MockResponse::text("again");
-        repeat.repeat = true;
-        let script = MockScript::new(vec![MockResponse::text("first"), matched, repeat]);
-        let mut state = State { used: vec![false; 3], script, requests: Vec::new() };
-        let pick = |s: &mut State, body: &str| select(s, "/v1/messages", body).map(|r| r.text);
-        assert_eq!(pick(&mut state, "a special body").as_deref(), Some("matched"));
-        assert_eq!(pick(&mut state, "a special body").as_deref(), Some("first"));
-        assert_eq!(pick(&mut state, "x").as_deref(), Some("again"));
-        assert_eq!(pick(&mut state, "x").as_deref(), Some("again"));
-        let mut state =
-            State { used: vec![false], script: MockScript::new(vec![MockResponse::text("one")]), requests: Vec::new() };
-        assert!(pick(&mut state, "x").is_some());
-        assert!(pick(&mut state, "x").is_none());
-    }
-
-    #[test]
     fn scripts_parse_from_json_and_toml() {
         let json = r#"{"responses": [{"match": {"contains": "hi"}, "text": "hello",
             "tool_calls": [{"name": "read", "arguments": {"path": "a"}}],
@@ -394,5 +459,54 @@ error_message = "slow down"
         let from_toml: MockScript = toml::from_str(toml_text).unwrap();
         assert_eq!(from_json, from_toml);
         assert!(serde_json::from_str::<MockScript>(r#"{"responses": [{"txt": "typo"}]}"#).is_err());
+    }
+
+    #[test]
+    fn conversations_and_history_turns_parse_from_json_and_toml() {
+        let json = r#"{"turns": "history", "conversations": [{"match": {"model": "fixer"},
+            "responses": [{"tool_calls": [{"name": "apply_patch", "arguments": "*** Begin Patch"}]}, {"text": "Done"}]}],
+            "responses": [{"text": "OK"}]}"#;
+        let from_json: MockScript = serde_json::from_str(json).unwrap();
+        let toml_text = r#"
+turns = "history"
+
+[[responses]]
+text = "OK"
+
+[[conversations]]
+match = { model = "fixer" }
+
+[[conversations.responses]]
+tool_calls = [{ name = "apply_patch", arguments = "*** Begin Patch" }]
+
+[[conversations.responses]]
+text = "Done"
+"#;
+        let from_toml: MockScript = toml::from_str(toml_text).unwrap();
+        assert_eq!(from_json, from_toml);
+        assert_eq!(from_json.turns, MockTurns::History);
+        assert_eq!(from_json.conversations[0].matcher.model.as_deref(), Some("fixer"));
+        assert_eq!(from_json.conversations[0].responses[0].tool_calls[0].custom_input(), "*** Begin Patch");
+        assert!(from_json.check().is_ok());
+        assert!(serde_json::from_str::<MockScript>(r#"{"turns": "random"}"#).is_err());
+        assert!(serde_json::from_str::<MockScript>(r#"{"conversations": [{"match": {"modle": "x"}}]}"#).is_err());
+        // Serialising leaves the defaults out, so old scripts round-trip unchanged.
+        let old = MockScript::new(vec![MockResponse::text("hi")]);
+        assert_eq!(
+            serde_json::to_value(&old).unwrap(),
+            json!({"responses": [{"text": "hi", "omit_usage": false,
+            "repeat": false, "disconnect": false}]})
+        );
+    }
+
+    #[test]
+    fn a_response_match_in_history_mode_is_refused() {
+        let mut matched = MockResponse::text("x");
+        matched.matcher = Some(MockMatch { contains: Some("y".into()), path: None });
+        let mut script = MockScript::new(vec![matched]);
+        assert!(script.check().is_ok());
+        script.turns = MockTurns::History;
+        let err = script.check().unwrap_err();
+        assert!(err.contains("response 1 of the responses") && err.contains("conversations"), "{err}");
     }
 }

@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use super::Api;
+use super::history::History;
 use super::script::MockResponse;
 use crate::types::Usage;
 
@@ -12,21 +12,46 @@ pub(super) struct Answer {
     number: usize,
     model: String,
     text: String,
-    calls: Vec<(String, String, String)>,
+    calls: Vec<Call>,
     stop: String,
     usage: Option<Usage>,
 }
 
+/// A tool call made concrete.
+struct Call {
+    id: String,
+    name: String,
+    /// The JSON arguments text.
+    arguments: String,
+    /// The raw input, when the request declares the tool as a custom (freeform) tool.
+    custom: Option<String>,
+}
+
+impl Call {
+    fn payload(&self) -> &str {
+        self.custom.as_deref().unwrap_or(&self.arguments)
+    }
+}
+
 impl Answer {
-    pub fn new(response: &MockResponse, api: Api, body: &Value, body_len: usize, number: usize) -> Answer {
-        let prefix = if api == Api::OpenAi { "call" } else { "toolu" };
-        let calls: Vec<(String, String, String)> = response
+    /// Generated tool-call ids are `{id_base}_{k}`.
+    pub fn new(
+        response: &MockResponse,
+        id_base: &str,
+        history: &History,
+        body: &Value,
+        body_len: usize,
+        number: usize,
+    ) -> Answer {
+        let calls: Vec<Call> = response
             .tool_calls
             .iter()
             .enumerate()
-            .map(|(k, c)| {
-                let id = c.id.clone().unwrap_or_else(|| format!("{prefix}_{number}_{k}"));
-                (id, c.name.clone(), c.arguments_text())
+            .map(|(k, c)| Call {
+                id: c.id.clone().unwrap_or_else(|| format!("{id_base}_{k}")),
+                name: c.name.clone(),
+                arguments: c.arguments_text(),
+                custom: history.is_custom(&c.name).then(|| c.custom_input()),
             })
             .collect();
         let stop = response
@@ -37,7 +62,7 @@ impl Answer {
             None
         } else {
             Some(response.usage.unwrap_or_else(|| {
-                let out: usize = response.text.len() + calls.iter().map(|c| c.2.len()).sum::<usize>();
+                let out: usize = response.text.len() + calls.iter().map(|c| c.payload().len()).sum::<usize>();
                 Usage {
                     input_tokens: (body_len as u64).div_ceil(4).max(1),
                     output_tokens: (out as u64).div_ceil(4).max(1),
@@ -80,7 +105,7 @@ impl Answer {
             message["tool_calls"] = self
                 .calls
                 .iter()
-                .map(|(id, name, args)| json!({"id": id, "type": "function", "function": {"name": name, "arguments": args}}))
+                .map(|Call { id, name, arguments: args, .. }| json!({"id": id, "type": "function", "function": {"name": name, "arguments": args}}))
                 .collect();
         }
         let mut body = json!({"id": format!("chatcmpl-mock-{}", self.number), "object": "chat.completion",
@@ -103,7 +128,7 @@ impl Answer {
         for piece in text_pieces(&self.text) {
             frames.push(chunk(json!({"content": piece}), Value::Null));
         }
-        for (k, (call_id, name, args)) in self.calls.iter().enumerate() {
+        for (k, Call { id: call_id, name, arguments: args, .. }) in self.calls.iter().enumerate() {
             frames.push(chunk(
                 json!({"tool_calls": [{"index": k, "id": call_id, "type": "function", "function": {"name": name, "arguments": ""}}]}),
                 Value::Null,
@@ -128,7 +153,7 @@ impl Answer {
         if !self.text.is_empty() {
             content.push(json!({"type": "text", "text": self.text}));
         }
-        for (id, name, args) in &self.calls {
+        for Call { id, name, arguments: args, .. } in &self.calls {
             let input = serde_json::from_str::<Value>(args).unwrap_or_else(|_| json!(args));
             content.push(json!({"type": "tool_use", "id": id, "name": name, "input": input}));
         }
@@ -163,7 +188,7 @@ impl Answer {
             frames.push(frame(json!({"type": "content_block_stop", "index": index})));
             index += 1;
         }
-        for (id, name, args) in &self.calls {
+        for Call { id, name, arguments: args, .. } in &self.calls {
             frames.push(frame(json!({"type": "content_block_start", "index": index,
                 "content_block": {"type": "tool_use", "id": id, "name": name, "input": {}}})));
             let pieces = std::iter::once("").chain(awkward_pieces(args));
@@ -180,6 +205,112 @@ impl Answer {
         }
         frames.push(frame(delta));
         frames.push(frame(json!({"type": "message_stop"})));
+        frames
+    }
+
+    /// Responses API usage; cached tokens are part of `input_tokens`.
+    fn responses_usage(&self) -> Value {
+        self.usage.map_or(Value::Null, |u| {
+            json!({"input_tokens": u.input_tokens, "input_tokens_details": {"cached_tokens": u.cached_tokens},
+                   "output_tokens": u.output_tokens, "output_tokens_details": {"reasoning_tokens": 0},
+                   "total_tokens": u.input_tokens + u.output_tokens})
+        })
+    }
+
+    /// The output items, complete: a `message` for the text, then a `function_call` or a
+    /// `custom_tool_call` per tool call.
+    fn responses_items(&self) -> Vec<Value> {
+        let mut items = Vec::new();
+        if !self.text.is_empty() {
+            items.push(json!({"id": format!("msg_mock_{}", self.number), "type": "message", "status": "completed",
+                "role": "assistant", "content": [{"type": "output_text", "text": self.text, "annotations": []}]}));
+        }
+        for (k, call) in self.calls.iter().enumerate() {
+            items.push(match &call.custom {
+                Some(input) => json!({"id": format!("ctc_mock_{}_{k}", self.number), "type": "custom_tool_call",
+                    "status": "completed", "call_id": call.id, "name": call.name, "input": input}),
+                None => json!({"id": format!("fc_mock_{}_{k}", self.number), "type": "function_call",
+                    "status": "completed", "call_id": call.id, "name": call.name, "arguments": call.arguments}),
+            });
+        }
+        items
+    }
+
+    fn responses_object(&self, status: &str, output: Vec<Value>, usage: Value) -> Value {
+        let incomplete = (self.stop == "max_tokens").then(|| json!({"reason": "max_output_tokens"}));
+        json!({"id": format!("resp_mock_{}", self.number), "object": "response", "created_at": 0,
+            "status": status, "model": self.model, "output": output, "incomplete_details": incomplete,
+            "error": null, "usage": usage})
+    }
+
+    /// The whole Responses API answer (`stream: false`).
+    pub fn responses_body(&self) -> Value {
+        let status = if self.stop == "max_tokens" { "incomplete" } else { "completed" };
+        self.responses_object(status, self.responses_items(), self.responses_usage())
+    }
+
+    /// The Responses API stream: `response.created`; per output item
+    /// `response.output_item.added`, its deltas (`response.output_text.delta` inside a
+    /// content part, `response.function_call_arguments.delta`,
+    /// `response.custom_tool_call_input.delta`) and their `.done`, then
+    /// `response.output_item.done` with the complete item; last `response.completed`.
+    pub fn responses_frames(&self) -> Vec<String> {
+        let mut frames = Vec::new();
+        let mut push = |mut value: Value| {
+            let name = value["type"].as_str().unwrap_or_default().to_string();
+            value["sequence_number"] = json!(frames.len());
+            frames.push(format!("event: {name}\ndata: {value}\n\n"));
+        };
+        push(
+            json!({"type": "response.created", "response": self.responses_object("in_progress", Vec::new(), Value::Null)}),
+        );
+        for (index, item) in self.responses_items().into_iter().enumerate() {
+            let id = item["id"].clone();
+            let mut added = item.clone();
+            added["status"] = json!("in_progress");
+            match item["type"].as_str() {
+                Some("message") => {
+                    added["content"] = json!([]);
+                    push(json!({"type": "response.output_item.added", "output_index": index, "item": added}));
+                    let part = |text: &str| json!({"type": "output_text", "text": text, "annotations": []});
+                    push(json!({"type": "response.content_part.added", "item_id": id, "output_index": index,
+                        "content_index": 0, "part": part("")}));
+                    for piece in text_pieces(&self.text) {
+                        push(json!({"type": "response.output_text.delta", "item_id": id, "output_index": index,
+                            "content_index": 0, "delta": piece}));
+                    }
+                    push(json!({"type": "response.output_text.done", "item_id": id, "output_index": index,
+                        "content_index": 0, "text": self.text}));
+                    push(json!({"type": "response.content_part.done", "item_id": id, "output_index": index,
+                        "content_index": 0, "part": part(&self.text)}));
+                }
+                Some("custom_tool_call") => {
+                    let input = item["input"].as_str().unwrap_or_default().to_string();
+                    added["input"] = json!("");
+                    push(json!({"type": "response.output_item.added", "output_index": index, "item": added}));
+                    for piece in awkward_pieces(&input) {
+                        push(json!({"type": "response.custom_tool_call_input.delta", "item_id": id,
+                            "output_index": index, "delta": piece}));
+                    }
+                    push(json!({"type": "response.custom_tool_call_input.done", "item_id": id,
+                        "output_index": index, "input": input}));
+                }
+                _ => {
+                    let arguments = item["arguments"].as_str().unwrap_or_default().to_string();
+                    added["arguments"] = json!("");
+                    push(json!({"type": "response.output_item.added", "output_index": index, "item": added}));
+                    for piece in awkward_pieces(&arguments) {
+                        push(json!({"type": "response.function_call_arguments.delta", "item_id": id,
+                            "output_index": index, "delta": piece}));
+                    }
+                    push(json!({"type": "response.function_call_arguments.done", "item_id": id,
+                        "output_index": index, "arguments": arguments}));
+                }
+            }
+            push(json!({"type": "response.output_item.done", "output_index": index, "item": item}));
+        }
+        let done = self.responses_body();
+        push(json!({"type": "response.completed", "response": done}));
         frames
     }
 }

@@ -8,19 +8,94 @@ use serde_json::{Value, json};
 
 use crate::types::Usage;
 
-/// What the mock answers, in order. Loaded from JSON or TOML.
+/// What the mock answers. Loaded from JSON or TOML.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MockScript {
+    /// The default conversation: answers every request no entry of `conversations`
+    /// matches.
     #[serde(default)]
     pub responses: Vec<MockResponse>,
     /// When set, chat requests must carry this key (`Authorization: Bearer` or
     /// `x-api-key`), else they get a 401 that does not consume a response.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_key: Option<String>,
-    /// The model ids `GET /v1/models` lists (default `["mock"]`).
+    /// The model ids `GET /v1/models` lists (default `["mock"]` and the models the
+    /// conversations match).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub models: Vec<String>,
+    /// How a conversation picks the response for a request: the next unused one
+    /// (`queue`, the default) or by the request's own history (`history`).
+    #[serde(default, skip_serializing_if = "MockTurns::is_queue")]
+    pub turns: MockTurns,
+    /// Conversations of their own, each for the requests its `match` fits (the first
+    /// that fits answers; requests none fits go to `responses`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conversations: Vec<MockConversation>,
+}
+
+/// How a conversation picks the response for a request.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MockTurns {
+    /// The first unused response whose `match` fits, else the next unused one without a
+    /// `match`; each is used once unless `repeat`. Stateful: one queue per conversation.
+    #[default]
+    Queue,
+    /// Response *n* + 1 (faults not counted) answers a request whose own history holds
+    /// *n* assistant turns the mock produced. Stateless, so parallel clients sharing one
+    /// conversation each go through all its turns. Only a request whose last non-system
+    /// message is a user message or a tool result is given a turn; a turn calling a tool
+    /// the request does not declare is not served. Those requests are answered "OK".
+    History,
+}
+
+impl MockTurns {
+    fn is_queue(&self) -> bool {
+        *self == MockTurns::Queue
+    }
+}
+
+/// A conversation of its own: the requests its `match` fits get its responses.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MockConversation {
+    #[serde(rename = "match", default)]
+    pub matcher: MockConversationMatch,
+    #[serde(default)]
+    pub responses: Vec<MockResponse>,
+}
+
+/// Which requests a conversation answers; every field given must fit.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MockConversationMatch {
+    /// The request's `model`, exactly (what the client's model flag sends).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// The request path, e.g. `/v1/responses`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// A substring of the request body as sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub contains: Option<String>,
+}
+
+impl MockConversationMatch {
+    pub(super) fn fits(&self, path: &str, model: Option<&str>, body: &str) -> bool {
+        self.model.as_ref().is_none_or(|m| Some(m.as_str()) == model)
+            && self.path.as_ref().is_none_or(|p| p == path)
+            && self.contains.as_ref().is_none_or(|c| body.contains(c.as_str()))
+    }
+
+    /// `model "fixer"`, `path "/v1/responses"`, … for messages.
+    pub(super) fn describe(&self) -> String {
+        let parts: Vec<String> = [("model", &self.model), ("path", &self.path), ("contains", &self.contains)]
+            .into_iter()
+            .filter_map(|(name, value)| value.as_ref().map(|v| format!("{name} {v:?}")))
+            .collect();
+        if parts.is_empty() { "anything".into() } else { parts.join(", ") }
+    }
 }
 
 /// One scripted answer.
@@ -83,10 +158,13 @@ pub struct MockMatch {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MockToolCall {
-    /// Generated (`call_N_K`, `toolu_N_K`) when absent.
+    /// Generated when absent: `call_N_K` / `toolu_N_K` (request N, call K) in queue mode,
+    /// `call_mock_tT_rN_K` / `toolu_mock_tT_rN_K` (turn T) in history mode.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
     pub name: String,
+    /// A JSON object, sent as a JSON string; for a tool the request declares as custom
+    /// (Responses API `"type": "custom"`), a string sent as the raw input.
     #[serde(default = "empty_object")]
     pub arguments: Value,
     /// Sent verbatim instead of `arguments` (to script broken JSON).
@@ -101,6 +179,15 @@ fn empty_object() -> Value {
 impl MockToolCall {
     pub(super) fn arguments_text(&self) -> String {
         self.raw_arguments.clone().unwrap_or_else(|| self.arguments.to_string())
+    }
+
+    /// The raw input of a custom tool call: a string argument as it is.
+    pub(super) fn custom_input(&self) -> String {
+        match (&self.raw_arguments, &self.arguments) {
+            (Some(raw), _) => raw.clone(),
+            (None, Value::String(text)) => text.clone(),
+            (None, other) => other.to_string(),
+        }
     }
 }
 
@@ -124,7 +211,29 @@ impl MockScript {
         } else {
             serde_json::from_str(&text).map_err(|e| e.to_string())
         };
-        parsed.map_err(|message| MockScriptError::Parse { path: path.into(), message })
+        let script: MockScript = parsed.map_err(|message| MockScriptError::Parse { path: path.into(), message })?;
+        script.check().map_err(|message| MockScriptError::Parse { path: path.into(), message })?;
+        Ok(script)
+    }
+
+    /// What is inconsistent in the script, if anything: in history mode turns are chosen
+    /// by position, so a response `match` has no meaning there.
+    pub fn check(&self) -> Result<(), String> {
+        if self.turns == MockTurns::History {
+            let lists = std::iter::once(("the responses".to_string(), &self.responses)).chain(
+                self.conversations.iter().enumerate().map(|(i, c)| (format!("conversation {}", i + 1), &c.responses)),
+            );
+            for (name, responses) in lists {
+                if let Some(at) = responses.iter().position(|r| r.matcher.is_some()) {
+                    return Err(format!(
+                        "response {} of {name} has a `match`, but with `turns = \"history\"` turns are chosen by \
+                         position; choose by model, path or body with `conversations` instead",
+                        at + 1
+                    ));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// A script of these responses.
@@ -142,5 +251,18 @@ impl MockResponse {
     /// An HTTP error answer.
     pub fn error(status: u16, message: impl Into<String>) -> Self {
         MockResponse { status: Some(status), error_message: Some(message.into()), ..Default::default() }
+    }
+
+    /// A tool-call answer (no text).
+    pub fn tool_call(name: impl Into<String>, arguments: Value) -> Self {
+        MockResponse {
+            tool_calls: vec![MockToolCall { name: name.into(), arguments, ..Default::default() }],
+            ..Default::default()
+        }
+    }
+
+    /// An HTTP error or a dropped connection rather than an answer.
+    pub(super) fn is_fault(&self) -> bool {
+        self.disconnect || self.status.is_some_and(|s| !(200..300).contains(&s))
     }
 }
