@@ -4,11 +4,15 @@
 //! `.arbiter/arbiter.db`, [`postgres::PgStore`] the shared one. Both run the same statements
 //! ([`sql`]) and decode rows with the same code, and one conformance suite tests both. The run
 //! directory stays the source of truth for a run's artifacts; the store indexes them and
-//! keeps the event log queryable.
+//! keeps the event log queryable. [`plans::PlanStore`] is the plan queue (tasks, leases,
+//! budgets, plan events), implemented by both stores with one behaviour.
 
 #![forbid(unsafe_code)]
 
 pub mod migrate;
+mod plan_impl;
+pub mod plan_sql;
+pub mod plans;
 pub mod postgres;
 mod rows;
 pub mod sql;
@@ -62,6 +66,20 @@ pub enum StoreError {
     Query(#[from] sqlx::Error),
     #[error("the database holds an invalid value in {column}: '{value}'")]
     Corrupt { column: &'static str, value: String },
+    #[error("no plan named '{id}'; `arbiter plan list` shows the plans, `arbiter plan import FILE` adds one")]
+    NoPlan { id: String },
+    #[error("plan {plan} has no task '{task}'; `arbiter plan show {plan}` lists its tasks")]
+    NoTask { plan: String, task: String },
+    #[error("the plan is not valid, nothing was written:\n{}", .problems.iter().map(|p| format!("  - {p}")).collect::<Vec<_>>().join("\n"))]
+    PlanInvalid { problems: Vec<String> },
+    #[error("the import would change tasks that already started, nothing was written:\n{}\nonly tasks that have not started can be updated; `arbiter plan retry` or `arbiter plan reset` first", .tasks.iter().map(|t| format!("  - {t}")).collect::<Vec<_>>().join("\n"))]
+    ImportRefused { tasks: Vec<String> },
+    #[error(
+        "the lease on task {task} of plan {plan} (fencing token {fence}) is no longer held: its lease expired and another attempt took over, or the plan was cancelled or reset; the report was refused (the cost it reported was charged)"
+    )]
+    StaleLease { plan: String, task: String, fence: i64 },
+    #[error("task {task} of plan {plan} is {status}: {action} is not possible from there")]
+    NotAllowed { plan: String, task: String, status: String, action: &'static str },
 }
 
 /// The persistence port.

@@ -48,9 +48,13 @@ pub struct Migration {
 }
 
 /// SQLite migrations, in order.
-pub const SQLITE: &[Migration] =
-    &[Migration { version: 1, name: "runs", sql: include_str!("../migrations/sqlite/0001_runs.sql") }];
+pub const SQLITE: &[Migration] = &[
+    Migration { version: 1, name: "runs", sql: include_str!("../migrations/sqlite/0001_runs.sql") },
+    Migration { version: 2, name: "plans", sql: include_str!("../migrations/sqlite/0002_plans.sql") },
+];
 
 /// Postgres migrations, numbered in lock-step with [`SQLITE`].
-pub const POSTGRES: &[Migration] =
-    &[Migration { version: 1, name: "runs", sql: include_str!("../migrations/postgres/0001_runs.sql") }];
+pub const POSTGRES: &[Migration] = &[
+    Migration { version: 1, name: "runs", sql: include_str!("../migrations/postgres/0001_runs.sql") },
+    Migration { version: 2, name: "plans", sql: include_str!("../migrations/postgres/0002_plans.sql") },
+];

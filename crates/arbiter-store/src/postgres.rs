@@ -1,19 +1,40 @@
 //! The Postgres store (`--database-url` / `ARBITER_DATABASE_URL`), for a control plane shared
 //! by many workers. Same statements and row types as SQLite; migrations are numbered in
 //! lock-step with SQLite's and serialized across processes by an advisory lock.
+//!
+//! The plan queue claims with `FOR UPDATE SKIP LOCKED`: concurrent claimers never wait for
+//! each other's rows. A plan without a budget or key files is claimed, and a report without
+//! cost finished, in one statement each; otherwise the plan row is locked for the
+//! transaction, which is what keeps reservations under the budget and overlapping tasks
+//! apart. Waiting claimers are woken by `LISTEN/NOTIFY` on the `arbiter_plans` channel
+//! (sent after each commit that may make work), with polling as the safety net.
 
-use sqlx::postgres::{PgPool, PgPoolOptions};
+use std::sync::Arc;
+use std::time::Duration;
+
+use arbiter_core::plan::state::TaskStatus;
+use arbiter_core::time::Timestamp;
+use sqlx::Row;
+use sqlx::postgres::{PgListener, PgPool, PgPoolOptions};
+use tokio::sync::{Notify, OnceCell};
 
 use crate::StoreError;
 use crate::migrate::POSTGRES;
+use crate::plan_sql::{PlanDialect, pick_ready, plan_budget, task_state};
+use crate::plans::{AttemptResult, Claimed, Finished, Lease, Retry, Wake};
+
+/// The channel waiting claimers listen on.
+const CHANNEL: &str = "arbiter_plans";
 
 /// Serializes concurrent migrators (any constant shared by every arbiter process).
 const MIGRATION_LOCK: i64 = 0x0061_7262_6974_6572; // "arbiter"
 
-/// The Postgres implementation of [`Store`](crate::Store).
+/// The Postgres implementation of [`Store`](crate::Store) and [`PlanStore`](crate::plans::PlanStore).
 #[derive(Clone)]
 pub struct PgStore {
     pool: PgPool,
+    work: Arc<Notify>,
+    listening: Arc<OnceCell<()>>,
 }
 
 impl PgStore {
@@ -28,9 +49,151 @@ impl PgStore {
             .connect(url)
             .await
             .map_err(|source| StoreError::Open { location, source })?;
-        let store = PgStore { pool };
+        let store = PgStore { pool, work: Arc::new(Notify::new()), listening: Arc::new(OnceCell::new()) };
         store.migrate().await?;
         Ok(store)
+    }
+
+    async fn write_tx(&self) -> Result<sqlx::Transaction<'_, sqlx::Postgres>, StoreError> {
+        Ok(self.pool.begin().await?)
+    }
+
+    /// Tells every listener (in any process) that the plan may have work.
+    async fn notify_work(&self, plan_id: &str) {
+        let _ = sqlx::query("SELECT pg_notify($1, $2)").bind(CHANNEL).bind(plan_id).execute(&self.pool).await;
+        self.work.notify_waiters();
+    }
+
+    /// Waits for a notification, listening from the first wait on.
+    async fn wait_notified(&self, timeout: Duration) -> Wake {
+        self.listening
+            .get_or_init(|| async {
+                let work = self.work.clone();
+                if let Ok(mut listener) = PgListener::connect_with(&self.pool).await
+                    && listener.listen(CHANNEL).await.is_ok()
+                {
+                    tokio::spawn(async move {
+                        // Ends when the connection is lost for good; polling remains.
+                        while listener.recv().await.is_ok() {
+                            work.notify_waiters();
+                        }
+                    });
+                }
+            })
+            .await;
+        match tokio::time::timeout(timeout, self.work.notified()).await {
+            Ok(()) => Wake::Notified,
+            Err(_) => Wake::TimedOut,
+        }
+    }
+
+    /// One statement when the plan has no budget and no key files: pick with
+    /// `SKIP LOCKED`, claim, record the attempt and the event. `None` sends the claim down
+    /// the general path (a guarded plan, or nothing ready).
+    async fn claim_fast(
+        &self,
+        plan: &str,
+        worker: &str,
+        ttl: Duration,
+        now: Timestamp,
+    ) -> Result<Option<Claimed>, StoreError> {
+        let expires = crate::plan_impl::expiry(now, ttl);
+        let Some(row) = sqlx::query(CLAIM_FAST)
+            .bind(plan)
+            .bind(now.0)
+            .bind(worker)
+            .bind(expires.0)
+            .fetch_optional(&self.pool)
+            .await?
+        else {
+            return Ok(None);
+        };
+        let spec: String = row.try_get("spec")?;
+        let task =
+            serde_json::from_str(&spec).map_err(|_| StoreError::Corrupt { column: "plan_tasks.spec", value: spec })?;
+        Ok(Some(Claimed {
+            lease: Lease {
+                plan_id: plan.to_string(),
+                task_id: row.try_get("id")?,
+                attempt: row.try_get::<i64, _>("attempts")? as u32,
+                max_attempts: row.try_get::<i64, _>("max_attempts")? as u32,
+                fence: row.try_get("fence")?,
+                worker: worker.to_string(),
+                expires,
+                reserved: arbiter_core::money::Usd::ZERO,
+                retry_backoff_seconds: row.try_get::<i64, _>("retry_backoff_seconds")?.max(0) as u64,
+            },
+            task,
+        }))
+    }
+
+    /// One statement for a report with nothing to charge or release: end the task and the
+    /// attempt, unblock dependents, write the events. `None` sends the report down the
+    /// general path (which also refuses a stale fence).
+    async fn finish_fast(
+        &self,
+        lease: &Lease,
+        result: &AttemptResult,
+        now: Timestamp,
+    ) -> Result<Option<Finished>, StoreError> {
+        use arbiter_core::plan::spec::backoff_seconds;
+        use arbiter_core::plan::state::AttemptStatus;
+        let left = lease.attempt < lease.max_attempts;
+        let (status, not_before, reason, run_id, commit, attempt_status) = match result {
+            AttemptResult::Succeeded { run_id, commit } => {
+                (TaskStatus::Done, now, None, run_id.clone(), commit.clone(), AttemptStatus::Succeeded)
+            }
+            AttemptResult::Failed { reason, retry, run_id } => {
+                let (s, at) = match retry {
+                    Retry::Now if left => (TaskStatus::Ready, now),
+                    Retry::AfterBackoff if left => {
+                        let wait = backoff_seconds(lease.retry_backoff_seconds, lease.attempt) as i64 * 1_000_000;
+                        (TaskStatus::Ready, Timestamp(now.0 + wait))
+                    }
+                    _ => (TaskStatus::Failed, now),
+                };
+                (s, at, Some(reason.clone()), run_id.clone(), None, AttemptStatus::Failed)
+            }
+        };
+        let kind = match (attempt_status, status) {
+            (AttemptStatus::Succeeded, _) => "task_done",
+            (_, TaskStatus::Ready) => "attempt_failed_retry",
+            _ => "task_failed",
+        };
+        let data = serde_json::json!({
+            "fence": lease.fence,
+            "status": status.as_str(),
+            "reason": reason,
+            "run_id": run_id,
+            "commit": commit,
+            "cost": arbiter_core::money::Usd::ZERO,
+            "not_before": (status == TaskStatus::Ready).then_some(not_before.0),
+        });
+        let Some(row) = sqlx::query(FINISH_FAST)
+            .bind(&lease.plan_id)
+            .bind(&lease.task_id)
+            .bind(status.as_str())
+            .bind(not_before.0)
+            .bind(run_id.as_deref())
+            .bind(commit.as_deref())
+            .bind(reason.as_deref())
+            .bind(now.0)
+            .bind(lease.fence)
+            .bind(attempt_status.as_str())
+            .bind(kind)
+            .bind(data.to_string())
+            .fetch_optional(&self.pool)
+            .await?
+        else {
+            return Ok(None);
+        };
+        let newly_ready: Option<Vec<String>> = row.try_get("newly_ready")?;
+        Ok(Some(Finished {
+            status,
+            newly_ready: newly_ready.unwrap_or_default(),
+            not_before: (status == TaskStatus::Ready).then_some(not_before),
+            budget_crossed: false,
+        }))
     }
 
     async fn migrate(&self) -> Result<(), StoreError> {
@@ -47,4 +210,63 @@ impl PgStore {
     }
 }
 
+impl PlanDialect for PgStore {
+    const LOCK_PLAN: &'static str = concat!(plan_budget!(), " FOR UPDATE");
+    const LOCK_TASK: &'static str = concat!(task_state!(), " FOR UPDATE");
+    const PICK: &'static str = concat!(pick_ready!(), " FOR UPDATE OF t SKIP LOCKED");
+}
+
+/// See [`PgStore::claim_fast`].
+const CLAIM_FAST: &str = "WITH picked AS (
+        SELECT t.plan_id, t.id FROM plan_tasks t JOIN plans p ON p.id = t.plan_id
+        WHERE t.plan_id = $1 AND t.status = 'ready' AND t.not_before <= $2
+          AND NOT p.cancelled AND NOT p.guard_files AND p.budget_pico IS NULL
+        ORDER BY t.priority, t.ord LIMIT 1
+        FOR UPDATE OF t SKIP LOCKED),
+    claimed AS (
+        UPDATE plan_tasks t SET status = 'running', attempts = t.attempts + 1, fence = t.fence + 1, lease_owner = $3,
+            lease_expires = $4, reserved_pico = 0, version = t.version + 1, updated_at = $2
+        FROM picked WHERE t.plan_id = picked.plan_id AND t.id = picked.id
+        RETURNING t.plan_id, t.id, t.attempts, t.max_attempts, t.fence, t.spec),
+    att AS (
+        INSERT INTO plan_attempts (plan_id, task_id, attempt, fence, worker, status, started_at, reserved_pico)
+        SELECT plan_id, id, attempts, fence, $3, 'running', $2, 0 FROM claimed),
+    ev AS (
+        INSERT INTO plan_events (plan_id, task_id, attempt, kind, at, data)
+        SELECT plan_id, id, attempts, 'task_claimed', $2,
+               json_build_object('worker', $3::text, 'fence', fence, 'lease_expires', $4::bigint, 'reserved', '0')::text
+        FROM claimed)
+    SELECT c.id, c.attempts, c.max_attempts, c.fence, c.spec, p.retry_backoff_seconds
+    FROM claimed c JOIN plans p ON p.id = c.plan_id";
+
+/// See [`PgStore::finish_fast`].
+const FINISH_FAST: &str = "WITH done AS (
+        UPDATE plan_tasks SET status = $3, not_before = $4, lease_owner = NULL, lease_expires = NULL, reserved_pico = 0,
+            run_id = COALESCE($5, run_id), commit_sha = COALESCE($6, commit_sha), reason = $7,
+            version = version + 1, updated_at = $8
+        WHERE plan_id = $1 AND id = $2 AND status = 'running' AND fence = $9 AND reserved_pico = 0
+        RETURNING plan_id, id, attempts),
+    att AS (
+        UPDATE plan_attempts a SET status = $10, finished_at = $8, run_id = COALESCE($5, a.run_id), commit_sha = $6,
+            reason = $7
+        FROM done WHERE a.plan_id = done.plan_id AND a.task_id = done.id AND a.fence = $9),
+    ready AS (
+        UPDATE plan_tasks t SET deps_left = t.deps_left - 1,
+            status = CASE WHEN t.deps_left = 1 AND t.status = 'blocked' THEN 'ready' ELSE t.status END,
+            version = t.version + 1, updated_at = $8
+        FROM plan_deps d, done
+        WHERE $3 = 'done' AND d.plan_id = done.plan_id AND d.depends_on = done.id
+          AND t.plan_id = d.plan_id AND t.id = d.task_id
+        RETURNING t.id, t.status),
+    ev AS (
+        INSERT INTO plan_events (plan_id, task_id, attempt, kind, at, data)
+        SELECT plan_id, id, attempts, $11, $8, $12 FROM done),
+    ready_ev AS (
+        INSERT INTO plan_events (plan_id, task_id, attempt, kind, at, data)
+        SELECT $1, id, NULL, 'task_ready', $8, json_build_object('after', $2::text)::text
+        FROM ready WHERE status = 'ready')
+    SELECT d.attempts, (SELECT array_agg(id ORDER BY id) FROM ready WHERE status = 'ready') AS newly_ready
+    FROM done d";
+
 crate::store_impl!(PgStore);
+crate::plan_store_impl!(PgStore, sqlx::Postgres);

@@ -2,6 +2,8 @@
 //! Postgres (the real server: `DATABASE_URL`, default postgres://postgres@127.0.0.1:5432/postgres;
 //! each run creates and drops its own database). A missing Postgres is a failure, not a skip.
 
+mod common;
+
 use std::sync::Arc;
 
 use arbiter_core::event::{Event, EventKind};
@@ -11,7 +13,7 @@ use arbiter_core::time::Timestamp;
 use arbiter_store::postgres::PgStore;
 use arbiter_store::sqlite::SqliteStore;
 use arbiter_store::{CandidateRecord, RunRecord, Store};
-use sqlx::Connection;
+use common::{drop_database, fresh_database};
 
 fn run(id: &RunId, started: i64) -> RunRecord {
     RunRecord {
@@ -93,34 +95,6 @@ async fn round_trip(store: Arc<dyn Store>) {
         data: serde_json::json!({}),
     };
     assert!(store.append_event(&dup).await.is_err());
-}
-
-fn admin_url() -> String {
-    std::env::var("DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
-}
-
-/// A fresh database on the real server, dropped by [`drop_database`].
-async fn fresh_database() -> (String, String) {
-    let admin = admin_url();
-    let mut conn = sqlx::PgConnection::connect(&admin).await.unwrap_or_else(|e| {
-        panic!(
-            "Postgres is required for these tests ({e}); start it (pg_ctlcluster ... main start) and set DATABASE_URL"
-        )
-    });
-    let nanos =
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
-    let name = format!("arbiter_conformance_{}_{nanos}", std::process::id());
-    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}"))).execute(&mut conn).await.unwrap();
-    let base = admin.rsplit_once('/').map(|(b, _)| b.to_string()).unwrap_or(admin.clone());
-    (format!("{base}/{name}"), name)
-}
-
-async fn drop_database(name: &str) {
-    if let Ok(mut conn) = sqlx::PgConnection::connect(&admin_url()).await {
-        let _ = sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")))
-            .execute(&mut conn)
-            .await;
-    }
 }
 
 #[tokio::test]

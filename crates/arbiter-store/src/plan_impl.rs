@@ -1,0 +1,1184 @@
+//! The plan queue's behaviour, written once for both stores: decoding rows (generic over
+//! the database) and the [`PlanStore`](crate::plans::PlanStore) methods (a macro expanded
+//! for each store over its own pool). Each store supplies its dialect
+//! ([`PlanDialect`](crate::plan_sql::PlanDialect)), how a write transaction begins, how
+//! waiting claimers are woken, and optional one-statement fast paths for claims and reports.
+
+use arbiter_core::budget::Budget;
+use arbiter_core::money::Usd;
+use arbiter_core::plan::state::{AttemptStatus, TaskStatus};
+use arbiter_core::plan::{PlanSpec, TaskSpec};
+use arbiter_core::time::Timestamp;
+use sqlx::{ColumnIndex, Row};
+
+use crate::StoreError;
+use crate::plans::{AttemptRecord, PlanEvent, PlanRecord, TaskRecord};
+use crate::rows::Column;
+
+fn get<R, T>(row: &R, column: &str) -> Result<T, StoreError>
+where
+    R: Row,
+    for<'a> &'a str: ColumnIndex<R>,
+    T: Column<R::Database>,
+{
+    Ok(row.try_get(column)?)
+}
+
+fn usd(pico: i64) -> Usd {
+    Usd::from_pico(pico)
+}
+
+fn json<T: for<'de> serde::Deserialize<'de>>(column: &'static str, text: String) -> Result<T, StoreError> {
+    serde_json::from_str(&text).map_err(|_| StoreError::Corrupt { column, value: text })
+}
+
+pub(crate) fn plan<R>(row: &R) -> Result<PlanRecord, StoreError>
+where
+    R: Row,
+    for<'a> &'a str: ColumnIndex<R>,
+    String: Column<R::Database>,
+    i64: Column<R::Database>,
+    bool: Column<R::Database>,
+{
+    let header: PlanSpec = json("plans.header", get(row, "header")?)?;
+    Ok(PlanRecord {
+        header,
+        budget: Budget {
+            limit: get::<_, Option<i64>>(row, "budget_pico")?.map(usd),
+            spent: usd(get(row, "spent_pico")?),
+            reserved: usd(get(row, "reserved_pico")?),
+            crossed: get(row, "budget_crossed")?,
+        },
+        cancelled: get(row, "cancelled")?,
+        created_at: Timestamp(get(row, "created_at")?),
+        updated_at: Timestamp(get(row, "updated_at")?),
+    })
+}
+
+pub(crate) fn task<R>(row: &R) -> Result<TaskRecord, StoreError>
+where
+    R: Row,
+    for<'a> &'a str: ColumnIndex<R>,
+    String: Column<R::Database>,
+    i64: Column<R::Database>,
+{
+    let status: String = get(row, "status")?;
+    let spec: TaskSpec = json("plan_tasks.spec", get(row, "spec")?)?;
+    Ok(TaskRecord {
+        spec,
+        ord: get(row, "ord")?,
+        status: TaskStatus::parse(&status).ok_or(StoreError::Corrupt { column: "plan_tasks.status", value: status })?,
+        deps_left: get(row, "deps_left")?,
+        attempts: get::<_, i64>(row, "attempts")? as u32,
+        max_attempts: get::<_, i64>(row, "max_attempts")? as u32,
+        not_before: Timestamp(get(row, "not_before")?),
+        fence: get(row, "fence")?,
+        lease_owner: get(row, "lease_owner")?,
+        lease_expires: get::<_, Option<i64>>(row, "lease_expires")?.map(Timestamp),
+        reserved: usd(get(row, "reserved_pico")?),
+        cost: usd(get(row, "cost_pico")?),
+        run_id: get(row, "run_id")?,
+        commit: get(row, "commit_sha")?,
+        reason: get(row, "reason")?,
+        version: get(row, "version")?,
+    })
+}
+
+pub(crate) fn attempt<R>(row: &R) -> Result<AttemptRecord, StoreError>
+where
+    R: Row,
+    for<'a> &'a str: ColumnIndex<R>,
+    String: Column<R::Database>,
+    i64: Column<R::Database>,
+{
+    let status: String = get(row, "status")?;
+    Ok(AttemptRecord {
+        task_id: get(row, "task_id")?,
+        attempt: get::<_, i64>(row, "attempt")? as u32,
+        fence: get(row, "fence")?,
+        worker: get(row, "worker")?,
+        status: AttemptStatus::parse(&status)
+            .ok_or(StoreError::Corrupt { column: "plan_attempts.status", value: status })?,
+        started_at: Timestamp(get(row, "started_at")?),
+        finished_at: get::<_, Option<i64>>(row, "finished_at")?.map(Timestamp),
+        reserved: usd(get(row, "reserved_pico")?),
+        cost: usd(get(row, "cost_pico")?),
+        run_id: get(row, "run_id")?,
+        commit: get(row, "commit_sha")?,
+        reason: get(row, "reason")?,
+    })
+}
+
+pub(crate) fn event<R>(row: &R) -> Result<PlanEvent, StoreError>
+where
+    R: Row,
+    for<'a> &'a str: ColumnIndex<R>,
+    String: Column<R::Database>,
+    i64: Column<R::Database>,
+{
+    Ok(PlanEvent {
+        id: get(row, "id")?,
+        plan_id: get(row, "plan_id")?,
+        task_id: get(row, "task_id")?,
+        attempt: get::<_, Option<i64>>(row, "attempt")?.map(|a| a as u32),
+        kind: get(row, "kind")?,
+        at: Timestamp(get(row, "at")?),
+        data: json("plan_events.data", get(row, "data")?)?,
+    })
+}
+
+/// A key file as stored: `./src//a.rs/` → `src/a.rs`, so overlap is a plain prefix test.
+pub(crate) fn normal_path(p: &str) -> String {
+    let parts: Vec<&str> = p.split('/').filter(|s| !s.is_empty() && *s != ".").collect();
+    parts.join("/")
+}
+
+/// `$micros` for a lease of `ttl` from `now`.
+pub(crate) fn expiry(now: Timestamp, ttl: std::time::Duration) -> Timestamp {
+    Timestamp(now.0.saturating_add(ttl.as_micros().min(i64::MAX as u128) as i64))
+}
+
+/// The [`PlanStore`](crate::plans::PlanStore) implementation for `$store` over `$db`. The
+/// store provides `pool`, `write_tx()`, `notify_work(plan)`, `wait_notified(timeout)`,
+/// `claim_fast(..)` and `finish_fast(..)`, and implements
+/// [`PlanDialect`](crate::plan_sql::PlanDialect).
+#[macro_export]
+#[doc(hidden)]
+macro_rules! plan_store_impl {
+    ($store:ty, $db:ty) => {
+        const _: () = {
+            use std::collections::{BTreeMap, BTreeSet};
+            use std::time::Duration;
+
+            use arbiter_core::budget::{Budget, Charge};
+            use arbiter_core::money::Usd;
+            use arbiter_core::plan::check::check;
+            use arbiter_core::plan::spec::{ImportedStatus, backoff_seconds, fallback};
+            use arbiter_core::plan::state::{AttemptStatus, TaskEvent, TaskStatus, waiting_status};
+            use arbiter_core::plan::{PlanSpec, TaskSpec};
+            use arbiter_core::time::Timestamp;
+            use serde_json::json;
+            use sqlx::Row;
+
+            use $crate::StoreError;
+            use $crate::plan_impl::{self as decode, expiry, normal_path};
+            use $crate::plan_sql::{self as q, PlanDialect};
+            use $crate::plans::*;
+
+            type Tx<'c> = sqlx::Transaction<'c, $db>;
+
+            /// A report that arrived under a lease that is no longer held.
+            struct Stale;
+
+            impl $store {
+                async fn event_tx(
+                    tx: &mut Tx<'_>,
+                    plan: &str,
+                    task: Option<&str>,
+                    attempt: Option<u32>,
+                    kind: &str,
+                    now: Timestamp,
+                    data: serde_json::Value,
+                ) -> Result<(), StoreError> {
+                    sqlx::query(q::INSERT_EVENT)
+                        .bind(plan)
+                        .bind(task)
+                        .bind(attempt.map(i64::from))
+                        .bind(kind)
+                        .bind(now.0)
+                        .bind(data.to_string())
+                        .execute(&mut **tx)
+                        .await?;
+                    Ok(())
+                }
+
+                async fn budget_tx(tx: &mut Tx<'_>, plan: &str) -> Result<(Budget, bool, bool, u64), StoreError> {
+                    let row = sqlx::query(<$store as PlanDialect>::LOCK_PLAN)
+                        .bind(plan)
+                        .fetch_optional(&mut **tx)
+                        .await?
+                        .ok_or_else(|| StoreError::NoPlan { id: plan.to_string() })?;
+                    let budget = Budget {
+                        limit: row.try_get::<Option<i64>, _>("budget_pico")?.map(Usd::from_pico),
+                        spent: Usd::from_pico(row.try_get("spent_pico")?),
+                        reserved: Usd::from_pico(row.try_get("reserved_pico")?),
+                        crossed: row.try_get("budget_crossed")?,
+                    };
+                    Ok((
+                        budget,
+                        row.try_get("guard_files")?,
+                        row.try_get("cancelled")?,
+                        row.try_get::<i64, _>("retry_backoff_seconds")?.max(0) as u64,
+                    ))
+                }
+
+                async fn save_budget_tx(
+                    tx: &mut Tx<'_>,
+                    plan: &str,
+                    b: &Budget,
+                    now: Timestamp,
+                ) -> Result<(), StoreError> {
+                    sqlx::query(q::SAVE_BUDGET)
+                        .bind(plan)
+                        .bind(b.limit.map(|l| l.pico()))
+                        .bind(b.spent.pico())
+                        .bind(b.reserved.pico())
+                        .bind(b.crossed)
+                        .bind(now.0)
+                        .execute(&mut **tx)
+                        .await?;
+                    Ok(())
+                }
+
+                /// Charges `amount` and releases `release` of the reservations; the charge
+                /// that reaches the limit writes the one `budget_exceeded` event.
+                async fn charge_tx(
+                    tx: &mut Tx<'_>,
+                    plan: &str,
+                    task: Option<&str>,
+                    amount: Usd,
+                    release: Usd,
+                    now: Timestamp,
+                ) -> Result<Charged, StoreError> {
+                    let (mut b, _, _, _) = Self::budget_tx(tx, plan).await?;
+                    if amount == Usd::ZERO && release == Usd::ZERO {
+                        return Ok(Charged { spent: b.spent, limit: b.limit, crossed: false });
+                    }
+                    b.release(release);
+                    let charge = b.charge(amount);
+                    Self::save_budget_tx(tx, plan, &b, now).await?;
+                    if amount > Usd::ZERO {
+                        Self::event_tx(tx, plan, task, None, "cost_charged", now, json!({"amount": amount, "spent": b.spent}))
+                            .await?;
+                    }
+                    let crossed = charge == Charge::Crossed;
+                    if crossed {
+                        Self::event_tx(
+                            tx,
+                            plan,
+                            task,
+                            None,
+                            "budget_exceeded",
+                            now,
+                            json!({"limit": b.limit, "spent": b.spent, "crossing_task": task}),
+                        )
+                        .await?;
+                    }
+                    Ok(Charged { spent: b.spent, limit: b.limit, crossed })
+                }
+
+                async fn tasks_tx(tx: &mut Tx<'_>, plan: &str) -> Result<Vec<TaskRecord>, StoreError> {
+                    let rows = sqlx::query(q::SELECT_TASKS).bind(plan).fetch_all(&mut **tx).await?;
+                    rows.iter().map(decode::task).collect()
+                }
+
+                async fn set_deps_and_files_tx(
+                    tx: &mut Tx<'_>,
+                    plan: &str,
+                    t: &TaskSpec,
+                    replace: bool,
+                ) -> Result<(), StoreError> {
+                    if replace {
+                        sqlx::query(q::DELETE_DEPS).bind(plan).bind(&t.id).execute(&mut **tx).await?;
+                        sqlx::query(q::DELETE_FILES).bind(plan).bind(&t.id).execute(&mut **tx).await?;
+                    }
+                    let deps: BTreeSet<&String> = t.dependencies.iter().collect();
+                    for d in deps {
+                        sqlx::query(q::INSERT_DEP).bind(plan).bind(&t.id).bind(d).execute(&mut **tx).await?;
+                    }
+                    let files: BTreeSet<String> =
+                        t.key_files.iter().map(|f| normal_path(f)).filter(|f| !f.is_empty()).collect();
+                    for f in files {
+                        sqlx::query(q::INSERT_FILE).bind(plan).bind(&t.id).bind(f).execute(&mut **tx).await?;
+                    }
+                    Ok(())
+                }
+
+                /// Ends the attempt under `fence` and moves its task on; `Err(Stale)` when
+                /// the fence is no longer the task's (nothing is changed then).
+                #[allow(clippy::too_many_arguments)]
+                async fn end_attempt_tx(
+                    tx: &mut Tx<'_>,
+                    plan: &str,
+                    task: &str,
+                    fence: i64,
+                    result: &AttemptResult,
+                    attempt_status: AttemptStatus,
+                    cost: Usd,
+                    now: Timestamp,
+                ) -> Result<Result<Finished, Stale>, StoreError> {
+                    let Some(row) = sqlx::query(<$store as PlanDialect>::LOCK_TASK)
+                        .bind(plan)
+                        .bind(task)
+                        .fetch_optional(&mut **tx)
+                        .await?
+                    else {
+                        return Err(StoreError::NoTask { plan: plan.to_string(), task: task.to_string() });
+                    };
+                    let status: String = row.try_get("status")?;
+                    let current: i64 = row.try_get("fence")?;
+                    if status != TaskStatus::Running.as_str() || current != fence {
+                        return Ok(Err(Stale));
+                    }
+                    let attempts = row.try_get::<i64, _>("attempts")?.max(0) as u32;
+                    let max_attempts = row.try_get::<i64, _>("max_attempts")?.max(1) as u32;
+                    let reserved = Usd::from_pico(row.try_get("reserved_pico")?);
+                    let (_, _, _, backoff_base) = Self::budget_tx(tx, plan).await?;
+                    let left = attempts < max_attempts;
+                    let (new_status, not_before, reason, run_id, commit) = match result {
+                        AttemptResult::Succeeded { run_id, commit } => {
+                            (TaskStatus::Done, now, None, run_id.clone(), commit.clone())
+                        }
+                        AttemptResult::Failed { reason, retry, run_id } => match retry {
+                            Retry::Now if left => (TaskStatus::Ready, now, Some(reason.clone()), run_id.clone(), None),
+                            Retry::AfterBackoff if left => {
+                                let wait = backoff_seconds(backoff_base, attempts) as i64 * 1_000_000;
+                                (TaskStatus::Ready, Timestamp(now.0 + wait), Some(reason.clone()), run_id.clone(), None)
+                            }
+                            _ => (TaskStatus::Failed, now, Some(reason.clone()), run_id.clone(), None),
+                        },
+                    };
+                    let moved = sqlx::query(q::END_TASK)
+                        .bind(plan)
+                        .bind(task)
+                        .bind(new_status.as_str())
+                        .bind(not_before.0)
+                        .bind(cost.pico())
+                        .bind(run_id.as_deref())
+                        .bind(commit.as_deref())
+                        .bind(reason.as_deref())
+                        .bind(now.0)
+                        .bind(fence)
+                        .execute(&mut **tx)
+                        .await?;
+                    if moved.rows_affected() != 1 {
+                        return Ok(Err(Stale));
+                    }
+                    sqlx::query(q::END_ATTEMPT)
+                        .bind(plan)
+                        .bind(task)
+                        .bind(fence)
+                        .bind(attempt_status.as_str())
+                        .bind(now.0)
+                        .bind(cost.pico())
+                        .bind(run_id.as_deref())
+                        .bind(commit.as_deref())
+                        .bind(reason.as_deref())
+                        .execute(&mut **tx)
+                        .await?;
+                    let mut newly_ready = Vec::new();
+                    if new_status == TaskStatus::Done {
+                        let rows = sqlx::query(q::UNBLOCK_DEPENDENTS)
+                            .bind(plan)
+                            .bind(task)
+                            .bind(now.0)
+                            .fetch_all(&mut **tx)
+                            .await?;
+                        for r in rows {
+                            let s: String = r.try_get("status")?;
+                            if s == TaskStatus::Ready.as_str() {
+                                newly_ready.push(r.try_get::<String, _>("id")?);
+                            }
+                        }
+                        newly_ready.sort();
+                    }
+                    let outcome_kind = match (attempt_status, new_status) {
+                        (AttemptStatus::Succeeded, _) => "task_done",
+                        (AttemptStatus::Expired, TaskStatus::Ready) => "lease_expired_retry",
+                        (AttemptStatus::Expired, _) => "lease_expired_failed",
+                        (_, TaskStatus::Ready) => "attempt_failed_retry",
+                        _ => "task_failed",
+                    };
+                    Self::event_tx(
+                        tx,
+                        plan,
+                        Some(task),
+                        Some(attempts),
+                        outcome_kind,
+                        now,
+                        json!({
+                            "fence": fence,
+                            "status": new_status.as_str(),
+                            "reason": reason,
+                            "run_id": run_id,
+                            "commit": commit,
+                            "cost": cost,
+                            "not_before": (new_status == TaskStatus::Ready).then_some(not_before.0),
+                        }),
+                    )
+                    .await?;
+                    for d in &newly_ready {
+                        Self::event_tx(tx, plan, Some(d), None, "task_ready", now, json!({"after": task})).await?;
+                    }
+                    let charged = Self::charge_tx(tx, plan, Some(task), cost, reserved, now).await?;
+                    Ok(Ok(Finished {
+                        status: new_status,
+                        newly_ready,
+                        not_before: (new_status == TaskStatus::Ready).then_some(not_before),
+                        budget_crossed: charged.crossed,
+                    }))
+                }
+
+                /// Ends the leases of `rows` (plan, task, fence, owner) as expired.
+                async fn reclaim_tx(
+                    tx: &mut Tx<'_>,
+                    rows: Vec<(String, String, i64, String)>,
+                    why: &str,
+                    now: Timestamp,
+                ) -> Result<Vec<Reclaimed>, StoreError> {
+                    let mut out = Vec::new();
+                    for (plan, task, fence, worker) in rows {
+                        let reason = format!("{why} (worker {worker})");
+                        let result =
+                            AttemptResult::Failed { reason, retry: Retry::AfterBackoff, run_id: None };
+                        if let Ok(f) = Self::end_attempt_tx(
+                            tx,
+                            &plan,
+                            &task,
+                            fence,
+                            &result,
+                            AttemptStatus::Expired,
+                            Usd::ZERO,
+                            now,
+                        )
+                        .await?
+                        {
+                            out.push(Reclaimed { plan_id: plan, task_id: task, fence, worker, status: f.status });
+                        }
+                    }
+                    Ok(out)
+                }
+
+                /// The general claim: within a write transaction, under the store's locks.
+                async fn claim_tx(
+                    tx: &mut Tx<'_>,
+                    plan: &str,
+                    worker: &str,
+                    ttl: Duration,
+                    now: Timestamp,
+                ) -> Result<ClaimOutcome, StoreError> {
+                    let (budget, guard_files, cancelled, backoff) = Self::budget_tx(tx, plan).await?;
+                    let available = budget.available();
+                    let exhausted = budget.exhausted() || available == Some(Usd::ZERO);
+                    let picked = if cancelled || exhausted {
+                        None
+                    } else {
+                        sqlx::query(<$store as PlanDialect>::PICK)
+                            .bind(plan)
+                            .bind(now.0)
+                            .bind(guard_files)
+                            .fetch_optional(&mut **tx)
+                            .await?
+                    };
+                    let Some(row) = picked else {
+                        let idle = sqlx::query(q::IDLE).bind(plan).fetch_one(&mut **tx).await?;
+                        return Ok(ClaimOutcome::Idle(Idle {
+                            running: idle.try_get::<Option<i64>, _>("running")?.unwrap_or(0) as usize,
+                            ready: idle.try_get::<Option<i64>, _>("ready")?.unwrap_or(0) as usize,
+                            next_ready_at: idle.try_get::<Option<i64>, _>("next_ready")?.map(Timestamp),
+                            budget_exhausted: exhausted,
+                            cancelled,
+                        }));
+                    };
+                    let id: String = row.try_get("id")?;
+                    let version: i64 = row.try_get("version")?;
+                    let wanted = Usd::from_pico(row.try_get("attempt_budget_pico")?);
+                    let reserved = match available {
+                        Some(a) => wanted.min(a),
+                        None => Usd::ZERO,
+                    };
+                    let expires = expiry(now, ttl);
+                    let claimed = sqlx::query(q::CLAIM_TASK)
+                        .bind(plan)
+                        .bind(&id)
+                        .bind(worker)
+                        .bind(expires.0)
+                        .bind(reserved.pico())
+                        .bind(now.0)
+                        .bind(version)
+                        .fetch_one(&mut **tx)
+                        .await?;
+                    let attempt = claimed.try_get::<i64, _>("attempts")? as u32;
+                    let max_attempts = claimed.try_get::<i64, _>("max_attempts")? as u32;
+                    let fence: i64 = claimed.try_get("fence")?;
+                    let spec: String = claimed.try_get("spec")?;
+                    let task: TaskSpec = serde_json::from_str(&spec)
+                        .map_err(|_| StoreError::Corrupt { column: "plan_tasks.spec", value: spec })?;
+                    if budget.limit.is_some() {
+                        sqlx::query(q::RESERVE).bind(plan).bind(reserved.pico()).execute(&mut **tx).await?;
+                    }
+                    sqlx::query(q::INSERT_ATTEMPT)
+                        .bind(plan)
+                        .bind(&id)
+                        .bind(i64::from(attempt))
+                        .bind(fence)
+                        .bind(worker)
+                        .bind(now.0)
+                        .bind(reserved.pico())
+                        .execute(&mut **tx)
+                        .await?;
+                    Self::event_tx(
+                        tx,
+                        plan,
+                        Some(&id),
+                        Some(attempt),
+                        "task_claimed",
+                        now,
+                        json!({"worker": worker, "fence": fence, "lease_expires": expires.0, "reserved": reserved}),
+                    )
+                    .await?;
+                    Ok(ClaimOutcome::Claimed(Box::new(Claimed {
+                        lease: Lease {
+                            plan_id: plan.to_string(),
+                            task_id: id,
+                            attempt,
+                            max_attempts,
+                            fence,
+                            worker: worker.to_string(),
+                            expires,
+                            reserved,
+                            retry_backoff_seconds: backoff,
+                        },
+                        task,
+                    })))
+                }
+            }
+
+            /// What an imported task starts as.
+            fn initial_status(t: &TaskSpec, deps_left: i64) -> TaskStatus {
+                match t.imported_status {
+                    Some(ImportedStatus::Done) => TaskStatus::Done,
+                    Some(ImportedStatus::Skipped) => TaskStatus::Skipped,
+                    None => waiting_status(deps_left),
+                }
+            }
+
+            #[async_trait::async_trait]
+            impl PlanStore for $store {
+                async fn create_plan(&self, header: &PlanSpec, now: Timestamp) -> Result<bool, StoreError> {
+                    let mut tx = self.write_tx().await?;
+                    if sqlx::query(q::SELECT_PLAN).bind(&header.id).fetch_optional(&mut *tx).await?.is_some() {
+                        return Ok(false);
+                    }
+                    let header = header.header();
+                    sqlx::query(q::INSERT_PLAN)
+                        .bind(&header.id)
+                        .bind(&header.name)
+                        .bind(serde_json::to_string(&header).unwrap_or_default())
+                        .bind(header.budget_usd.map(|b| b.pico()))
+                        .bind(
+                            header.defaults.retry_backoff_seconds.unwrap_or(fallback::RETRY_BACKOFF_SECONDS) as i64,
+                        )
+                        .bind(false)
+                        .bind(0i64)
+                        .bind(now.0)
+                        .execute(&mut *tx)
+                        .await?;
+                    Self::event_tx(
+                        &mut tx,
+                        &header.id,
+                        None,
+                        None,
+                        "plan_created",
+                        now,
+                        json!({"name": header.name, "budget": header.budget_usd}),
+                    )
+                    .await?;
+                    tx.commit().await?;
+                    Ok(true)
+                }
+
+                async fn import_plan(&self, import: Import<'_>) -> Result<ImportReport, StoreError> {
+                    let spec = import.spec;
+                    let now = import.now;
+                    let mut tx = self.write_tx().await?;
+                    let existing =
+                        sqlx::query(q::SELECT_PLAN).bind(&spec.id).fetch_optional(&mut *tx).await?;
+                    let existing = existing.as_ref().map(decode::plan).transpose()?;
+                    let stored = Self::tasks_tx(&mut tx, &spec.id).await?;
+                    let in_file: BTreeSet<&str> = spec.tasks.iter().map(|t| t.id.as_str()).collect();
+                    let others: Vec<(String, Vec<String>)> = stored
+                        .iter()
+                        .filter(|t| !in_file.contains(t.spec.id.as_str()))
+                        .map(|t| (t.spec.id.clone(), t.spec.dependencies.clone()))
+                        .collect();
+                    let mut problems: Vec<String> = check(spec, &others).iter().map(|p| p.to_string()).collect();
+                    // A re-import without --update keeps the stored definitions: check with them.
+                    if import.mode == ImportMode::Add && !stored.is_empty() {
+                        let kept = PlanSpec {
+                            tasks: spec
+                                .tasks
+                                .iter()
+                                .map(|t| {
+                                    stored.iter().find(|s| s.spec.id == t.id).map_or(t.clone(), |s| s.spec.clone())
+                                })
+                                .collect(),
+                            ..spec.clone()
+                        };
+                        for p in check(&kept, &others) {
+                            let p = p.to_string();
+                            if !problems.contains(&p) {
+                                problems.push(p);
+                            }
+                        }
+                    }
+                    if !problems.is_empty() {
+                        return Err(StoreError::PlanInvalid { problems });
+                    }
+                    let by_id: BTreeMap<&str, &TaskRecord> = stored.iter().map(|t| (t.spec.id.as_str(), t)).collect();
+                    let mut report = ImportReport { created_plan: existing.is_none(), ..Default::default() };
+                    let mut refused = Vec::new();
+                    let mut to_update: Vec<&TaskSpec> = Vec::new();
+                    let mut to_add: Vec<&TaskSpec> = Vec::new();
+                    for t in &spec.tasks {
+                        match by_id.get(t.id.as_str()) {
+                            None => to_add.push(t),
+                            Some(s) if s.spec == t.definition() => report.unchanged.push(t.id.clone()),
+                            Some(s) => match import.mode {
+                                ImportMode::Add => {
+                                    report.unchanged.push(t.id.clone());
+                                    report.differing.push(t.id.clone());
+                                }
+                                ImportMode::Update if s.attempts == 0 && TaskEvent::Update.allowed(s.status) => {
+                                    to_update.push(t)
+                                }
+                                ImportMode::Update => refused.push(format!(
+                                    "{} is {} after {} attempt(s): its definition cannot change",
+                                    t.id,
+                                    s.status.as_str(),
+                                    s.attempts
+                                )),
+                            },
+                        }
+                    }
+                    if !refused.is_empty() {
+                        return Err(StoreError::ImportRefused { tasks: refused });
+                    }
+                    // The statuses after this import decide how many dependencies are unmet.
+                    let mut status_of: BTreeMap<String, TaskStatus> =
+                        stored.iter().map(|t| (t.spec.id.clone(), t.status)).collect();
+                    for t in &to_add {
+                        status_of.insert(t.id.clone(), initial_status(t, 0));
+                    }
+                    let unmet = |t: &TaskSpec, status_of: &BTreeMap<String, TaskStatus>| -> i64 {
+                        let deps: BTreeSet<&String> = t.dependencies.iter().collect();
+                        deps.into_iter().filter(|d| status_of.get(d.as_str()) != Some(&TaskStatus::Done)).count() as i64
+                    };
+                    let header = match (&existing, import.mode) {
+                        (Some(p), ImportMode::Add) => p.header.clone(),
+                        _ => spec.header(),
+                    };
+                    let mut next_ord = match &existing {
+                        Some(_) => {
+                            let row = sqlx::query(q::SELECT_PLAN).bind(&spec.id).fetch_one(&mut *tx).await?;
+                            row.try_get::<i64, _>("next_ord")?
+                        }
+                        None => 0,
+                    };
+                    let mut files_anywhere = stored.iter().any(|t| !t.spec.key_files.is_empty());
+                    if existing.is_none() {
+                        sqlx::query(q::INSERT_PLAN)
+                            .bind(&header.id)
+                            .bind(&header.name)
+                            .bind(serde_json::to_string(&header).unwrap_or_default())
+                            .bind(header.budget_usd.map(|b| b.pico()))
+                            .bind(
+                                header.defaults.retry_backoff_seconds.unwrap_or(fallback::RETRY_BACKOFF_SECONDS)
+                                    as i64,
+                            )
+                            .bind(false)
+                            .bind(0i64)
+                            .bind(now.0)
+                            .execute(&mut *tx)
+                            .await?;
+                        Self::event_tx(
+                            &mut tx,
+                            &header.id,
+                            None,
+                            None,
+                            "plan_created",
+                            now,
+                            json!({"name": header.name, "budget": header.budget_usd, "tasks": spec.tasks.len()}),
+                        )
+                        .await?;
+                    }
+                    let defaults = &header.defaults;
+                    for t in &to_add {
+                        let def = t.definition();
+                        let deps_left = unmet(t, &status_of);
+                        let status = initial_status(t, deps_left);
+                        let reason = t.imported_status.map(|_| "marked so in the imported file".to_string());
+                        sqlx::query(q::INSERT_TASK)
+                            .bind(&spec.id)
+                            .bind(&t.id)
+                            .bind(next_ord)
+                            .bind(t.priority.rank())
+                            .bind(serde_json::to_string(&def).unwrap_or_default())
+                            .bind(status.as_str())
+                            .bind(deps_left)
+                            .bind(i64::from(t.max_attempts_with(defaults)))
+                            .bind(t.attempt_budget_with(defaults).pico())
+                            .bind(!t.key_files.is_empty())
+                            .bind(reason)
+                            .bind(now.0)
+                            .execute(&mut *tx)
+                            .await?;
+                        next_ord += 1;
+                        files_anywhere |= !t.key_files.is_empty();
+                        Self::set_deps_and_files_tx(&mut tx, &spec.id, t, false).await?;
+                        Self::event_tx(
+                            &mut tx,
+                            &spec.id,
+                            Some(&t.id),
+                            None,
+                            "task_created",
+                            now,
+                            json!({"status": status.as_str(), "priority": t.priority.as_str(), "dependencies": t.dependencies}),
+                        )
+                        .await?;
+                        report.added.push(t.id.clone());
+                    }
+                    for t in &to_update {
+                        let Some(s) = by_id.get(t.id.as_str()) else { continue };
+                        let def = t.definition();
+                        let deps_left = unmet(t, &status_of);
+                        let status = waiting_status(deps_left);
+                        let changed = sqlx::query(q::UPDATE_TASK_DEFINITION)
+                            .bind(&spec.id)
+                            .bind(&t.id)
+                            .bind(t.priority.rank())
+                            .bind(serde_json::to_string(&def).unwrap_or_default())
+                            .bind(status.as_str())
+                            .bind(deps_left)
+                            .bind(i64::from(t.max_attempts_with(defaults)))
+                            .bind(t.attempt_budget_with(defaults).pico())
+                            .bind(!t.key_files.is_empty())
+                            .bind(now.0)
+                            .bind(s.version)
+                            .execute(&mut *tx)
+                            .await?;
+                        if changed.rows_affected() != 1 {
+                            return Err(StoreError::ImportRefused {
+                                tasks: vec![format!("{} changed while the import ran; import again", t.id)],
+                            });
+                        }
+                        Self::set_deps_and_files_tx(&mut tx, &spec.id, t, true).await?;
+                        Self::event_tx(
+                            &mut tx,
+                            &spec.id,
+                            Some(&t.id),
+                            None,
+                            "task_updated",
+                            now,
+                            json!({"status": status.as_str(), "dependencies": t.dependencies}),
+                        )
+                        .await?;
+                        report.updated.push(t.id.clone());
+                    }
+                    files_anywhere |= to_update.iter().any(|t| !t.key_files.is_empty());
+                    let crossed = match (header.budget_usd, &existing) {
+                        (Some(limit), Some(p)) => p.budget.spent >= limit,
+                        _ => false,
+                    };
+                    sqlx::query(q::UPDATE_PLAN)
+                        .bind(&spec.id)
+                        .bind(&header.name)
+                        .bind(serde_json::to_string(&header).unwrap_or_default())
+                        .bind(header.budget_usd.map(|b| b.pico()))
+                        .bind(header.defaults.retry_backoff_seconds.unwrap_or(fallback::RETRY_BACKOFF_SECONDS) as i64)
+                        .bind(files_anywhere)
+                        .bind(next_ord)
+                        .bind(crossed)
+                        .bind(now.0)
+                        .execute(&mut *tx)
+                        .await?;
+                    for (task, why) in import.skip {
+                        let done = sqlx::query(q::SKIP_TASK)
+                            .bind(&spec.id)
+                            .bind(task)
+                            .bind(why)
+                            .bind(now.0)
+                            .execute(&mut *tx)
+                            .await?;
+                        if done.rows_affected() == 1 {
+                            Self::event_tx(&mut tx, &spec.id, Some(task), None, "task_skipped", now, json!({"reason": why}))
+                                .await?;
+                            report.skipped.push(task.clone());
+                        }
+                    }
+                    for v in import.verdicts {
+                        Self::event_tx(
+                            &mut tx,
+                            &spec.id,
+                            Some(&v.task),
+                            None,
+                            "gate_verdict",
+                            now,
+                            json!({"verdict": v.verdict, "missing": v.missing, "reason": v.reason}),
+                        )
+                        .await?;
+                    }
+                    let kind = if import.apply.is_some() { "plan_applied" } else { "plan_imported" };
+                    Self::event_tx(
+                        &mut tx,
+                        &spec.id,
+                        None,
+                        None,
+                        kind,
+                        now,
+                        json!({
+                            "added": report.added.len(),
+                            "updated": report.updated.len(),
+                            "unchanged": report.unchanged.len(),
+                            "skipped": report.skipped.len(),
+                            "strict": import.apply,
+                        }),
+                    )
+                    .await?;
+                    tx.commit().await?;
+                    self.notify_work(&spec.id).await;
+                    Ok(report)
+                }
+
+                async fn plan(&self, id: &str) -> Result<Option<PlanView>, StoreError> {
+                    let Some(row) = sqlx::query(q::SELECT_PLAN).bind(id).fetch_optional(&self.pool).await? else {
+                        return Ok(None);
+                    };
+                    let plan = decode::plan(&row)?;
+                    let rows = sqlx::query(q::SELECT_TASKS).bind(id).fetch_all(&self.pool).await?;
+                    let tasks = rows.iter().map(decode::task).collect::<Result<Vec<_>, _>>()?;
+                    Ok(Some(PlanView { plan, tasks }))
+                }
+
+                async fn plans(&self) -> Result<Vec<PlanSummary>, StoreError> {
+                    let rows = sqlx::query(q::LIST_PLANS).fetch_all(&self.pool).await?;
+                    let mut out: Vec<PlanSummary> = Vec::new();
+                    for r in rows {
+                        let id: String = r.try_get("id")?;
+                        if out.last().is_none_or(|p| p.id != id) {
+                            out.push(PlanSummary {
+                                name: r.try_get("name")?,
+                                budget: Budget {
+                                    limit: r.try_get::<Option<i64>, _>("budget_pico")?.map(Usd::from_pico),
+                                    spent: Usd::from_pico(r.try_get("spent_pico")?),
+                                    reserved: Usd::from_pico(r.try_get("reserved_pico")?),
+                                    crossed: r.try_get("budget_crossed")?,
+                                },
+                                cancelled: r.try_get("cancelled")?,
+                                counts: BTreeMap::new(),
+                                id,
+                            });
+                        }
+                        if let (Some(status), Some(p)) = (r.try_get::<Option<String>, _>("status")?, out.last_mut()) {
+                            let n: i64 = r.try_get("n")?;
+                            if let Some(s) = TaskStatus::parse(&status) {
+                                p.counts.insert(s, n as usize);
+                            }
+                        }
+                    }
+                    Ok(out)
+                }
+
+                async fn attempts(&self, plan_id: &str) -> Result<Vec<AttemptRecord>, StoreError> {
+                    let rows = sqlx::query(q::SELECT_ATTEMPTS).bind(plan_id).fetch_all(&self.pool).await?;
+                    rows.iter().map(decode::attempt).collect()
+                }
+
+                async fn events(&self, plan_id: &str) -> Result<Vec<PlanEvent>, StoreError> {
+                    let rows = sqlx::query(q::SELECT_EVENTS).bind(plan_id).fetch_all(&self.pool).await?;
+                    rows.iter().map(decode::event).collect()
+                }
+
+                async fn set_budget(
+                    &self,
+                    plan_id: &str,
+                    limit: Option<Usd>,
+                    now: Timestamp,
+                ) -> Result<Budget, StoreError> {
+                    let mut tx = self.write_tx().await?;
+                    let (mut b, _, _, _) = Self::budget_tx(&mut tx, plan_id).await?;
+                    let before = b.limit;
+                    b.set_limit(limit);
+                    Self::save_budget_tx(&mut tx, plan_id, &b, now).await?;
+                    Self::event_tx(
+                        &mut tx,
+                        plan_id,
+                        None,
+                        None,
+                        "budget_changed",
+                        now,
+                        json!({"from": before, "to": limit, "spent": b.spent}),
+                    )
+                    .await?;
+                    tx.commit().await?;
+                    self.notify_work(plan_id).await;
+                    Ok(b)
+                }
+
+                async fn claim(
+                    &self,
+                    plan_id: &str,
+                    worker: &str,
+                    lease: Duration,
+                    now: Timestamp,
+                ) -> Result<ClaimOutcome, StoreError> {
+                    if let Some(claimed) = self.claim_fast(plan_id, worker, lease, now).await? {
+                        return Ok(ClaimOutcome::Claimed(Box::new(claimed)));
+                    }
+                    let mut tx = self.write_tx().await?;
+                    let outcome = Self::claim_tx(&mut tx, plan_id, worker, lease, now).await?;
+                    tx.commit().await?;
+                    Ok(outcome)
+                }
+
+                async fn heartbeat(
+                    &self,
+                    lease: &Lease,
+                    ttl: Duration,
+                    now: Timestamp,
+                ) -> Result<Option<Timestamp>, StoreError> {
+                    let expires = expiry(now, ttl);
+                    let done = sqlx::query(q::HEARTBEAT)
+                        .bind(&lease.plan_id)
+                        .bind(&lease.task_id)
+                        .bind(lease.fence)
+                        .bind(expires.0)
+                        .bind(now.0)
+                        .execute(&self.pool)
+                        .await?;
+                    Ok((done.rows_affected() == 1).then_some(expires))
+                }
+
+                async fn finish(
+                    &self,
+                    lease: &Lease,
+                    result: AttemptResult,
+                    cost: Usd,
+                    now: Timestamp,
+                ) -> Result<Finished, StoreError> {
+                    if cost == Usd::ZERO
+                        && lease.reserved == Usd::ZERO
+                        && let Some(f) = self.finish_fast(lease, &result, now).await?
+                    {
+                        if !f.newly_ready.is_empty() || f.status == TaskStatus::Ready {
+                            self.notify_work(&lease.plan_id).await;
+                        }
+                        return Ok(f);
+                    }
+                    let status = match result {
+                        AttemptResult::Succeeded { .. } => AttemptStatus::Succeeded,
+                        AttemptResult::Failed { .. } => AttemptStatus::Failed,
+                    };
+                    let mut tx = self.write_tx().await?;
+                    let ended = Self::end_attempt_tx(
+                        &mut tx,
+                        &lease.plan_id,
+                        &lease.task_id,
+                        lease.fence,
+                        &result,
+                        status,
+                        cost,
+                        now,
+                    )
+                    .await?;
+                    match ended {
+                        Ok(f) => {
+                            tx.commit().await?;
+                            if !f.newly_ready.is_empty() || f.status == TaskStatus::Ready {
+                                self.notify_work(&lease.plan_id).await;
+                            }
+                            Ok(f)
+                        }
+                        Err(Stale) => {
+                            // The money was spent all the same.
+                            Self::charge_tx(&mut tx, &lease.plan_id, Some(&lease.task_id), cost, Usd::ZERO, now)
+                                .await?;
+                            Self::event_tx(
+                                &mut tx,
+                                &lease.plan_id,
+                                Some(&lease.task_id),
+                                Some(lease.attempt),
+                                "stale_report_refused",
+                                now,
+                                json!({"fence": lease.fence, "worker": lease.worker, "cost": cost}),
+                            )
+                            .await?;
+                            tx.commit().await?;
+                            Err(StoreError::StaleLease {
+                                plan: lease.plan_id.clone(),
+                                task: lease.task_id.clone(),
+                                fence: lease.fence,
+                            })
+                        }
+                    }
+                }
+
+                async fn charge(
+                    &self,
+                    plan_id: &str,
+                    task_id: Option<&str>,
+                    amount: Usd,
+                    now: Timestamp,
+                ) -> Result<Charged, StoreError> {
+                    let mut tx = self.write_tx().await?;
+                    let charged = Self::charge_tx(&mut tx, plan_id, task_id, amount, Usd::ZERO, now).await?;
+                    tx.commit().await?;
+                    Ok(charged)
+                }
+
+                async fn sweep_expired(&self, now: Timestamp) -> Result<Vec<Reclaimed>, StoreError> {
+                    let mut tx = self.write_tx().await?;
+                    let rows = sqlx::query(q::EXPIRED_LEASES).bind(now.0).fetch_all(&mut *tx).await?;
+                    let mut leases = Vec::with_capacity(rows.len());
+                    for r in rows {
+                        leases.push((
+                            r.try_get::<String, _>("plan_id")?,
+                            r.try_get::<String, _>("id")?,
+                            r.try_get::<i64, _>("fence")?,
+                            r.try_get::<Option<String>, _>("lease_owner")?.unwrap_or_default(),
+                        ));
+                    }
+                    let reclaimed = Self::reclaim_tx(&mut tx, leases, "its lease expired", now).await?;
+                    tx.commit().await?;
+                    let plans: BTreeSet<&str> = reclaimed.iter().map(|r| r.plan_id.as_str()).collect();
+                    for p in plans {
+                        self.notify_work(p).await;
+                    }
+                    Ok(reclaimed)
+                }
+
+                async fn release_workers(
+                    &self,
+                    plan_id: &str,
+                    workers: &[String],
+                    reason: &str,
+                    now: Timestamp,
+                ) -> Result<Vec<Reclaimed>, StoreError> {
+                    let mut tx = self.write_tx().await?;
+                    let mut leases = Vec::new();
+                    for w in workers {
+                        let rows = sqlx::query(q::LEASES_OF).bind(plan_id).bind(w).fetch_all(&mut *tx).await?;
+                        for r in rows {
+                            leases.push((
+                                r.try_get::<String, _>("plan_id")?,
+                                r.try_get::<String, _>("id")?,
+                                r.try_get::<i64, _>("fence")?,
+                                w.clone(),
+                            ));
+                        }
+                    }
+                    let reclaimed = Self::reclaim_tx(&mut tx, leases, reason, now).await?;
+                    tx.commit().await?;
+                    if !reclaimed.is_empty() {
+                        self.notify_work(plan_id).await;
+                    }
+                    Ok(reclaimed)
+                }
+
+                async fn cancel_plan(&self, plan_id: &str, now: Timestamp) -> Result<usize, StoreError> {
+                    let mut tx = self.write_tx().await?;
+                    let (mut b, _, _, _) = Self::budget_tx(&mut tx, plan_id).await?;
+                    let why = "the plan was cancelled";
+                    sqlx::query(q::CANCEL_ATTEMPTS).bind(plan_id).bind(now.0).bind(why).execute(&mut *tx).await?;
+                    let rows =
+                        sqlx::query(q::CANCEL_TASKS).bind(plan_id).bind(now.0).bind(why).fetch_all(&mut *tx).await?;
+                    let mut ids = Vec::with_capacity(rows.len());
+                    for r in rows {
+                        ids.push(r.try_get::<String, _>("id")?);
+                    }
+                    ids.sort();
+                    b.reserved = Usd::ZERO;
+                    Self::save_budget_tx(&mut tx, plan_id, &b, now).await?;
+                    sqlx::query(q::SET_CANCELLED).bind(plan_id).bind(true).bind(now.0).execute(&mut *tx).await?;
+                    for id in &ids {
+                        Self::event_tx(&mut tx, plan_id, Some(id), None, "task_cancelled", now, json!({})).await?;
+                    }
+                    Self::event_tx(&mut tx, plan_id, None, None, "plan_cancelled", now, json!({"tasks": ids}))
+                        .await?;
+                    tx.commit().await?;
+                    self.notify_work(plan_id).await;
+                    Ok(ids.len())
+                }
+
+                async fn retry_task(
+                    &self,
+                    plan_id: &str,
+                    task_id: &str,
+                    now: Timestamp,
+                ) -> Result<TaskStatus, StoreError> {
+                    let mut tx = self.write_tx().await?;
+                    Self::budget_tx(&mut tx, plan_id).await?;
+                    let tasks = Self::tasks_tx(&mut tx, plan_id).await?;
+                    let Some(t) = tasks.iter().find(|t| t.spec.id == task_id) else {
+                        return Err(StoreError::NoTask { plan: plan_id.to_string(), task: task_id.to_string() });
+                    };
+                    if !TaskEvent::Retry.allowed(t.status) {
+                        return Err(StoreError::NotAllowed {
+                            plan: plan_id.to_string(),
+                            task: task_id.to_string(),
+                            status: t.status.as_str().to_string(),
+                            action: "a retry (only failed, cancelled or skipped tasks are retried)",
+                        });
+                    }
+                    let row = sqlx::query(q::RETRY_TASK)
+                        .bind(plan_id)
+                        .bind(task_id)
+                        .bind(now.0)
+                        .fetch_one(&mut *tx)
+                        .await?;
+                    let status: String = row.try_get("status")?;
+                    let status = TaskStatus::parse(&status)
+                        .ok_or(StoreError::Corrupt { column: "plan_tasks.status", value: status })?;
+                    sqlx::query(q::UNCANCEL_PLAN).bind(plan_id).bind(now.0).execute(&mut *tx).await?;
+                    Self::event_tx(
+                        &mut tx,
+                        plan_id,
+                        Some(task_id),
+                        None,
+                        "task_retried",
+                        now,
+                        json!({"from": t.status.as_str(), "status": status.as_str()}),
+                    )
+                    .await?;
+                    tx.commit().await?;
+                    self.notify_work(plan_id).await;
+                    Ok(status)
+                }
+
+                async fn reset_plan(&self, plan_id: &str, hard: bool, now: Timestamp) -> Result<usize, StoreError> {
+                    let mut tx = self.write_tx().await?;
+                    Self::budget_tx(&mut tx, plan_id).await?;
+                    sqlx::query(q::CANCEL_ATTEMPTS)
+                        .bind(plan_id)
+                        .bind(now.0)
+                        .bind("the plan was reset")
+                        .execute(&mut *tx)
+                        .await?;
+                    let rows = sqlx::query(q::RESET_TASKS).bind(plan_id).bind(hard).bind(now.0).fetch_all(&mut *tx).await?;
+                    let mut ids = Vec::with_capacity(rows.len());
+                    for r in rows {
+                        ids.push(r.try_get::<String, _>("id")?);
+                    }
+                    ids.sort();
+                    sqlx::query(q::RESET_PLAN).bind(plan_id).bind(hard).bind(now.0).execute(&mut *tx).await?;
+                    if hard {
+                        sqlx::query(q::DELETE_ATTEMPTS).bind(plan_id).execute(&mut *tx).await?;
+                    }
+                    for id in &ids {
+                        Self::event_tx(&mut tx, plan_id, Some(id), None, "task_reset", now, json!({"hard": hard}))
+                            .await?;
+                    }
+                    Self::event_tx(&mut tx, plan_id, None, None, "plan_reset", now, json!({"hard": hard, "tasks": ids.len()}))
+                        .await?;
+                    tx.commit().await?;
+                    self.notify_work(plan_id).await;
+                    Ok(ids.len())
+                }
+
+                async fn wait_for_work(&self, _plan_id: &str, timeout: Duration) -> Wake {
+                    self.wait_notified(timeout).await
+                }
+            }
+        };
+    };
+}

@@ -1,0 +1,207 @@
+//! The plan queue's statements that both stores run as written (`$N` placeholders, standard
+//! SQL). Statements that need a dialect of their own (row locks, `SKIP LOCKED`, one-statement
+//! fast paths) live with their store, behind [`PlanDialect`].
+
+/// What each store says in its own dialect.
+pub trait PlanDialect {
+    /// A plan's budget and flags, locked for the rest of the transaction where the store
+    /// needs row locks (`id = $1`).
+    const LOCK_PLAN: &'static str;
+    /// A task's state, locked likewise (`plan_id = $1 AND id = $2`).
+    const LOCK_TASK: &'static str;
+    /// The best ready task (`plan_id = $1`, `not_before <= $2`), skipping tasks whose key
+    /// files overlap a running task's when `$3` is true; other claimers' rows are skipped
+    /// where the store can lock rows.
+    const PICK: &'static str;
+}
+
+macro_rules! plan_columns {
+    () => {
+        "id, name, header, budget_pico, spent_pico, reserved_pico, budget_crossed, guard_files, retry_backoff_seconds, cancelled, next_ord, created_at, updated_at"
+    };
+}
+
+macro_rules! task_columns {
+    () => {
+        "id, ord, priority, spec, status, deps_left, attempts, max_attempts, not_before, fence, lease_owner, lease_expires, reserved_pico, cost_pico, run_id, commit_sha, reason, version"
+    };
+}
+
+pub const SELECT_PLAN: &str = concat!("SELECT ", plan_columns!(), " FROM plans WHERE id = $1");
+
+pub const SELECT_TASKS: &str = concat!("SELECT ", task_columns!(), " FROM plan_tasks WHERE plan_id = $1 ORDER BY ord");
+
+/// A condition on the candidate task `t`: its key files overlap (the same path, or one
+/// inside the other) a running task's. Used by each store's [`PlanDialect::PICK`].
+macro_rules! overlaps_running {
+    () => {
+        "EXISTS (SELECT 1 FROM plan_files f
+           JOIN plan_files g ON g.plan_id = f.plan_id AND g.task_id <> f.task_id
+             AND (g.path = f.path OR substr(g.path, 1, length(f.path) + 1) = f.path || '/'
+                  OR substr(f.path, 1, length(g.path) + 1) = g.path || '/')
+           JOIN plan_tasks r ON r.plan_id = g.plan_id AND r.id = g.task_id AND r.status = 'running'
+           WHERE f.plan_id = t.plan_id AND f.task_id = t.id)"
+    };
+}
+pub(crate) use overlaps_running;
+
+/// The start of [`PlanDialect::PICK`]: the best ready task, skipping file overlaps when `$3`.
+macro_rules! pick_ready {
+    () => {
+        concat!(
+            "SELECT t.id, t.version, t.attempt_budget_pico FROM plan_tasks t
+             WHERE t.plan_id = $1 AND t.status = 'ready' AND t.not_before <= $2
+               AND (NOT $3 OR NOT t.has_files OR NOT ",
+            $crate::plan_sql::overlaps_running!(),
+            ")
+             ORDER BY t.priority, t.ord LIMIT 1"
+        )
+    };
+}
+pub(crate) use pick_ready;
+
+/// The columns [`PlanDialect::LOCK_PLAN`] reads.
+macro_rules! plan_budget {
+    () => {
+        "SELECT budget_pico, spent_pico, reserved_pico, budget_crossed, guard_files, cancelled, retry_backoff_seconds
+         FROM plans WHERE id = $1"
+    };
+}
+pub(crate) use plan_budget;
+
+/// The columns [`PlanDialect::LOCK_TASK`] reads.
+macro_rules! task_state {
+    () => {
+        "SELECT status, fence, attempts, max_attempts, reserved_pico, version FROM plan_tasks WHERE plan_id = $1 AND id = $2"
+    };
+}
+pub(crate) use task_state;
+
+pub const INSERT_PLAN: &str = "INSERT INTO plans (id, name, header, budget_pico, retry_backoff_seconds, guard_files, next_ord, created_at, updated_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8)";
+
+pub const UPDATE_PLAN: &str = "UPDATE plans SET name = $2, header = $3, budget_pico = $4, retry_backoff_seconds = $5,
+         guard_files = $6, next_ord = $7, budget_crossed = $8, updated_at = $9, version = version + 1
+     WHERE id = $1";
+
+pub const SAVE_BUDGET: &str =
+    "UPDATE plans SET budget_pico = $2, spent_pico = $3, reserved_pico = $4, budget_crossed = $5,
+         updated_at = $6, version = version + 1
+     WHERE id = $1";
+
+pub const INSERT_TASK: &str =
+    "INSERT INTO plan_tasks (plan_id, id, ord, priority, spec, status, deps_left, max_attempts,
+         attempt_budget_pico, has_files, reason, updated_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)";
+
+pub const UPDATE_TASK_DEFINITION: &str = "UPDATE plan_tasks SET priority = $3, spec = $4, status = $5, deps_left = $6,
+         max_attempts = $7, attempt_budget_pico = $8, has_files = $9, reason = NULL, version = version + 1, updated_at = $10
+     WHERE plan_id = $1 AND id = $2 AND version = $11 AND attempts = 0 AND status IN ('blocked', 'ready')";
+
+pub const DELETE_DEPS: &str = "DELETE FROM plan_deps WHERE plan_id = $1 AND task_id = $2";
+pub const INSERT_DEP: &str = "INSERT INTO plan_deps (plan_id, task_id, depends_on) VALUES ($1, $2, $3)";
+pub const DELETE_FILES: &str = "DELETE FROM plan_files WHERE plan_id = $1 AND task_id = $2";
+pub const INSERT_FILE: &str = "INSERT INTO plan_files (plan_id, task_id, path) VALUES ($1, $2, $3)";
+
+pub const SKIP_TASK: &str =
+    "UPDATE plan_tasks SET status = 'skipped', reason = $3, version = version + 1, updated_at = $4
+     WHERE plan_id = $1 AND id = $2 AND status IN ('blocked', 'ready')";
+
+pub const INSERT_EVENT: &str =
+    "INSERT INTO plan_events (plan_id, task_id, attempt, kind, at, data) VALUES ($1, $2, $3, $4, $5, $6)";
+
+pub const SELECT_EVENTS: &str =
+    "SELECT id, plan_id, task_id, attempt, kind, at, data FROM plan_events WHERE plan_id = $1 ORDER BY id";
+
+pub const SELECT_ATTEMPTS: &str =
+    "SELECT task_id, attempt, fence, worker, status, started_at, finished_at, reserved_pico,
+         cost_pico, run_id, commit_sha, reason
+     FROM plan_attempts WHERE plan_id = $1 ORDER BY started_at, task_id, fence";
+
+pub const CLAIM_TASK: &str = "UPDATE plan_tasks SET status = 'running', attempts = attempts + 1, fence = fence + 1,
+         lease_owner = $3, lease_expires = $4, reserved_pico = $5, version = version + 1, updated_at = $6
+     WHERE plan_id = $1 AND id = $2 AND status = 'ready' AND version = $7
+     RETURNING attempts, max_attempts, fence, spec";
+
+pub const RESERVE: &str = "UPDATE plans SET reserved_pico = reserved_pico + $2 WHERE id = $1";
+
+pub const INSERT_ATTEMPT: &str =
+    "INSERT INTO plan_attempts (plan_id, task_id, attempt, fence, worker, status, started_at, reserved_pico)
+     VALUES ($1, $2, $3, $4, $5, 'running', $6, $7)";
+
+/// How many tasks run, how many are ready, and when the earliest ready one may be claimed.
+pub const IDLE: &str = "SELECT SUM(CASE WHEN status = 'running' THEN 1 ELSE 0 END) AS running,
+         SUM(CASE WHEN status = 'ready' THEN 1 ELSE 0 END) AS ready,
+         MIN(CASE WHEN status = 'ready' THEN not_before END) AS next_ready
+     FROM plan_tasks WHERE plan_id = $1";
+
+pub const HEARTBEAT: &str = "UPDATE plan_tasks SET lease_expires = $4, updated_at = $5
+     WHERE plan_id = $1 AND id = $2 AND fence = $3 AND status = 'running'";
+
+pub const END_TASK: &str = "UPDATE plan_tasks SET status = $3, not_before = $4, lease_owner = NULL, lease_expires = NULL,
+         reserved_pico = 0, cost_pico = cost_pico + $5, run_id = COALESCE($6, run_id), commit_sha = COALESCE($7, commit_sha),
+         reason = $8, version = version + 1, updated_at = $9
+     WHERE plan_id = $1 AND id = $2 AND status = 'running' AND fence = $10";
+
+pub const END_ATTEMPT: &str = "UPDATE plan_attempts SET status = $4, finished_at = $5, cost_pico = cost_pico + $6,
+         run_id = COALESCE($7, run_id), commit_sha = $8, reason = $9
+     WHERE plan_id = $1 AND task_id = $2 AND fence = $3";
+
+/// Counts a finished dependency off every dependent; those left with none become ready.
+pub const UNBLOCK_DEPENDENTS: &str = "UPDATE plan_tasks SET deps_left = deps_left - 1,
+         status = CASE WHEN deps_left = 1 AND status = 'blocked' THEN 'ready' ELSE status END,
+         version = version + 1, updated_at = $3
+     WHERE plan_id = $1 AND id IN (SELECT task_id FROM plan_deps WHERE plan_id = $1 AND depends_on = $2)
+     RETURNING id, status";
+
+pub const EXPIRED_LEASES: &str = "SELECT plan_id, id, fence, lease_owner, attempts, max_attempts
+     FROM plan_tasks WHERE status = 'running' AND lease_expires < $1 ORDER BY lease_expires";
+
+pub const LEASES_OF: &str = "SELECT plan_id, id, fence, lease_owner, attempts, max_attempts
+     FROM plan_tasks WHERE plan_id = $1 AND status = 'running' AND lease_owner = $2";
+
+pub const RUNNING_RESERVED: &str =
+    "SELECT id, fence, reserved_pico FROM plan_tasks WHERE plan_id = $1 AND status = 'running'";
+
+pub const CANCEL_TASKS: &str = "UPDATE plan_tasks SET status = 'cancelled', lease_owner = NULL, lease_expires = NULL,
+         reserved_pico = 0, reason = $3, version = version + 1, updated_at = $2
+     WHERE plan_id = $1 AND status IN ('blocked', 'ready', 'running')
+     RETURNING id";
+
+pub const CANCEL_ATTEMPTS: &str = "UPDATE plan_attempts SET status = 'cancelled', finished_at = $2, reason = $3
+     WHERE plan_id = $1 AND status = 'running'";
+
+pub const SET_CANCELLED: &str =
+    "UPDATE plans SET cancelled = $2, reserved_pico = 0, updated_at = $3, version = version + 1 WHERE id = $1";
+
+pub const RETRY_TASK: &str = "UPDATE plan_tasks SET status = CASE WHEN deps_left > 0 THEN 'blocked' ELSE 'ready' END,
+         attempts = 0, not_before = 0, reason = NULL, version = version + 1, updated_at = $3
+     WHERE plan_id = $1 AND id = $2 AND status IN ('failed', 'cancelled', 'skipped')
+     RETURNING status";
+
+pub const UNCANCEL_PLAN: &str = "UPDATE plans SET cancelled = false, updated_at = $2 WHERE id = $1";
+
+pub const RESET_TASKS: &str = "UPDATE plan_tasks SET
+         deps_left = (SELECT COUNT(*) FROM plan_deps d WHERE d.plan_id = plan_tasks.plan_id AND d.task_id = plan_tasks.id),
+         status = CASE WHEN EXISTS (SELECT 1 FROM plan_deps d WHERE d.plan_id = plan_tasks.plan_id AND d.task_id = plan_tasks.id)
+                       THEN 'blocked' ELSE 'ready' END,
+         attempts = 0, not_before = 0, lease_owner = NULL, lease_expires = NULL, reserved_pico = 0, run_id = NULL,
+         commit_sha = NULL, reason = NULL, cost_pico = CASE WHEN $2 THEN 0 ELSE cost_pico END,
+         version = version + 1, updated_at = $3
+     WHERE plan_id = $1
+     RETURNING id";
+
+pub const RESET_PLAN: &str = "UPDATE plans SET cancelled = false, reserved_pico = 0,
+         spent_pico = CASE WHEN $2 THEN 0 ELSE spent_pico END,
+         budget_crossed = CASE WHEN $2 THEN false ELSE budget_crossed END,
+         updated_at = $3, version = version + 1
+     WHERE id = $1";
+
+pub const DELETE_ATTEMPTS: &str = "DELETE FROM plan_attempts WHERE plan_id = $1";
+
+pub const LIST_PLANS: &str =
+    "SELECT p.id, p.name, p.budget_pico, p.spent_pico, p.reserved_pico, p.budget_crossed, p.cancelled,
+         t.status, COUNT(t.id) AS n
+     FROM plans p LEFT JOIN plan_tasks t ON t.plan_id = p.id
+     GROUP BY p.id, p.name, p.budget_pico, p.spent_pico, p.reserved_pico, p.budget_crossed, p.cancelled, t.status
+     ORDER BY p.id";

@@ -1,0 +1,342 @@
+//! The plan queue: plans, their tasks and dependencies, leased attempts, budgets and an
+//! append-only event log, behind the [`PlanStore`] port, on SQLite and Postgres alike.
+//!
+//! - Readiness is kept, not recomputed: each task counts its unmet dependencies; finishing
+//!   a task decrements its dependents' counts and makes those at zero `ready`.
+//! - A claim takes the best ready task (priority, then plan order), skipping tasks whose key
+//!   files overlap a running task's, reserves its attempt budget from the plan's budget, and
+//!   grants a lease with an expiry and a fencing token (a counter that only grows).
+//! - Heartbeats renew the lease; a sweep returns expired leases to the queue (or fails the
+//!   task when no attempt is left); a report carrying a stale fencing token is refused — but
+//!   the money it spent is still charged.
+//! - Every state change is guarded (expected status and fence or version) and writes its
+//!   events in the same transaction; no reset deletes an event.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use arbiter_core::budget::Budget;
+use arbiter_core::money::Usd;
+use arbiter_core::plan::gate::GateResult;
+use arbiter_core::plan::state::{AttemptStatus, TaskStatus};
+use arbiter_core::plan::{PlanSpec, TaskSpec};
+use arbiter_core::time::Timestamp;
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use crate::StoreError;
+
+/// A plan's own row.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PlanRecord {
+    /// The plan-level fields (its `tasks` are empty here; see [`PlanView`]).
+    pub header: PlanSpec,
+    pub budget: Budget,
+    pub cancelled: bool,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
+/// One task's row.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TaskRecord {
+    pub spec: TaskSpec,
+    /// Its place in plan order.
+    pub ord: i64,
+    pub status: TaskStatus,
+    /// Dependencies not done yet.
+    pub deps_left: i64,
+    /// Attempts started since it was created, retried or reset.
+    pub attempts: u32,
+    pub max_attempts: u32,
+    /// A retry waits until then.
+    pub not_before: Timestamp,
+    /// The fencing token of its latest claim.
+    pub fence: i64,
+    pub lease_owner: Option<String>,
+    pub lease_expires: Option<Timestamp>,
+    pub reserved: Usd,
+    /// Spent over all its attempts.
+    pub cost: Usd,
+    pub run_id: Option<String>,
+    pub commit: Option<String>,
+    /// Why it failed, was skipped or is waiting.
+    pub reason: Option<String>,
+    pub version: i64,
+}
+
+/// A plan with its tasks, in plan order.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PlanView {
+    pub plan: PlanRecord,
+    pub tasks: Vec<TaskRecord>,
+}
+
+impl PlanView {
+    /// The plan as a spec again (for export).
+    pub fn spec(&self) -> PlanSpec {
+        PlanSpec { tasks: self.tasks.iter().map(|t| t.spec.definition()).collect(), ..self.plan.header.clone() }
+    }
+
+    pub fn task(&self, id: &str) -> Option<&TaskRecord> {
+        self.tasks.iter().find(|t| t.spec.id == id)
+    }
+
+    /// How many tasks are in each status.
+    pub fn counts(&self) -> BTreeMap<TaskStatus, usize> {
+        let mut c = BTreeMap::new();
+        for t in &self.tasks {
+            *c.entry(t.status).or_default() += 1;
+        }
+        c
+    }
+
+    /// The dependencies of `task` that are not done, with their status.
+    pub fn waiting_on(&self, task: &TaskRecord) -> Vec<(String, TaskStatus)> {
+        task.spec
+            .dependencies
+            .iter()
+            .filter_map(|d| self.task(d).map(|t| (d.clone(), t.status)))
+            .filter(|(_, s)| *s != TaskStatus::Done)
+            .collect()
+    }
+}
+
+/// One attempt's row.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AttemptRecord {
+    pub task_id: String,
+    pub attempt: u32,
+    pub fence: i64,
+    pub worker: String,
+    pub status: AttemptStatus,
+    pub started_at: Timestamp,
+    pub finished_at: Option<Timestamp>,
+    pub reserved: Usd,
+    pub cost: Usd,
+    pub run_id: Option<String>,
+    pub commit: Option<String>,
+    pub reason: Option<String>,
+}
+
+/// One entry of a plan's event log.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PlanEvent {
+    /// Monotonic over the whole store.
+    pub id: i64,
+    pub plan_id: String,
+    pub task_id: Option<String>,
+    pub attempt: Option<u32>,
+    pub kind: String,
+    pub at: Timestamp,
+    pub data: serde_json::Value,
+}
+
+/// A line of `plan list`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PlanSummary {
+    pub id: String,
+    pub name: String,
+    pub counts: BTreeMap<TaskStatus, usize>,
+    pub budget: Budget,
+    pub cancelled: bool,
+}
+
+/// How a re-import treats tasks that exist already.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ImportMode {
+    /// Add new tasks; existing ones stay as they are (reported unchanged).
+    Add,
+    /// Also change tasks that have not started; refuse to change any other.
+    Update,
+}
+
+/// One import (or apply) of a plan file.
+pub struct Import<'a> {
+    pub spec: &'a PlanSpec,
+    pub mode: ImportMode,
+    /// Tasks to mark skipped, with why (the decision gate under `--strict`).
+    pub skip: &'a [(String, String)],
+    /// Decision gate verdicts to record (`plan apply`); empty for a plain import.
+    pub verdicts: &'a [GateResult],
+    /// `Some(strict)` for `plan apply`.
+    pub apply: Option<bool>,
+    pub now: Timestamp,
+}
+
+/// What an import did.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct ImportReport {
+    pub created_plan: bool,
+    pub added: Vec<String>,
+    pub updated: Vec<String>,
+    pub unchanged: Vec<String>,
+    /// Existing tasks whose definition in the file differs (an import without `--update`).
+    pub differing: Vec<String>,
+    pub skipped: Vec<String>,
+}
+
+/// A claim's lease: present it to heartbeat and to report.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Lease {
+    pub plan_id: String,
+    pub task_id: String,
+    pub attempt: u32,
+    pub max_attempts: u32,
+    /// The fencing token: a report carrying an older one is refused.
+    pub fence: i64,
+    pub worker: String,
+    pub expires: Timestamp,
+    /// Reserved from the plan's budget for this attempt (its spending cap).
+    pub reserved: Usd,
+    /// The plan's retry backoff base, in seconds.
+    pub retry_backoff_seconds: u64,
+}
+
+/// A claimed task.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Claimed {
+    pub lease: Lease,
+    pub task: TaskSpec,
+}
+
+/// Why a claim found nothing.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Idle {
+    pub running: usize,
+    pub ready: usize,
+    /// The earliest a waiting retry becomes claimable.
+    pub next_ready_at: Option<Timestamp>,
+    pub budget_exhausted: bool,
+    pub cancelled: bool,
+}
+
+impl Idle {
+    /// Nothing runs and nothing will become claimable by waiting.
+    pub fn finished(&self) -> bool {
+        self.running == 0 && (self.ready == 0 || self.budget_exhausted || self.cancelled)
+    }
+}
+
+/// What a claim got.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ClaimOutcome {
+    Claimed(Box<Claimed>),
+    Idle(Idle),
+}
+
+/// When a failed attempt may be retried.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Retry {
+    /// After the plan's backoff (doubling per attempt), if attempts are left.
+    AfterBackoff,
+    /// At once, if attempts are left (e.g. the integration branch moved under it).
+    Now,
+    /// Never: the task fails.
+    Never,
+}
+
+/// How an attempt ended, as its worker reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AttemptResult {
+    Succeeded { run_id: Option<String>, commit: Option<String> },
+    Failed { reason: String, retry: Retry, run_id: Option<String> },
+}
+
+/// What a report did to its task.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Finished {
+    pub status: TaskStatus,
+    /// Dependents that became ready.
+    pub newly_ready: Vec<String>,
+    /// A retry waits until then.
+    pub not_before: Option<Timestamp>,
+    /// This report's cost crossed the plan's budget.
+    pub budget_crossed: bool,
+}
+
+/// What one charge did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Charged {
+    pub spent: Usd,
+    pub limit: Option<Usd>,
+    pub crossed: bool,
+}
+
+/// A lease taken back from a worker that stopped renewing it (or died).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Reclaimed {
+    pub plan_id: String,
+    pub task_id: String,
+    pub fence: i64,
+    pub worker: String,
+    pub status: TaskStatus,
+}
+
+/// Whether a waiting claimer was woken.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wake {
+    /// Something happened in the store that may have made work.
+    Notified,
+    TimedOut,
+}
+
+/// The plan queue port.
+#[async_trait]
+pub trait PlanStore: Send + Sync {
+    /// Creates an empty plan; `false` when it exists (nothing changes then).
+    async fn create_plan(&self, header: &PlanSpec, now: Timestamp) -> Result<bool, StoreError>;
+    /// Imports a plan file: everything is checked first (against the stored tasks too) and
+    /// nothing is written when anything is wrong.
+    async fn import_plan(&self, import: Import<'_>) -> Result<ImportReport, StoreError>;
+    async fn plan(&self, id: &str) -> Result<Option<PlanView>, StoreError>;
+    async fn plans(&self) -> Result<Vec<PlanSummary>, StoreError>;
+    async fn attempts(&self, plan_id: &str) -> Result<Vec<AttemptRecord>, StoreError>;
+    async fn events(&self, plan_id: &str) -> Result<Vec<PlanEvent>, StoreError>;
+    /// Sets (or removes) the budget; a limit above what was spent makes claims possible again.
+    async fn set_budget(&self, plan_id: &str, limit: Option<Usd>, now: Timestamp) -> Result<Budget, StoreError>;
+    /// Takes the best ready task of the plan under a lease of `lease` from `now`.
+    async fn claim(
+        &self,
+        plan_id: &str,
+        worker: &str,
+        lease: Duration,
+        now: Timestamp,
+    ) -> Result<ClaimOutcome, StoreError>;
+    /// Renews a lease; `None` when it is no longer held (the worker must stop).
+    async fn heartbeat(&self, lease: &Lease, ttl: Duration, now: Timestamp) -> Result<Option<Timestamp>, StoreError>;
+    /// Reports an attempt and charges its cost. A stale fencing token is refused with
+    /// [`StoreError::StaleLease`] after its cost is charged.
+    async fn finish(
+        &self,
+        lease: &Lease,
+        result: AttemptResult,
+        cost: Usd,
+        now: Timestamp,
+    ) -> Result<Finished, StoreError>;
+    /// Charges a cost to a plan outside any lease.
+    async fn charge(
+        &self,
+        plan_id: &str,
+        task_id: Option<&str>,
+        amount: Usd,
+        now: Timestamp,
+    ) -> Result<Charged, StoreError>;
+    /// Returns expired leases to the queue (or fails their task when no attempt is left).
+    async fn sweep_expired(&self, now: Timestamp) -> Result<Vec<Reclaimed>, StoreError>;
+    /// Takes back at once the leases `workers` hold in the plan (they are known to be dead).
+    async fn release_workers(
+        &self,
+        plan_id: &str,
+        workers: &[String],
+        reason: &str,
+        now: Timestamp,
+    ) -> Result<Vec<Reclaimed>, StoreError>;
+    async fn cancel_plan(&self, plan_id: &str, now: Timestamp) -> Result<usize, StoreError>;
+    /// Gives a failed, cancelled or skipped task new attempts.
+    async fn retry_task(&self, plan_id: &str, task_id: &str, now: Timestamp) -> Result<TaskStatus, StoreError>;
+    /// Every task back to its start; `hard` also forgets attempts and spending. Events stay.
+    async fn reset_plan(&self, plan_id: &str, hard: bool, now: Timestamp) -> Result<usize, StoreError>;
+    /// Waits until the store may have work for `plan_id`, or `timeout`.
+    async fn wait_for_work(&self, plan_id: &str, timeout: Duration) -> Wake;
+}

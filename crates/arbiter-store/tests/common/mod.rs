@@ -1,0 +1,36 @@
+//! The real databases the store tests run against: a temporary SQLite file, and a fresh
+//! database on the machine's Postgres (`DATABASE_URL`, default
+//! postgres://postgres@127.0.0.1:5432/postgres), dropped afterwards. A missing Postgres is
+//! a failure, not a skip.
+
+#![allow(dead_code)]
+
+use sqlx::Connection;
+
+pub fn admin_url() -> String {
+    std::env::var("DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
+}
+
+/// A fresh database on the real server: its URL and its name (for [`drop_database`]).
+pub async fn fresh_database() -> (String, String) {
+    let admin = admin_url();
+    let mut conn = sqlx::PgConnection::connect(&admin).await.unwrap_or_else(|e| {
+        panic!(
+            "Postgres is required for these tests ({e}); start it (pg_ctlcluster ... main start) and set DATABASE_URL"
+        )
+    });
+    let nanos =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+    let name = format!("arbiter_test_{}_{nanos}", std::process::id());
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}"))).execute(&mut conn).await.unwrap();
+    let base = admin.rsplit_once('/').map(|(b, _)| b.to_string()).unwrap_or(admin.clone());
+    (format!("{base}/{name}"), name)
+}
+
+pub async fn drop_database(name: &str) {
+    if let Ok(mut conn) = sqlx::PgConnection::connect(&admin_url()).await {
+        let _ = sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")))
+            .execute(&mut conn)
+            .await;
+    }
+}

@@ -1,0 +1,507 @@
+//! The plan queue's conformance suite: every scenario runs against SQLite (a temporary file)
+//! and Postgres (a fresh database on the real server), through the same `PlanStore` port.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use arbiter_core::money::Usd;
+use arbiter_core::plan::PlanSpec;
+use arbiter_core::plan::file::{Syntax, parse};
+use arbiter_core::plan::spec::export;
+use arbiter_core::plan::state::TaskStatus;
+use arbiter_core::time::Timestamp;
+use arbiter_store::StoreError;
+use arbiter_store::plans::*;
+use arbiter_store::postgres::PgStore;
+use arbiter_store::sqlite::SqliteStore;
+
+const SECOND: i64 = 1_000_000;
+const LEASE: Duration = Duration::from_secs(30);
+
+fn t(s: i64) -> Timestamp {
+    Timestamp(1_800_000_000 * SECOND + s * SECOND)
+}
+
+fn usd(s: &str) -> Usd {
+    Usd::parse(s).unwrap()
+}
+
+fn plan(json: &str) -> PlanSpec {
+    parse(json, Syntax::Json).unwrap_or_else(|e| panic!("{e}\n{json}"))
+}
+
+/// `{"id": "p", ..., "tasks": [...]}` with a zero retry backoff unless `extra` says otherwise.
+fn plan_with(extra: &str, tasks: &str) -> PlanSpec {
+    plan(&format!(
+        r#"{{"id": "p", "name": "Plan", {extra} "defaults": {{"retry_backoff_seconds": 0}}, "tasks": [{tasks}]}}"#
+    ))
+}
+
+fn task(id: &str, deps: &[&str]) -> String {
+    format!(r#"{{"id": "{id}", "title": "task {id}", "dependencies": {}}}"#, serde_json::to_string(deps).unwrap())
+}
+
+async fn import(store: &dyn PlanStore, spec: &PlanSpec, mode: ImportMode) -> Result<ImportReport, StoreError> {
+    store.import_plan(Import { spec, mode, skip: &[], verdicts: &[], apply: None, now: t(0) }).await
+}
+
+async fn claim(store: &dyn PlanStore, worker: &str, at: Timestamp) -> ClaimOutcome {
+    store.claim("p", worker, LEASE, at).await.unwrap()
+}
+
+fn claimed(outcome: ClaimOutcome) -> Claimed {
+    match outcome {
+        ClaimOutcome::Claimed(c) => *c,
+        ClaimOutcome::Idle(i) => panic!("expected a claim, got {i:?}"),
+    }
+}
+
+fn idle(outcome: ClaimOutcome) -> Idle {
+    match outcome {
+        ClaimOutcome::Idle(i) => i,
+        ClaimOutcome::Claimed(c) => panic!("expected nothing to claim, got {}", c.lease.task_id),
+    }
+}
+
+fn success() -> AttemptResult {
+    AttemptResult::Succeeded { run_id: Some("run".into()), commit: Some("abc".into()) }
+}
+
+async fn status_of(store: &dyn PlanStore, id: &str) -> TaskStatus {
+    store.plan("p").await.unwrap().unwrap().task(id).unwrap().status
+}
+
+/// Import checks everything before writing: a bad plan leaves the store untouched; a
+/// re-import adds new tasks and keeps the others; `--update` changes only unstarted tasks.
+async fn import_validation(store: Arc<dyn PlanStore>) {
+    let cyclic =
+        plan_with("", &[task("A", &["C"]), task("B", &["A"]), task("C", &["B"]), task("D", &["nope"])].join(","));
+    let err = import(&*store, &cyclic, ImportMode::Add).await.unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains("dependency cycle: A → C → B → A"), "{text}");
+    assert!(text.contains("depends on 'nope'"), "{text}");
+    assert!(store.plan("p").await.unwrap().is_none(), "nothing was written");
+    assert!(store.events("p").await.unwrap().is_empty());
+
+    let first = plan_with("", &[task("A", &[]), task("B", &["A"])].join(","));
+    let r = import(&*store, &first, ImportMode::Add).await.unwrap();
+    assert!(r.created_plan);
+    assert_eq!(r.added, vec!["A", "B"]);
+    assert_eq!(status_of(&*store, "A").await, TaskStatus::Ready);
+    assert_eq!(status_of(&*store, "B").await, TaskStatus::Blocked);
+
+    // A re-import adds C and reports A and B unchanged, even with a changed title.
+    let second =
+        plan_with("", &[task("A", &[]).replace("task A", "renamed"), task("B", &["A"]), task("C", &["B"])].join(","));
+    let r = import(&*store, &second, ImportMode::Add).await.unwrap();
+    assert_eq!(
+        (r.added.clone(), r.unchanged.clone(), r.differing.clone()),
+        (vec!["C".into()], vec!["A".into(), "B".into()], vec!["A".into()])
+    );
+    assert_eq!(store.plan("p").await.unwrap().unwrap().task("A").unwrap().spec.title, "task A");
+
+    // --update changes a task that has not started...
+    let r = import(&*store, &second, ImportMode::Update).await.unwrap();
+    assert_eq!(r.updated, vec!["A"]);
+    assert_eq!(store.plan("p").await.unwrap().unwrap().task("A").unwrap().spec.title, "renamed");
+    // ...and refuses, writing nothing, to change one that did.
+    let c = claimed(claim(&*store, "w1", t(1)).await);
+    assert_eq!(c.lease.task_id, "A");
+    let events_before = store.events("p").await.unwrap().len();
+    let third = plan_with(
+        "",
+        &[task("A", &[]).replace("task A", "again"), task("B", &["A"]), task("C", &[]), task("E", &[])].join(","),
+    );
+    let err = import(&*store, &third, ImportMode::Update).await.unwrap_err();
+    assert!(matches!(err, StoreError::ImportRefused { .. }), "{err}");
+    assert!(err.to_string().contains("A is running after 1 attempt(s)"), "{err}");
+    let view = store.plan("p").await.unwrap().unwrap();
+    assert!(view.task("E").is_none(), "the refused import added nothing");
+    assert_eq!(store.events("p").await.unwrap().len(), events_before);
+    // A cycle through stored tasks is found too.
+    let closing = plan_with("", &task("A", &["C"]));
+    let err = import(&*store, &closing, ImportMode::Add).await.unwrap_err();
+    assert!(err.to_string().contains("cycle"), "{err}");
+}
+
+/// export → import → export is byte-identical, through the store.
+async fn export_round_trip(store: Arc<dyn PlanStore>) {
+    let spec = plan(
+        r#"{"id": "p", "name": "Plan", "budget_usd": "3.25", "base_ref": "main",
+            "defaults": {"candidates": 2, "runners": ["command", "builtin"], "verify": ["make test"], "max_attempts": 3},
+            "tasks": [
+              {"id": "T1", "title": "First", "description": "Do the first thing properly.", "priority": "critical",
+               "acceptance_criteria": ["it works"], "key_files": ["src/a.rs"], "verify": ["make t1"]},
+              {"id": "T2", "title": "Second", "dependencies": ["T1"], "candidates": 4, "attempt_budget_usd": "0.25"}
+            ]}"#,
+    );
+    import(&*store, &spec, ImportMode::Add).await.unwrap();
+    let once = export(&store.plan("p").await.unwrap().unwrap().spec());
+    let again_spec = parse(&once, Syntax::Json).unwrap();
+    let r = import(&*store, &again_spec, ImportMode::Update).await.unwrap();
+    assert_eq!(r.unchanged.len(), 2, "{r:?}");
+    let twice = export(&store.plan("p").await.unwrap().unwrap().spec());
+    assert_eq!(once, twice);
+    assert_eq!(parse(&twice, Syntax::Json).unwrap(), spec);
+}
+
+/// A diamond: D waits for B and C, which wait for A; readiness follows completions.
+async fn dependencies(store: Arc<dyn PlanStore>) {
+    let spec = plan_with(
+        "",
+        &[
+            task("D", &["B", "C"]),
+            task("B", &["A"]),
+            task("C", &["A"]).replace(r#""title""#, r#""priority": "high", "title""#),
+            task("A", &[]),
+        ]
+        .join(","),
+    );
+    import(&*store, &spec, ImportMode::Add).await.unwrap();
+    let a = claimed(claim(&*store, "w1", t(1)).await);
+    assert_eq!(a.lease.task_id, "A");
+    let i = idle(claim(&*store, "w2", t(1)).await);
+    assert_eq!((i.running, i.ready), (1, 0));
+    assert!(!i.finished());
+    let f = store.finish(&a.lease, success(), Usd::ZERO, t(2)).await.unwrap();
+    assert_eq!(f.status, TaskStatus::Done);
+    assert_eq!(f.newly_ready, vec!["B", "C"]);
+    // C is high priority: first, although B comes earlier in plan order.
+    let c = claimed(claim(&*store, "w1", t(3)).await);
+    assert_eq!(c.lease.task_id, "C");
+    let b = claimed(claim(&*store, "w2", t(3)).await);
+    assert_eq!(b.lease.task_id, "B");
+    assert_eq!(status_of(&*store, "D").await, TaskStatus::Blocked);
+    let f = store.finish(&b.lease, success(), Usd::ZERO, t(4)).await.unwrap();
+    assert!(f.newly_ready.is_empty(), "D still waits for C");
+    assert!(matches!(claim(&*store, "w2", t(4)).await, ClaimOutcome::Idle(_)));
+    let f = store.finish(&c.lease, success(), Usd::ZERO, t(5)).await.unwrap();
+    assert_eq!(f.newly_ready, vec!["D"]);
+    let d = claimed(claim(&*store, "w1", t(6)).await);
+    store.finish(&d.lease, success(), Usd::ZERO, t(7)).await.unwrap();
+    let i = idle(claim(&*store, "w1", t(8)).await);
+    assert!(i.finished());
+    let kinds: Vec<String> = store.events("p").await.unwrap().into_iter().map(|e| e.kind).collect();
+    assert_eq!(kinds.iter().filter(|k| *k == "task_done").count(), 4);
+    assert_eq!(kinds.iter().filter(|k| *k == "task_ready").count(), 3);
+}
+
+/// Tasks whose key files overlap (same file, or a directory and a file inside it) never
+/// run at once.
+async fn key_files(store: Arc<dyn PlanStore>) {
+    let with_files = |id: &str, files: &[&str]| {
+        format!(r#"{{"id": "{id}", "title": "t {id}", "key_files": {}}}"#, serde_json::to_string(files).unwrap())
+    };
+    let spec = plan_with(
+        "",
+        &[
+            with_files("A", &["src/lib.rs"]),
+            with_files("B", &["./src/lib.rs"]),
+            with_files("C", &["src"]),
+            with_files("D", &["docs/x.md"]),
+            with_files("E", &["src-other/y.rs"]),
+        ]
+        .join(","),
+    );
+    import(&*store, &spec, ImportMode::Add).await.unwrap();
+    let a = claimed(claim(&*store, "w", t(1)).await);
+    assert_eq!(a.lease.task_id, "A");
+    let next = claimed(claim(&*store, "w", t(1)).await);
+    assert_eq!(next.lease.task_id, "D", "B and C overlap A's src/lib.rs");
+    let e = claimed(claim(&*store, "w", t(1)).await);
+    assert_eq!(e.lease.task_id, "E", "src-other is not inside src");
+    let i = idle(claim(&*store, "w", t(1)).await);
+    assert_eq!((i.running, i.ready), (3, 2));
+    store.finish(&a.lease, success(), Usd::ZERO, t(2)).await.unwrap();
+    let b = claimed(claim(&*store, "w", t(3)).await);
+    assert_eq!(b.lease.task_id, "B");
+    assert!(matches!(claim(&*store, "w", t(3)).await, ClaimOutcome::Idle(_)), "C overlaps B");
+}
+
+/// 100 concurrent claimers on 100 ready tasks: each task claimed exactly once.
+async fn hundred_claimers(store: Arc<dyn PlanStore>) {
+    let tasks: Vec<String> = (0..100).map(|i| task(&format!("T{i:03}"), &[])).collect();
+    import(&*store, &plan_with("", &tasks.join(",")), ImportMode::Add).await.unwrap();
+    let mut joins = Vec::new();
+    for w in 0..100 {
+        let store = store.clone();
+        joins.push(tokio::spawn(async move { store.claim("p", &format!("w{w}"), LEASE, t(1)).await }));
+    }
+    let mut got = BTreeSet::new();
+    for j in joins {
+        match j.await.unwrap().unwrap() {
+            ClaimOutcome::Claimed(c) => {
+                assert!(got.insert(c.lease.task_id.clone()), "{} claimed twice", c.lease.task_id)
+            }
+            ClaimOutcome::Idle(i) => panic!("a claimer found nothing: {i:?}"),
+        }
+    }
+    assert_eq!(got.len(), 100);
+    assert!(matches!(claim(&*store, "late", t(1)).await, ClaimOutcome::Idle(_)));
+    assert_eq!(store.attempts("p").await.unwrap().len(), 100);
+}
+
+/// An expired lease is taken back; the superseded holder's heartbeat and report are
+/// refused (its cost still charged); heartbeats keep a live lease.
+async fn leases(store: Arc<dyn PlanStore>) {
+    import(&*store, &plan_with("", &[task("A", &[]), task("B", &[])].join(",")), ImportMode::Add).await.unwrap();
+    let a = claimed(claim(&*store, "w1", t(0)).await);
+    let b = claimed(claim(&*store, "w2", t(0)).await);
+    // w2 renews its lease; w1 does not.
+    assert_eq!(store.heartbeat(&b.lease, LEASE, t(20)).await.unwrap(), Some(Timestamp(t(20).0 + 30 * SECOND)));
+    let reclaimed = store.sweep_expired(t(31)).await.unwrap();
+    assert_eq!(reclaimed.iter().map(|r| r.task_id.as_str()).collect::<Vec<_>>(), vec!["A"]);
+    assert_eq!(reclaimed[0].status, TaskStatus::Ready);
+    let again = claimed(claim(&*store, "w3", t(32)).await);
+    assert_eq!(again.lease.task_id, "A");
+    assert!(again.lease.fence > a.lease.fence);
+    assert_eq!(again.lease.attempt, 2);
+    assert_eq!(store.heartbeat(&a.lease, LEASE, t(33)).await.unwrap(), None, "the old lease is lost");
+    let err = store.finish(&a.lease, success(), usd("0.5"), t(34)).await.unwrap_err();
+    assert!(matches!(err, StoreError::StaleLease { .. }), "{err}");
+    assert!(err.to_string().contains("fencing token"), "{err}");
+    let view = store.plan("p").await.unwrap().unwrap();
+    assert_eq!(view.task("A").unwrap().status, TaskStatus::Running, "the stale report changed nothing");
+    assert_eq!(view.plan.budget.spent, usd("0.5"), "what the stale attempt spent is charged");
+    store.finish(&again.lease, success(), Usd::ZERO, t(35)).await.unwrap();
+    store.finish(&b.lease, success(), usd("0.25"), t(36)).await.unwrap();
+    let view = store.plan("p").await.unwrap().unwrap();
+    assert_eq!(view.plan.budget.spent, usd("0.75"));
+    let attempts = store.attempts("p").await.unwrap();
+    let statuses: Vec<&str> = attempts.iter().map(|a| a.status.as_str()).collect();
+    assert_eq!(statuses.iter().filter(|s| **s == "expired").count(), 1, "{attempts:#?}");
+    assert_eq!(statuses.iter().filter(|s| **s == "succeeded").count(), 2);
+    let kinds: Vec<String> = store.events("p").await.unwrap().into_iter().map(|e| e.kind).collect();
+    assert!(kinds.contains(&"lease_expired_retry".to_string()) && kinds.contains(&"stale_report_refused".to_string()));
+    // A dead worker's leases are taken back at once.
+    import(&*store, &plan_with("", &task("C", &[])), ImportMode::Add).await.unwrap();
+    let c = claimed(claim(&*store, "dead-worker", t(40)).await);
+    let released = store.release_workers("p", &["dead-worker".into()], "its process is gone", t(41)).await.unwrap();
+    assert_eq!(released.len(), 1);
+    assert!(matches!(store.finish(&c.lease, success(), Usd::ZERO, t(42)).await, Err(StoreError::StaleLease { .. })));
+}
+
+/// 16 concurrent charges crossing the budget: exactly one crossing, the exact decimal sum.
+async fn concurrent_charges(store: Arc<dyn PlanStore>) {
+    import(&*store, &plan_with(r#""budget_usd": "1","#, &task("A", &[])), ImportMode::Add).await.unwrap();
+    let each = usd("0.070000000001");
+    let mut joins = Vec::new();
+    for i in 0..16 {
+        let store = store.clone();
+        joins.push(tokio::spawn(async move { store.charge("p", Some("A"), each, t(i)).await }));
+    }
+    let mut crossings = 0;
+    for j in joins {
+        if j.await.unwrap().unwrap().crossed {
+            crossings += 1;
+        }
+    }
+    assert_eq!(crossings, 1);
+    let view = store.plan("p").await.unwrap().unwrap();
+    assert_eq!(view.plan.budget.spent.decimal(), "1.120000000016");
+    let events = store.events("p").await.unwrap();
+    assert_eq!(events.iter().filter(|e| e.kind == "budget_exceeded").count(), 1);
+    assert_eq!(events.iter().filter(|e| e.kind == "cost_charged").count(), 16);
+}
+
+/// Claims reserve their attempt budget, so parallel claims cannot overshoot; nothing is
+/// claimed once the budget is spent, until it is raised.
+async fn budget_reservations(store: Arc<dyn PlanStore>) {
+    let tasks: Vec<String> =
+        (0..5).map(|i| format!(r#"{{"id": "T{i}", "title": "t", "attempt_budget_usd": "0.4"}}"#)).collect();
+    import(&*store, &plan_with(r#""budget_usd": "1","#, &tasks.join(",")), ImportMode::Add).await.unwrap();
+    let mut joins = Vec::new();
+    for w in 0..5 {
+        let store = store.clone();
+        joins.push(tokio::spawn(async move { store.claim("p", &format!("w{w}"), LEASE, t(1)).await }));
+    }
+    let mut leases = Vec::new();
+    let mut exhausted = 0;
+    for j in joins {
+        match j.await.unwrap().unwrap() {
+            ClaimOutcome::Claimed(c) => leases.push(c.lease),
+            ClaimOutcome::Idle(i) => {
+                assert!(i.budget_exhausted, "{i:?}");
+                exhausted += 1;
+            }
+        }
+    }
+    let mut reserved: Vec<String> = leases.iter().map(|l| l.reserved.decimal()).collect();
+    reserved.sort();
+    assert_eq!(reserved, vec!["0.2", "0.4", "0.4"], "the third gets what is left");
+    assert_eq!(exhausted, 2);
+    let total: Usd = leases.iter().map(|l| l.reserved).sum();
+    assert!(total <= usd("1"));
+    // Each attempt spends its whole reservation: exactly the budget, one crossing.
+    for l in &leases {
+        store.finish(l, success(), l.reserved, t(2)).await.unwrap();
+    }
+    let view = store.plan("p").await.unwrap().unwrap();
+    assert_eq!((view.plan.budget.spent, view.plan.budget.reserved), (usd("1"), Usd::ZERO));
+    assert!(idle(claim(&*store, "w", t(3)).await).budget_exhausted);
+    assert_eq!(store.events("p").await.unwrap().iter().filter(|e| e.kind == "budget_exceeded").count(), 1);
+    let b = store.set_budget("p", Some(usd("1.5")), t(4)).await.unwrap();
+    assert!(!b.exhausted());
+    let c = claimed(claim(&*store, "w", t(5)).await);
+    assert_eq!(c.lease.reserved, usd("0.4"));
+}
+
+/// Failed attempts retry after a doubling backoff, up to max_attempts; then the task fails
+/// and its dependents stay blocked.
+async fn retries(store: Arc<dyn PlanStore>) {
+    let spec = plan(&format!(
+        r#"{{"id": "p", "name": "P", "defaults": {{"retry_backoff_seconds": 5, "max_attempts": 2}},
+            "tasks": [{}, {}]}}"#,
+        task("A", &[]),
+        task("B", &["A"])
+    ));
+    import(&*store, &spec, ImportMode::Add).await.unwrap();
+    let a = claimed(claim(&*store, "w", t(0)).await);
+    let failed =
+        AttemptResult::Failed { reason: "no candidate passed".into(), retry: Retry::AfterBackoff, run_id: None };
+    let f = store.finish(&a.lease, failed.clone(), usd("0.1"), t(10)).await.unwrap();
+    assert_eq!((f.status, f.not_before), (TaskStatus::Ready, Some(t(15))));
+    let i = idle(claim(&*store, "w", t(14)).await);
+    assert_eq!((i.ready, i.next_ready_at), (1, Some(t(15))));
+    assert!(!i.finished(), "a retry is waiting");
+    let a2 = claimed(claim(&*store, "w", t(15)).await);
+    assert_eq!(a2.lease.attempt, 2);
+    let f = store.finish(&a2.lease, failed, usd("0.1"), t(16)).await.unwrap();
+    assert_eq!(f.status, TaskStatus::Failed);
+    let view = store.plan("p").await.unwrap().unwrap();
+    let b = view.task("B").unwrap();
+    assert_eq!(b.status, TaskStatus::Blocked);
+    assert_eq!(view.waiting_on(b), vec![("A".to_string(), TaskStatus::Failed)]);
+    assert_eq!(view.task("A").unwrap().cost, usd("0.2"), "every attempt is costed");
+    assert_eq!(view.plan.budget.spent, usd("0.2"));
+    assert!(idle(claim(&*store, "w", t(17)).await).finished());
+    // Retry gives it new attempts; a task that is not finished cannot be retried.
+    assert!(matches!(store.retry_task("p", "B", t(18)).await, Err(StoreError::NotAllowed { .. })));
+    assert_eq!(store.retry_task("p", "A", t(18)).await.unwrap(), TaskStatus::Ready);
+    let a3 = claimed(claim(&*store, "w", t(19)).await);
+    assert_eq!(a3.lease.attempt, 1);
+    let now_retry = AttemptResult::Failed { reason: "conflict".into(), retry: Retry::Now, run_id: None };
+    assert_eq!(store.finish(&a3.lease, now_retry, Usd::ZERO, t(20)).await.unwrap().not_before, Some(t(20)));
+}
+
+/// Cancel fences out running attempts; resets put everything back and keep every event.
+async fn cancel_and_reset(store: Arc<dyn PlanStore>) {
+    import(
+        &*store,
+        &plan_with(r#""budget_usd": "5","#, &[task("A", &[]), task("B", &["A"])].join(",")),
+        ImportMode::Add,
+    )
+    .await
+    .unwrap();
+    let a = claimed(claim(&*store, "w", t(0)).await);
+    assert_eq!(store.cancel_plan("p", t(1)).await.unwrap(), 2);
+    assert!(matches!(store.finish(&a.lease, success(), usd("1"), t(2)).await, Err(StoreError::StaleLease { .. })));
+    let i = idle(claim(&*store, "w", t(3)).await);
+    assert!(i.cancelled && i.finished());
+    let events_before = store.events("p").await.unwrap().len();
+    assert_eq!(store.reset_plan("p", false, t(4)).await.unwrap(), 2);
+    let view = store.plan("p").await.unwrap().unwrap();
+    assert_eq!(
+        (view.task("A").unwrap().status, view.task("B").unwrap().status),
+        (TaskStatus::Ready, TaskStatus::Blocked)
+    );
+    assert_eq!(view.plan.budget.spent, usd("1"), "a soft reset keeps what was spent");
+    let events = store.events("p").await.unwrap();
+    assert!(events.len() > events_before, "a reset only adds events");
+    assert_eq!(events.iter().filter(|e| e.kind == "task_reset").count(), 2);
+    let a = claimed(claim(&*store, "w", t(5)).await);
+    assert_eq!(a.lease.attempt, 1);
+    store.reset_plan("p", true, t(6)).await.unwrap();
+    let view = store.plan("p").await.unwrap().unwrap();
+    assert_eq!(view.plan.budget.spent, Usd::ZERO, "a hard reset forgets the spending");
+    assert!(store.attempts("p").await.unwrap().is_empty());
+    assert!(store.events("p").await.unwrap().len() > events.len(), "and keeps every event");
+    assert!(matches!(store.finish(&a.lease, success(), Usd::ZERO, t(7)).await, Err(StoreError::StaleLease { .. })));
+    let listed = store.plans().await.unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].counts.get(&TaskStatus::Ready), Some(&1));
+    assert!(matches!(store.claim("nope", "w", LEASE, t(8)).await, Err(StoreError::NoPlan { .. })));
+}
+
+/// A claimer waiting for work is woken when work appears (not only by its poll).
+async fn wake_up(store: Arc<dyn PlanStore>, other: Arc<dyn PlanStore>) {
+    import(&*store, &plan_with("", &task("A", &[])), ImportMode::Add).await.unwrap();
+    let a = claimed(claim(&*store, "w", t(0)).await);
+    let waiter = {
+        let store = store.clone();
+        tokio::spawn(async move { store.wait_for_work("p", Duration::from_secs(120)).await })
+    };
+    // Give the waiter time to start listening, then make work from another connection.
+    for _ in 0..50 {
+        if waiter.is_finished() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let failed = AttemptResult::Failed { reason: "x".into(), retry: Retry::Now, run_id: None };
+        if other.finish(&a.lease, failed, Usd::ZERO, t(1)).await.is_err() {
+            other.set_budget("p", None, t(1)).await.unwrap();
+        }
+    }
+    assert_eq!(waiter.await.unwrap(), Wake::Notified);
+}
+
+macro_rules! both {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            use super::*;
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $name() {
+                    let dir = tempfile::tempdir().unwrap();
+                    let store = SqliteStore::open(&dir.path().join("arbiter.db")).await.unwrap();
+                    super::$name(Arc::new(store)).await;
+                }
+            )*
+        }
+        mod postgres {
+            use super::*;
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $name() {
+                    let (url, name) = common::fresh_database().await;
+                    let store = PgStore::connect(&url).await.unwrap();
+                    super::$name(Arc::new(store)).await;
+                    common::drop_database(&name).await;
+                }
+            )*
+        }
+    };
+}
+
+both!(
+    import_validation,
+    export_round_trip,
+    dependencies,
+    key_files,
+    hundred_claimers,
+    leases,
+    concurrent_charges,
+    budget_reservations,
+    retries,
+    cancel_and_reset,
+);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sqlite_wakes_waiting_claimers() {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn PlanStore> = Arc::new(SqliteStore::open(&dir.path().join("arbiter.db")).await.unwrap());
+    wake_up(store.clone(), store).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_wakes_waiting_claimers_through_listen_notify() {
+    let (url, name) = common::fresh_database().await;
+    let waiting: Arc<dyn PlanStore> = Arc::new(PgStore::connect(&url).await.unwrap());
+    // A second store: its own pool, as another process would have.
+    let other: Arc<dyn PlanStore> = Arc::new(PgStore::connect(&url).await.unwrap());
+    wake_up(waiting, other).await;
+    common::drop_database(&name).await;
+}
