@@ -12,6 +12,11 @@ pub struct Cli {
     /// The git repository to work on (default: the current directory).
     #[arg(long, global = true, value_name = "DIR")]
     pub repo: Option<PathBuf>,
+    /// A Postgres database shared by many workers (postgres://user@host/db) instead of
+    /// `.arbiter/arbiter.db`. Prefer the environment variable: a password on the command
+    /// line is visible to other users.
+    #[arg(long, global = true, value_name = "URL", env = "ARBITER_DATABASE_URL", hide_env_values = true)]
+    pub database_url: Option<String>,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -49,6 +54,107 @@ pub enum Command {
     /// Manage model backends (OpenAI-compatible servers, OpenAI, Anthropic).
     #[command(subcommand)]
     Backend(BackendCommand),
+    /// Plans: many tasks with dependencies, run as tournaments by a pool of workers.
+    #[command(subcommand)]
+    Plan(PlanCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PlanCommand {
+    /// Check a plan file (JSON or TOML, ours or Whilly's tasks.json) and store it; nothing is
+    /// written when anything is wrong.
+    Import {
+        file: PathBuf,
+        /// Also change tasks that have not started (finished ones are never changed).
+        #[arg(long)]
+        update: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Import, then judge every task with the decision gate (ALLOW / WARN / REJECT).
+    Apply {
+        file: PathBuf,
+        /// Skip the tasks the gate rejects (the events record why).
+        #[arg(long)]
+        strict: bool,
+        #[arg(long)]
+        update: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// The plan in the canonical file format (byte-stable; imports back to the same plan).
+    Export {
+        id: String,
+        /// Write to this file instead of standard output.
+        #[arg(long, short, value_name = "FILE")]
+        output: Option<PathBuf>,
+    },
+    /// The dependency graph with each task's status.
+    Show {
+        id: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Progress, budget, leases and every task's state.
+    Status {
+        id: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Every plan with its task counts and budget.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Create an empty plan (tasks come with `plan import --update`).
+    Create {
+        #[arg(long)]
+        id: String,
+        #[arg(long)]
+        name: String,
+        /// Budget in USD (claims stop once it is spent).
+        #[arg(long, value_name = "USD")]
+        budget: Option<String>,
+        /// The repository its tasks run in (default: this one).
+        #[arg(long, value_name = "PATH_OR_URL")]
+        repository: Option<String>,
+    },
+    /// Set the plan's budget in USD (`none` removes it); raising it lets claims resume.
+    Budget { id: String, usd: String },
+    /// Every task back to its start, the integration branch back to the base. Events stay.
+    Reset {
+        id: String,
+        /// Also forget attempts and what was spent.
+        #[arg(long)]
+        hard: bool,
+        /// Do not ask for confirmation.
+        #[arg(long)]
+        yes: bool,
+    },
+    /// Cancel every task that has not finished; running attempts are stopped.
+    Cancel { id: String },
+    /// Give a failed, cancelled or skipped task new attempts.
+    Retry { id: String, task: String },
+    /// Run the plan's ready tasks as tournaments with N local workers until nothing more
+    /// can run; exit 0 only if every task is done or skipped.
+    Run {
+        id: String,
+        #[arg(long, default_value_t = 1, value_name = "N")]
+        workers: usize,
+        /// Lease length: a worker that stops renewing its lease for this long loses the task.
+        #[arg(long, default_value_t = 60, value_name = "SECONDS")]
+        lease_seconds: u64,
+        #[arg(long)]
+        json: bool,
+    },
+    /// The plan's event log, oldest first.
+    Events {
+        id: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// The JSON Schema of plan files.
+    Schema,
 }
 
 #[derive(Debug, Subcommand)]

@@ -9,6 +9,8 @@ use arbiter_core::settings::ConfigFile;
 use arbiter_runner::git::Git;
 use arbiter_runner::workspace::Workspace;
 use arbiter_store::Store;
+use arbiter_store::plans::PlanStore;
+use arbiter_store::postgres::PgStore;
 use arbiter_store::sqlite::SqliteStore;
 
 use crate::error::CliError;
@@ -54,6 +56,24 @@ impl RepoContext {
     pub async fn store(&self) -> Result<Arc<dyn Store>, CliError> {
         std::fs::create_dir_all(self.workspace.dir())?;
         Ok(Arc::new(SqliteStore::open(&self.workspace.db_path()).await?))
+    }
+
+    /// The run index and the plan queue: Postgres at `database_url`, or `.arbiter/arbiter.db`.
+    pub async fn plan_stores(
+        &self,
+        database_url: Option<&str>,
+    ) -> Result<(Arc<dyn Store>, Arc<dyn PlanStore>), CliError> {
+        match database_url.filter(|u| !u.trim().is_empty()) {
+            Some(url) => {
+                let pg = Arc::new(PgStore::connect(url).await?);
+                Ok((pg.clone(), pg))
+            }
+            None => {
+                std::fs::create_dir_all(self.workspace.dir())?;
+                let sqlite = Arc::new(SqliteStore::open(&self.workspace.db_path()).await?);
+                Ok((sqlite.clone(), sqlite))
+            }
+        }
     }
 
     /// Resolves a run id or `latest` to an existing run directory.

@@ -51,7 +51,16 @@ impl From<arbiter_runner::git::GitError> for CliError {
 
 impl From<arbiter_store::StoreError> for CliError {
     fn from(e: arbiter_store::StoreError) -> Self {
-        CliError::environment(e)
+        use arbiter_store::StoreError;
+        match e {
+            // What the user asked for cannot be done: bad input, not a broken environment.
+            StoreError::NoPlan { .. }
+            | StoreError::NoTask { .. }
+            | StoreError::PlanInvalid { .. }
+            | StoreError::ImportRefused { .. }
+            | StoreError::NotAllowed { .. } => CliError::usage(e),
+            _ => CliError::environment(e),
+        }
     }
 }
 

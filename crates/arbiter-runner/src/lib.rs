@@ -5,7 +5,8 @@
 //! [`agent_env`]), agents (the [`agent`] seam, [`command_runner`], [`builtin_agent`] with its
 //! [`builtin`] tools, chosen by [`runners`]), verify commands ([`gates`]), the run directory and
 //! its event log ([`rundir`], [`events`]), the run's spending limit ([`budget`]), putting a patch into the repository
-//! ([`materialize`]) and the tournament itself ([`engine`]). Every decision is delegated to
+//! ([`materialize`]), the tournament itself ([`engine`]), and plans: their integration
+//! branch ([`integration`]) and the local worker pool that runs their tasks ([`plan_run`]). Every decision is delegated to
 //! `arbiter-core`; every record goes through the `arbiter-store` port.
 
 #![forbid(unsafe_code)]
@@ -22,13 +23,28 @@ pub mod events;
 pub mod gates;
 pub mod git;
 pub mod include;
+pub mod integration;
 pub mod judge;
 pub mod materialize;
+pub mod plan_run;
 pub mod preflight;
 pub mod process;
 pub mod rundir;
 pub mod runners;
 pub mod workspace;
+
+/// A random 24-bit run id suffix (run ids must not collide between concurrent runs).
+pub fn random_suffix() -> u32 {
+    let mut b = [0u8; 4];
+    if getrandom::fill(&mut b).is_err() {
+        // No entropy source: fall back on the process id and the clock, still unique enough
+        // between concurrent runs in one repository.
+        let nanos =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+        return nanos ^ std::process::id();
+    }
+    u32::from_le_bytes(b)
+}
 
 /// The system clock.
 pub struct SystemClock;

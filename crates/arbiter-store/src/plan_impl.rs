@@ -325,10 +325,12 @@ macro_rules! plan_store_impl {
                     let reserved = Usd::from_pico(row.try_get("reserved_pico")?);
                     let (_, _, _, backoff_base) = Self::budget_tx(tx, plan).await?;
                     let left = attempts < max_attempts;
+                    let uncounted = matches!(result, AttemptResult::Released { .. });
                     let (new_status, not_before, reason, run_id, commit) = match result {
                         AttemptResult::Succeeded { run_id, commit } => {
                             (TaskStatus::Done, now, None, run_id.clone(), commit.clone())
                         }
+                        AttemptResult::Released { reason } => (TaskStatus::Ready, now, Some(reason.clone()), None, None),
                         AttemptResult::Failed { reason, retry, run_id } => match retry {
                             Retry::Now if left => (TaskStatus::Ready, now, Some(reason.clone()), run_id.clone(), None),
                             Retry::AfterBackoff if left => {
@@ -349,6 +351,7 @@ macro_rules! plan_store_impl {
                         .bind(reason.as_deref())
                         .bind(now.0)
                         .bind(fence)
+                        .bind(i64::from(uncounted))
                         .execute(&mut **tx)
                         .await?;
                     if moved.rows_affected() != 1 {
@@ -384,6 +387,7 @@ macro_rules! plan_store_impl {
                     }
                     let outcome_kind = match (attempt_status, new_status) {
                         (AttemptStatus::Succeeded, _) => "task_done",
+                        (AttemptStatus::Cancelled, _) => "task_released",
                         (AttemptStatus::Expired, TaskStatus::Ready) => "lease_expired_retry",
                         (AttemptStatus::Expired, _) => "lease_expired_failed",
                         (_, TaskStatus::Ready) => "attempt_failed_retry",
@@ -419,25 +423,30 @@ macro_rules! plan_store_impl {
                     }))
                 }
 
-                /// Ends the leases of `rows` (plan, task, fence, owner) as expired.
+                /// Ends the leases of `rows` (plan, task, fence, owner): as expired attempts that
+                /// count (`counted`), or as releases that do not.
                 async fn reclaim_tx(
                     tx: &mut Tx<'_>,
                     rows: Vec<(String, String, i64, String)>,
                     why: &str,
+                    counted: bool,
                     now: Timestamp,
                 ) -> Result<Vec<Reclaimed>, StoreError> {
                     let mut out = Vec::new();
                     for (plan, task, fence, worker) in rows {
                         let reason = format!("{why} (worker {worker})");
-                        let result =
-                            AttemptResult::Failed { reason, retry: Retry::AfterBackoff, run_id: None };
+                        let (result, status) = if counted {
+                            (AttemptResult::Failed { reason, retry: Retry::AfterBackoff, run_id: None }, AttemptStatus::Expired)
+                        } else {
+                            (AttemptResult::Released { reason }, AttemptStatus::Cancelled)
+                        };
                         if let Ok(f) = Self::end_attempt_tx(
                             tx,
                             &plan,
                             &task,
                             fence,
                             &result,
-                            AttemptStatus::Expired,
+                            status,
                             Usd::ZERO,
                             now,
                         )
@@ -968,6 +977,7 @@ macro_rules! plan_store_impl {
                     let status = match result {
                         AttemptResult::Succeeded { .. } => AttemptStatus::Succeeded,
                         AttemptResult::Failed { .. } => AttemptStatus::Failed,
+                        AttemptResult::Released { .. } => AttemptStatus::Cancelled,
                     };
                     let mut tx = self.write_tx().await?;
                     let ended = Self::end_attempt_tx(
@@ -1038,7 +1048,7 @@ macro_rules! plan_store_impl {
                             r.try_get::<Option<String>, _>("lease_owner")?.unwrap_or_default(),
                         ));
                     }
-                    let reclaimed = Self::reclaim_tx(&mut tx, leases, "its lease expired", now).await?;
+                    let reclaimed = Self::reclaim_tx(&mut tx, leases, "its lease expired", true, now).await?;
                     tx.commit().await?;
                     let plans: BTreeSet<&str> = reclaimed.iter().map(|r| r.plan_id.as_str()).collect();
                     for p in plans {
@@ -1067,7 +1077,7 @@ macro_rules! plan_store_impl {
                             ));
                         }
                     }
-                    let reclaimed = Self::reclaim_tx(&mut tx, leases, reason, now).await?;
+                    let reclaimed = Self::reclaim_tx(&mut tx, leases, reason, false, now).await?;
                     tx.commit().await?;
                     if !reclaimed.is_empty() {
                         self.notify_work(plan_id).await;

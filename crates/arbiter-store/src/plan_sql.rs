@@ -138,7 +138,7 @@ pub const IDLE: &str = "SELECT SUM(CASE WHEN status = 'running' THEN 1 ELSE 0 EN
 pub const HEARTBEAT: &str = "UPDATE plan_tasks SET lease_expires = $4, updated_at = $5
      WHERE plan_id = $1 AND id = $2 AND fence = $3 AND status = 'running'";
 
-pub const END_TASK: &str = "UPDATE plan_tasks SET status = $3, not_before = $4, lease_owner = NULL, lease_expires = NULL,
+pub const END_TASK: &str = "UPDATE plan_tasks SET status = $3, not_before = $4, attempts = attempts - $11, lease_owner = NULL, lease_expires = NULL,
          reserved_pico = 0, cost_pico = cost_pico + $5, run_id = COALESCE($6, run_id), commit_sha = COALESCE($7, commit_sha),
          reason = $8, version = version + 1, updated_at = $9
      WHERE plan_id = $1 AND id = $2 AND status = 'running' AND fence = $10";

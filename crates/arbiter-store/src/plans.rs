@@ -239,8 +239,20 @@ pub enum Retry {
 /// How an attempt ended, as its worker reports it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum AttemptResult {
-    Succeeded { run_id: Option<String>, commit: Option<String> },
-    Failed { reason: String, retry: Retry, run_id: Option<String> },
+    Succeeded {
+        run_id: Option<String>,
+        commit: Option<String>,
+    },
+    Failed {
+        reason: String,
+        retry: Retry,
+        run_id: Option<String>,
+    },
+    /// The worker gives the task back without a verdict (it was interrupted, or it died):
+    /// the task is ready again and the attempt does not count against `max_attempts`.
+    Released {
+        reason: String,
+    },
 }
 
 /// What a report did to its task.
@@ -324,7 +336,8 @@ pub trait PlanStore: Send + Sync {
     ) -> Result<Charged, StoreError>;
     /// Returns expired leases to the queue (or fails their task when no attempt is left).
     async fn sweep_expired(&self, now: Timestamp) -> Result<Vec<Reclaimed>, StoreError>;
-    /// Takes back at once the leases `workers` hold in the plan (they are known to be dead).
+    /// Takes back at once the leases `workers` hold in the plan (they are known to be dead);
+    /// like a release, their attempts do not count.
     async fn release_workers(
         &self,
         plan_id: &str,

@@ -154,6 +154,7 @@ impl PgStore {
                 };
                 (s, at, Some(reason.clone()), run_id.clone(), None, AttemptStatus::Failed)
             }
+            AttemptResult::Released { .. } => return Ok(None),
         };
         let kind = match (attempt_status, status) {
             (AttemptStatus::Succeeded, _) => "task_done",

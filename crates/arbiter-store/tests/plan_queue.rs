@@ -282,6 +282,12 @@ async fn leases(store: Arc<dyn PlanStore>) {
     let released = store.release_workers("p", &["dead-worker".into()], "its process is gone", t(41)).await.unwrap();
     assert_eq!(released.len(), 1);
     assert!(matches!(store.finish(&c.lease, success(), Usd::ZERO, t(42)).await, Err(StoreError::StaleLease { .. })));
+    let c2 = claimed(claim(&*store, "w", t(43)).await);
+    assert_eq!(c2.lease.attempt, 1, "a dead worker's attempt does not count");
+    let interrupted = AttemptResult::Released { reason: "interrupted".into() };
+    let f = store.finish(&c2.lease, interrupted, Usd::ZERO, t(44)).await.unwrap();
+    assert_eq!(f.status, TaskStatus::Ready);
+    assert_eq!(claimed(claim(&*store, "w", t(45)).await).lease.attempt, 1, "nor does a release");
 }
 
 /// 16 concurrent charges crossing the budget: exactly one crossing, the exact decimal sum.

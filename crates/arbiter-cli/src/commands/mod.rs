@@ -6,5 +6,6 @@ pub mod config;
 pub mod demo;
 pub mod init;
 pub mod mock_llm;
+pub mod plan;
 pub mod run;
 pub mod runs;

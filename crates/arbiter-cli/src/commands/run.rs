@@ -88,7 +88,7 @@ pub async fn execute(ctx: &RepoContext, p: Prepared) -> Result<RunOutcome, CliEr
         clock: Arc::new(SystemClock),
         observer: Some(tx),
         cancel: cancel.clone(),
-        run_suffix: random_suffix(),
+        run_suffix: arbiter_runner::random_suffix(),
         process_env: std::env::vars().collect(),
         models: p.models,
         secrets: p.secrets,
@@ -161,7 +161,7 @@ async fn check_paths_exist_at_base(ctx: &RepoContext, settings: &RunSettings, ba
 
 /// Ctrl-C or SIGTERM cancels the run (every candidate's process group is killed and the
 /// artifacts are written); a second signal exits at once.
-async fn watch_signals(cancel: CancellationToken) {
+pub(crate) async fn watch_signals(cancel: CancellationToken) {
     use tokio::signal::unix::{SignalKind, signal};
     let (Ok(mut int), Ok(mut term)) = (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) else {
         return;
@@ -174,18 +174,6 @@ async fn watch_signals(cancel: CancellationToken) {
     tokio::select! { _ = int.recv() => {}, _ = term.recv() => {} }
     eprintln!("arbiter: quitting; leftover worktrees are pruned by the next run");
     std::process::exit(exit::INTERRUPTED as i32);
-}
-
-fn random_suffix() -> u32 {
-    let mut b = [0u8; 4];
-    if getrandom::fill(&mut b).is_err() {
-        // No entropy source: fall back on the process id and the clock, still unique enough
-        // between concurrent runs in one repository.
-        let nanos =
-            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
-        return nanos ^ std::process::id();
-    }
-    u32::from_le_bytes(b)
 }
 
 pub fn exit_code(o: &RunOutcome) -> u8 {

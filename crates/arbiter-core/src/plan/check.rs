@@ -79,7 +79,11 @@ pub fn check(spec: &PlanSpec, stored: &[(String, Vec<String>)]) -> Vec<Problem> 
             problems.push(Problem::DuplicateTask { id: t.id.clone() });
         }
         let zero = |field: &'static str, v: Option<u64>| {
-            (v == Some(0)).then(|| Problem::BadValue { task: t.id.clone(), field, problem: "is 0: use at least 1".into() })
+            (v == Some(0)).then(|| Problem::BadValue {
+                task: t.id.clone(),
+                field,
+                problem: "is 0: use at least 1".into(),
+            })
         };
         problems.extend(zero("candidates", t.candidates.map(u64::from)));
         problems.extend(zero("max_attempts", t.max_attempts.map(u64::from)));

@@ -50,7 +50,8 @@ pub fn cycles(edges: &Edges<'_>, limit: usize) -> Vec<Vec<String>> {
                     }
                     Mark::OnStack if found.len() < limit => {
                         let from = stack.iter().position(|(n, _)| *n == d).unwrap_or(0);
-                        let mut path: Vec<String> = stack[from..].iter().map(|(n, _)| edges[*n].0.to_string()).collect();
+                        let mut path: Vec<String> =
+                            stack[from..].iter().map(|(n, _)| edges[*n].0.to_string()).collect();
                         path.push(edges[d].0.to_string());
                         if !found.iter().any(|c| same_cycle(c, &path)) {
                             found.push(path);
@@ -117,13 +118,8 @@ mod tests {
 
     #[test]
     fn cycles_are_reported_with_their_path_once() {
-        let edges: Vec<(&str, Vec<&str>)> = vec![
-            ("A", vec!["B"]),
-            ("B", vec!["C"]),
-            ("C", vec!["A"]),
-            ("D", vec!["D"]),
-            ("E", vec!["A", "missing"]),
-        ];
+        let edges: Vec<(&str, Vec<&str>)> =
+            vec![("A", vec!["B"]), ("B", vec!["C"]), ("C", vec!["A"]), ("D", vec!["D"]), ("E", vec!["A", "missing"])];
         let found = cycles(&edges, 10);
         assert_eq!(found, vec![vec!["A", "B", "C", "A"], vec!["D", "D"]]);
         let acyclic: Vec<(&str, Vec<&str>)> = vec![("A", vec![]), ("B", vec!["A"]), ("C", vec!["A", "B"])];
@@ -142,8 +138,11 @@ mod tests {
     #[test]
     fn deep_chains_do_not_overflow() {
         let names: Vec<String> = (0..20_000).map(|i| format!("t{i}")).collect();
-        let edges: Vec<(&str, Vec<&str>)> =
-            names.iter().enumerate().map(|(i, n)| (n.as_str(), if i == 0 { vec![] } else { vec![names[i - 1].as_str()] })).collect();
+        let edges: Vec<(&str, Vec<&str>)> = names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.as_str(), if i == 0 { vec![] } else { vec![names[i - 1].as_str()] }))
+            .collect();
         assert!(cycles(&edges, 5).is_empty());
         assert_eq!(depths(&edges)["t19999"], 19_999);
     }

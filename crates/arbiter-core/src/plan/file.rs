@@ -43,7 +43,9 @@ pub fn parse(text: &str, syntax: Syntax) -> Result<PlanSpec, ParseError> {
         }
     };
     if !value.is_object() {
-        return Err(ParseError("a plan is an object with `id`, `name` and `tasks` (or Whilly's `project` and `tasks`)".into()));
+        return Err(ParseError(
+            "a plan is an object with `id`, `name` and `tasks` (or Whilly's `project` and `tasks`)".into(),
+        ));
     }
     if value.get("project").is_some() && value.get("name").is_none() {
         let raw: WhillyPlan = from_value(value)?;

@@ -31,15 +31,8 @@ pub enum TaskStatus {
 }
 
 impl TaskStatus {
-    pub const ALL: &'static [TaskStatus] = &[
-        Self::Blocked,
-        Self::Ready,
-        Self::Running,
-        Self::Done,
-        Self::Failed,
-        Self::Skipped,
-        Self::Cancelled,
-    ];
+    pub const ALL: &'static [TaskStatus] =
+        &[Self::Blocked, Self::Ready, Self::Running, Self::Done, Self::Failed, Self::Skipped, Self::Cancelled];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -134,7 +127,9 @@ impl AttemptStatus {
     }
 
     pub fn parse(s: &str) -> Option<Self> {
-        [Self::Running, Self::Succeeded, Self::Failed, Self::Expired, Self::Cancelled].into_iter().find(|a| a.as_str() == s)
+        [Self::Running, Self::Succeeded, Self::Failed, Self::Expired, Self::Cancelled]
+            .into_iter()
+            .find(|a| a.as_str() == s)
     }
 }
 

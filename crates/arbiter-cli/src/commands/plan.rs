@@ -1,0 +1,718 @@
+//! `arbiter plan …`: import and apply plan files, inspect plans (export, show, status,
+//! list, events), change them (create, budget, reset, cancel, retry), and run them with a
+//! pool of local workers.
+
+use std::collections::BTreeMap;
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use arbiter_core::Clock;
+use arbiter_core::money::Usd;
+use arbiter_core::plan::dag;
+use arbiter_core::plan::file::{Syntax, parse};
+use arbiter_core::plan::gate::{self, Verdict};
+use arbiter_core::plan::spec::export;
+use arbiter_core::plan::state::TaskStatus;
+use arbiter_core::plan::{PlanSpec, TaskSpec};
+use arbiter_core::settings::{ConfigFile, FlagOverrides, RunSettings};
+use arbiter_runner::SystemClock;
+use arbiter_runner::git::Git;
+use arbiter_runner::integration;
+use arbiter_runner::plan_run::{PlanRunner, Progress, local_worker_prefix};
+use arbiter_runner::workspace::Workspace;
+use arbiter_store::plans::{Import, ImportMode, PlanStore, PlanView, TaskRecord};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use crate::cli::PlanCommand;
+use crate::context::RepoContext;
+use crate::error::{CliError, exit};
+
+/// The JSON Schema of plan files (`arbiter plan schema`).
+pub const SCHEMA: &str = include_str!("plan.schema.json");
+
+pub async fn plan(repo: Option<&Path>, database_url: Option<&str>, cmd: &PlanCommand) -> Result<u8, CliError> {
+    if let PlanCommand::Schema = cmd {
+        print!("{SCHEMA}");
+        return Ok(exit::SUCCESS);
+    }
+    let ctx = RepoContext::locate(repo).await?;
+    let (runs, plans) = ctx.plan_stores(database_url).await?;
+    let now = || SystemClock.now();
+    match cmd {
+        PlanCommand::Schema => Ok(exit::SUCCESS),
+        PlanCommand::Import { file, update, json } => import(&ctx, &*plans, file, mode(*update), None, *json).await,
+        PlanCommand::Apply { file, strict, update, json } => {
+            import(&ctx, &*plans, file, mode(*update), Some(*strict), *json).await
+        }
+        PlanCommand::Export { id, output } => {
+            let view = view_of(&*plans, id).await?;
+            let text = export(&view.spec());
+            match output {
+                Some(path) => std::fs::write(path, &text)
+                    .map_err(|e| CliError::environment(format!("cannot write {}: {e}", path.display())))?,
+                None => print!("{text}"),
+            }
+            Ok(exit::SUCCESS)
+        }
+        PlanCommand::Show { id, json } => {
+            let view = view_of(&*plans, id).await?;
+            if *json {
+                println!("{}", pretty(&view_json(&view)));
+            } else {
+                print!("{}", render_dag(&view, std::io::stdout().is_terminal()));
+            }
+            Ok(exit::SUCCESS)
+        }
+        PlanCommand::Status { id, json } => {
+            let view = view_of(&*plans, id).await?;
+            let attempts = plans.attempts(id).await?;
+            if *json {
+                let mut v = view_json(&view);
+                v["attempts"] =
+                    json!(attempts
+                    .iter()
+                    .map(|a| json!({
+                        "task": a.task_id, "attempt": a.attempt, "fence": a.fence, "worker": a.worker,
+                        "status": a.status.as_str(), "started_at": a.started_at.rfc3339(),
+                        "finished_at": a.finished_at.map(|t| t.rfc3339()), "cost": a.cost, "reserved": a.reserved,
+                        "run_id": a.run_id, "commit": a.commit, "reason": a.reason,
+                    }))
+                    .collect::<Vec<_>>());
+                println!("{}", pretty(&v));
+            } else {
+                print!("{}", render_status(&view, now()));
+            }
+            Ok(exit::SUCCESS)
+        }
+        PlanCommand::List { json } => {
+            let all = plans.plans().await?;
+            if *json {
+                let v: Vec<_> = all
+                    .iter()
+                    .map(|p| {
+                        json!({
+                            "id": p.id, "name": p.name, "cancelled": p.cancelled,
+                            "counts": p.counts.iter().map(|(s, n)| (s.as_str(), *n)).collect::<BTreeMap<_, _>>(),
+                            "budget": {"limit": p.budget.limit, "spent": p.budget.spent, "reserved": p.budget.reserved},
+                        })
+                    })
+                    .collect();
+                println!("{}", pretty(&json!(v)));
+            } else if all.is_empty() {
+                println!("No plans yet; add one with `arbiter plan import FILE`.");
+            } else {
+                println!("{:<24} {:>6} {:>6}  {:<18} NAME", "PLAN", "TASKS", "DONE", "BUDGET");
+                for p in &all {
+                    let total: usize = p.counts.values().sum();
+                    let done = p.counts.get(&TaskStatus::Done).copied().unwrap_or(0);
+                    let budget = match p.budget.limit {
+                        Some(l) => format!("{} of {l}", p.budget.spent),
+                        None => format!("{} (no limit)", p.budget.spent),
+                    };
+                    let name = if p.cancelled { format!("{} (cancelled)", p.name) } else { p.name.clone() };
+                    println!("{:<24} {:>6} {:>6}  {:<18} {name}", p.id, total, done, budget);
+                }
+            }
+            Ok(exit::SUCCESS)
+        }
+        PlanCommand::Create { id, name, budget, repository } => {
+            let budget_usd = budget.as_deref().map(parse_usd).transpose()?;
+            let header = PlanSpec {
+                id: id.clone(),
+                name: name.clone(),
+                repository: Some(resolve_repository(repository.as_deref(), &ctx, None)?),
+                base_ref: "HEAD".into(),
+                integration_branch: PlanSpec::default_branch(id),
+                budget_usd,
+                defaults: Default::default(),
+                tasks: Vec::new(),
+            };
+            let problems = arbiter_core::plan::check::check(&header, &[]);
+            if !problems.is_empty() {
+                let text: Vec<String> = problems.iter().map(|p| p.to_string()).collect();
+                return Err(CliError::usage(text.join("; ")));
+            }
+            if plans.create_plan(&header, now()).await? {
+                println!("Created plan {id} ({name}); add tasks with `arbiter plan import FILE --update`.");
+                Ok(exit::SUCCESS)
+            } else {
+                Err(CliError::usage(format!(
+                    "plan {id} exists already; `arbiter plan budget {id} USD` changes its budget, `arbiter plan import FILE --update` its tasks"
+                )))
+            }
+        }
+        PlanCommand::Budget { id, usd } => {
+            let limit = if usd.eq_ignore_ascii_case("none") { None } else { Some(parse_usd(usd)?) };
+            let b = plans.set_budget(id, limit, now()).await?;
+            match b.limit {
+                Some(l) if b.exhausted() => {
+                    println!("Plan {id}: budget {l}, {} spent — still spent; no task will be claimed", b.spent)
+                }
+                Some(l) => println!("Plan {id}: budget {l}, {} spent, {} reserved", b.spent, b.reserved),
+                None => println!("Plan {id}: no budget limit ({} spent)", b.spent),
+            }
+            Ok(exit::SUCCESS)
+        }
+        PlanCommand::Reset { id, hard, yes } => {
+            let view = view_of(&*plans, id).await?;
+            if !*yes
+                && !confirm(&format!(
+                    "Reset plan {id} ({} tasks){}? Its integration branch goes back to the base. [y/N] ",
+                    view.tasks.len(),
+                    if *hard { ", forgetting attempts and spending" } else { "" }
+                ))?
+            {
+                println!("Not reset.");
+                return Ok(exit::SUCCESS);
+            }
+            let n = plans.reset_plan(id, *hard, now()).await?;
+            let header = &view.plan.header;
+            let workspace = workspace_for(&ctx, header).await?;
+            let git = Git::new(workspace.repo_root().to_path_buf());
+            match integration::reset_branch(&git, &header.integration_branch, &header.base_ref).await? {
+                Some(old) => println!(
+                    "Reset {n} task(s) of plan {id}; {} was at {} and now points at the base ({})",
+                    header.integration_branch,
+                    short(&old),
+                    header.base_ref
+                ),
+                None => println!("Reset {n} task(s) of plan {id}."),
+            }
+            Ok(exit::SUCCESS)
+        }
+        PlanCommand::Cancel { id } => {
+            let n = plans.cancel_plan(id, now()).await?;
+            println!(
+                "Cancelled plan {id}: {n} unfinished task(s); running attempts are stopped at their next heartbeat."
+            );
+            Ok(exit::SUCCESS)
+        }
+        PlanCommand::Retry { id, task } => {
+            let status = plans.retry_task(id, task, now()).await?;
+            println!("Task {task} of plan {id} is {} again, with new attempts.", status.as_str());
+            Ok(exit::SUCCESS)
+        }
+        PlanCommand::Events { id, json } => {
+            view_of(&*plans, id).await?;
+            let events = plans.events(id).await?;
+            if *json {
+                println!("{}", pretty(&serde_json::to_value(&events).unwrap_or_default()));
+            } else {
+                for e in &events {
+                    println!(
+                        "{:>6}  {}  {:<22} {:<10} {}",
+                        e.id,
+                        e.at.rfc3339(),
+                        e.kind,
+                        e.task_id.as_deref().unwrap_or("-"),
+                        e.data
+                    );
+                }
+            }
+            Ok(exit::SUCCESS)
+        }
+        PlanCommand::Run { id, workers, lease_seconds, json } => {
+            run(&ctx, runs, plans, id, *workers, *lease_seconds, *json).await
+        }
+    }
+}
+
+fn mode(update: bool) -> ImportMode {
+    if update { ImportMode::Update } else { ImportMode::Add }
+}
+
+fn pretty(v: &serde_json::Value) -> String {
+    serde_json::to_string_pretty(v).unwrap_or_default()
+}
+
+fn short(commit: &str) -> &str {
+    &commit[..commit.len().min(10)]
+}
+
+fn parse_usd(text: &str) -> Result<Usd, CliError> {
+    Usd::parse(text).filter(|u| *u >= Usd::ZERO).ok_or_else(|| {
+        CliError::usage(format!("'{text}' is not an amount of USD; write it like 5 or 2.50 (at most 12 decimals)"))
+    })
+}
+
+async fn view_of(plans: &dyn PlanStore, id: &str) -> Result<PlanView, CliError> {
+    plans.plan(id).await?.ok_or_else(|| {
+        CliError::usage(format!(
+            "no plan named '{id}'; `arbiter plan list` shows the plans, `arbiter plan import FILE` adds one"
+        ))
+    })
+}
+
+fn confirm(question: &str) -> Result<bool, CliError> {
+    if !std::io::stdin().is_terminal() {
+        return Err(CliError::usage("this asks for confirmation and there is no terminal to answer it: pass --yes"));
+    }
+    eprint!("{question}");
+    let _ = std::io::stderr().flush();
+    let mut answer = String::new();
+    std::io::stdin().read_line(&mut answer)?;
+    Ok(matches!(answer.trim(), "y" | "Y" | "yes"))
+}
+
+/// A path (relative to `relative_to`, else to the current repository) made absolute, or a
+/// git URL as it is.
+fn resolve_repository(given: Option<&str>, ctx: &RepoContext, relative_to: Option<&Path>) -> Result<String, CliError> {
+    let Some(given) = given else {
+        return Ok(ctx.workspace.repo_root().display().to_string());
+    };
+    if is_url(given) {
+        return Ok(given.to_string());
+    }
+    let path = Path::new(given);
+    let path = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        relative_to.unwrap_or(ctx.workspace.repo_root()).join(path)
+    };
+    let path = path.canonicalize().map_err(|e| {
+        CliError::usage(format!(
+            "the plan's repository {} does not exist ({e}); fix `repository` in the plan",
+            path.display()
+        ))
+    })?;
+    Ok(path.display().to_string())
+}
+
+fn is_url(s: &str) -> bool {
+    s.contains("://") || s.starts_with("git@")
+}
+
+/// The repository a plan's tasks run in: its path, or a clone of its URL kept under
+/// `.arbiter/plans/<id>/repo`.
+async fn workspace_for(ctx: &RepoContext, header: &PlanSpec) -> Result<Workspace, CliError> {
+    let repository = header.repository.clone().unwrap_or_else(|| ctx.workspace.repo_root().display().to_string());
+    let root = if is_url(&repository) {
+        let dir = ctx.workspace.dir().join("plans").join(&header.id).join("repo");
+        if !dir.join(".git").exists() {
+            std::fs::create_dir_all(dir.parent().unwrap_or(&dir))?;
+            let parent = Git::new(ctx.workspace.repo_root().to_path_buf());
+            let target = dir.display().to_string();
+            parent
+                .run(["clone", "--quiet", repository.as_str(), target.as_str()])
+                .await
+                .map_err(|e| CliError::environment(format!("cannot clone the plan's repository {repository}: {e}")))?;
+        }
+        dir
+    } else {
+        PathBuf::from(&repository)
+    };
+    let root = Git::new(root.clone()).toplevel().await.map_err(|e| {
+        CliError::usage(format!("the plan's repository {} is not a git repository ({e})", root.display()))
+    })?;
+    Ok(Workspace::at(root))
+}
+
+async fn import(
+    ctx: &RepoContext,
+    plans: &dyn PlanStore,
+    file: &Path,
+    mode: ImportMode,
+    apply: Option<bool>,
+    as_json: bool,
+) -> Result<u8, CliError> {
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| CliError::usage(format!("cannot read the plan file {}: {e}", file.display())))?;
+    let mut spec = parse(&text, Syntax::of_path(&file.display().to_string()))
+        .map_err(|e| CliError::usage(format!("{}: {e}", file.display())))?;
+    let dir = file.canonicalize().ok().and_then(|p| p.parent().map(Path::to_path_buf));
+    spec.repository = Some(resolve_repository(spec.repository.as_deref(), ctx, dir.as_deref())?);
+    let verdicts: Vec<gate::GateResult> = match apply {
+        Some(_) => spec.tasks.iter().map(|t| gate::evaluate(t, &spec.defaults)).collect(),
+        None => Vec::new(),
+    };
+    let skip: Vec<(String, String)> = if apply == Some(true) {
+        verdicts
+            .iter()
+            .filter(|v| v.verdict == Verdict::Reject)
+            .map(|v| (v.task.clone(), format!("the decision gate rejected it: {}", v.reason)))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let report = plans
+        .import_plan(Import { spec: &spec, mode, skip: &skip, verdicts: &verdicts, apply, now: SystemClock.now() })
+        .await?;
+    if as_json {
+        let v = json!({
+            "plan": spec.id, "report": report,
+            "verdicts": verdicts.iter().map(|v| json!({"task": v.task, "verdict": v.verdict, "missing": v.missing, "reason": v.reason})).collect::<Vec<_>>(),
+        });
+        println!("{}", pretty(&v));
+        return Ok(exit::SUCCESS);
+    }
+    let what = if report.created_plan { "Created" } else { "Updated" };
+    println!(
+        "{what} plan {} ({}): {} added, {} updated, {} unchanged{}",
+        spec.id,
+        spec.name,
+        report.added.len(),
+        report.updated.len(),
+        report.unchanged.len(),
+        if report.skipped.is_empty() { String::new() } else { format!(", {} skipped", report.skipped.len()) }
+    );
+    if !report.differing.is_empty() {
+        println!(
+            "  {} existing task(s) differ from the file ({}); pass --update to change those that have not started",
+            report.differing.len(),
+            report.differing.join(", ")
+        );
+    }
+    for v in &verdicts {
+        let skipped = report.skipped.contains(&v.task);
+        println!(
+            "  {:<7} {}: {}{}",
+            v.verdict.as_str(),
+            v.task,
+            v.reason,
+            if skipped { " — skipped (--strict)" } else { "" }
+        );
+    }
+    Ok(exit::SUCCESS)
+}
+
+fn view_json(view: &PlanView) -> serde_json::Value {
+    let p = &view.plan;
+    let edges: Vec<(&str, Vec<&str>)> = view
+        .tasks
+        .iter()
+        .map(|t| (t.spec.id.as_str(), t.spec.dependencies.iter().map(String::as_str).collect()))
+        .collect();
+    let depths = dag::depths(&edges);
+    json!({
+        "id": p.header.id, "name": p.header.name, "repository": p.header.repository,
+        "base_ref": p.header.base_ref, "integration_branch": p.header.integration_branch,
+        "cancelled": p.cancelled,
+        "budget": {"limit": p.budget.limit, "spent": p.budget.spent, "reserved": p.budget.reserved, "crossed": p.budget.crossed},
+        "counts": view.counts().iter().map(|(s, n)| (s.as_str(), *n)).collect::<BTreeMap<_, _>>(),
+        "tasks": view.tasks.iter().map(|t| json!({
+            "id": t.spec.id, "title": t.spec.title, "status": t.status.as_str(),
+            "priority": t.spec.priority.as_str(), "dependencies": t.spec.dependencies,
+            "depth": depths.get(&t.spec.id).copied().unwrap_or(0),
+            "waiting_on": view.waiting_on(t).iter().map(|(d, s)| json!({"task": d, "status": s.as_str()})).collect::<Vec<_>>(),
+            "attempts": t.attempts, "max_attempts": t.max_attempts, "cost": t.cost,
+            "lease_owner": t.lease_owner, "lease_expires": t.lease_expires.map(|e| e.rfc3339()),
+            "run_id": t.run_id, "commit": t.commit, "reason": t.reason,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+/// A status badge, coloured on a terminal.
+fn badge(status: TaskStatus, colour: bool) -> String {
+    let text = format!("[{}]", status.as_str().to_uppercase());
+    if !colour {
+        return format!("{text:<11}");
+    }
+    let code = match status {
+        TaskStatus::Done => "32",
+        TaskStatus::Running => "33",
+        TaskStatus::Ready => "36",
+        TaskStatus::Failed | TaskStatus::Cancelled => "31",
+        TaskStatus::Blocked | TaskStatus::Skipped => "2",
+    };
+    format!("\x1b[{code}m{text:<11}\x1b[0m")
+}
+
+/// `plan show`: the tasks by depth (dependencies above their dependents), each with its
+/// badge and what it depends on.
+fn render_dag(view: &PlanView, colour: bool) -> String {
+    let p = &view.plan;
+    let mut out = format!("Plan {} — {}\n", p.header.id, p.header.name);
+    out.push_str(&format!("{}\n", "─".repeat(out.chars().count().saturating_sub(1).max(20))));
+    let edges: Vec<(&str, Vec<&str>)> = view
+        .tasks
+        .iter()
+        .map(|t| (t.spec.id.as_str(), t.spec.dependencies.iter().map(String::as_str).collect()))
+        .collect();
+    let depths = dag::depths(&edges);
+    let width = view.tasks.iter().map(|t| t.spec.id.chars().count()).max().unwrap_or(0);
+    for id in dag::order(&edges) {
+        let Some(t) = view.task(&id) else { continue };
+        let indent = "  ".repeat(depths.get(&id).copied().unwrap_or(0));
+        out.push_str(&format!("{indent}{} {:<width$}  {}\n", badge(t.status, colour), t.spec.id, t.spec.title));
+        if !t.spec.dependencies.is_empty() {
+            let waiting = view.waiting_on(t);
+            let mut line = format!("{indent}            └─ depends on: {}", t.spec.dependencies.join(", "));
+            if t.status == TaskStatus::Blocked && !waiting.is_empty() {
+                let w: Vec<String> = waiting.iter().map(|(d, s)| format!("{d} ({})", s.as_str())).collect();
+                line.push_str(&format!(" — waiting on {}", w.join(", ")));
+            }
+            out.push_str(&line);
+            out.push('\n');
+        }
+    }
+    let counts: Vec<String> = view.counts().iter().map(|(s, n)| format!("{} {n}", s.as_str())).collect();
+    out.push_str(&format!("Summary: {} task(s) · {}\n", view.tasks.len(), counts.join(" · ")));
+    out
+}
+
+/// One task's note: why it waits, failed or was skipped, or what it produced.
+fn note(view: &PlanView, t: &TaskRecord, now: arbiter_core::time::Timestamp) -> String {
+    match t.status {
+        TaskStatus::Blocked => {
+            let w: Vec<String> = view.waiting_on(t).iter().map(|(d, s)| format!("{d} ({})", s.as_str())).collect();
+            format!("blocked by {}", w.join(", "))
+        }
+        TaskStatus::Running => match (&t.lease_owner, t.lease_expires) {
+            (Some(w), Some(e)) => format!("held by {w}, lease for {}s more", (e.0 - now.0).max(0) / 1_000_000),
+            _ => String::new(),
+        },
+        TaskStatus::Ready if t.not_before > now => {
+            format!("retry in {}s: {}", (t.not_before.0 - now.0) / 1_000_000, t.reason.clone().unwrap_or_default())
+        }
+        TaskStatus::Done => t.run_id.as_ref().map(|r| format!("run {r}")).unwrap_or_default(),
+        _ => t.reason.clone().unwrap_or_default(),
+    }
+}
+
+fn render_table(view: &PlanView, now: arbiter_core::time::Timestamp) -> String {
+    let width = view.tasks.iter().map(|t| t.spec.id.chars().count()).max().unwrap_or(4).max(4);
+    let mut out =
+        format!("{:<width$}  {:<9} {:>8}  {:<10} {:<10} NOTE\n", "TASK", "STATUS", "ATTEMPTS", "COST", "COMMIT");
+    for t in &view.tasks {
+        out.push_str(&format!(
+            "{:<width$}  {:<9} {:>8}  {:<10} {:<10} {}\n",
+            t.spec.id,
+            t.status.as_str(),
+            format!("{}/{}", t.attempts, t.max_attempts),
+            t.cost.to_string(),
+            t.commit.as_deref().map(short).unwrap_or("-"),
+            note(view, t, now)
+        ));
+    }
+    out
+}
+
+fn render_status(view: &PlanView, now: arbiter_core::time::Timestamp) -> String {
+    let p = &view.plan;
+    let mut out =
+        format!("Plan {} — {}{}\n", p.header.id, p.header.name, if p.cancelled { " (cancelled)" } else { "" });
+    out.push_str(&format!(
+        "Repository {} · base {} · integration branch {}\n",
+        p.header.repository.as_deref().unwrap_or("-"),
+        p.header.base_ref,
+        p.header.integration_branch
+    ));
+    out.push_str(&match p.budget.limit {
+        Some(l) => format!(
+            "Budget {l}: {} spent, {} reserved{}\n",
+            p.budget.spent,
+            p.budget.reserved,
+            if p.budget.exhausted() {
+                " — spent: no task will be claimed until `arbiter plan budget` raises it"
+            } else {
+                ""
+            }
+        ),
+        None => format!("No budget limit: {} spent\n", p.budget.spent),
+    });
+    let counts: Vec<String> = view.counts().iter().map(|(s, n)| format!("{} {n}", s.as_str())).collect();
+    out.push_str(&format!("{} task(s): {}\n\n", view.tasks.len(), counts.join(", ")));
+    out.push_str(&render_table(view, now));
+    out
+}
+
+/// The run settings of one task: the repository's configuration under the plan's defaults
+/// and the task's own values.
+fn task_settings(config: &ConfigFile, plan: &PlanSpec, task: &TaskSpec) -> Result<RunSettings, String> {
+    let d = &plan.defaults;
+    let runners = if task.runners.is_empty() { &d.runners } else { &task.runners };
+    let flags = FlagOverrides {
+        candidates: task.candidates.or(d.candidates),
+        timeout_seconds: task.timeout_seconds.or(d.timeout_seconds),
+        verify: task.verify_with(d),
+        runner: (!runners.is_empty()).then(|| runners.join(",")),
+        command: task.command.clone().or_else(|| d.command.clone()),
+        backend: d.backend.clone(),
+        apply: Some("none".into()),
+        strategy: d.strategy.clone(),
+        ..Default::default()
+    };
+    let settings = RunSettings::resolve(config, flags).map_err(|e| e.to_string())?;
+    Ok(settings)
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn run(
+    ctx: &RepoContext,
+    runs: Arc<dyn arbiter_store::Store>,
+    plans: Arc<dyn PlanStore>,
+    id: &str,
+    workers: usize,
+    lease_seconds: u64,
+    as_json: bool,
+) -> Result<u8, CliError> {
+    if workers == 0 {
+        return Err(CliError::usage("--workers 0: a plan needs at least one worker"));
+    }
+    if lease_seconds < 3 {
+        return Err(CliError::usage("--lease-seconds must be at least 3 (heartbeats renew it every third)"));
+    }
+    let view = view_of(&*plans, id).await?;
+    let header = view.plan.header.clone();
+    let workspace = workspace_for(ctx, &header).await?;
+    let target = RepoContext { git: Git::new(workspace.repo_root().to_path_buf()), workspace: workspace.clone() };
+    let config = target.config()?;
+    // Every task that may still run must have valid settings and programs that exist, or
+    // nothing starts.
+    for t in view.tasks.iter().filter(|t| !t.status.is_terminal()) {
+        let settings = task_settings(&config, &header, &t.spec)
+            .map_err(|e| CliError::usage(format!("task {} of plan {id}: {e}", t.spec.id)))?;
+        crate::commands::run::preflight(&settings, workspace.repo_root())
+            .map_err(|e| CliError::usage(format!("task {} of plan {id}: {e}", t.spec.id)))?;
+    }
+    let secrets = crate::config_file::read_secrets(&target.secrets_path())?;
+    let endpoints = crate::model_access::endpoints(&config, &secrets)?;
+    let keys = crate::model_access::keys(&endpoints);
+    let base_settings = RunSettings::resolve_values(&config, FlagOverrides::default())?;
+    let models = crate::model_access::access(endpoints, &config, &base_settings)?;
+
+    let cancel = CancellationToken::new();
+    let signals = tokio::spawn(crate::commands::run::watch_signals(cancel.clone()));
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let printer = tokio::spawn(async move {
+        while let Some(p) = rx.recv().await {
+            eprintln!("{}", describe(&p));
+        }
+    });
+    let config_for_tasks = config.clone();
+    let runner = Arc::new(PlanRunner {
+        plans: plans.clone(),
+        runs,
+        clock: Arc::new(SystemClock),
+        cancel: cancel.clone(),
+        workspace,
+        settings_for: Arc::new(move |plan: &PlanSpec, task: &TaskSpec| task_settings(&config_for_tasks, plan, task)),
+        process_env: std::env::vars().collect(),
+        models,
+        secrets: keys,
+        worker_prefix: local_worker_prefix(),
+        lease: Duration::from_secs(lease_seconds),
+        poll: Duration::from_secs(1),
+        progress: Some(tx),
+    });
+    eprintln!("Running plan {id} with {workers} worker(s) on {}", header.integration_branch);
+    let outcome = runner.run(id, workers).await;
+    drop(runner);
+    let _ = printer.await;
+    signals.abort();
+    let outcome = outcome.map_err(|e| CliError::environment(format!("the plan run stopped: {e}")))?;
+    let view = outcome.view;
+    let all_ok = view.tasks.iter().all(|t| t.status.is_success());
+    let code = if outcome.interrupted {
+        exit::INTERRUPTED
+    } else if all_ok {
+        exit::SUCCESS
+    } else {
+        exit::NO_RESULT
+    };
+    if as_json {
+        let mut v = view_json(&view);
+        v["interrupted"] = json!(outcome.interrupted);
+        v["exit_code"] = json!(code);
+        println!("{}", pretty(&v));
+    } else {
+        let done = view.tasks.iter().filter(|t| t.status.is_success()).count();
+        println!();
+        println!(
+            "Plan {id}: {done} of {} task(s) done or skipped{}",
+            view.tasks.len(),
+            if outcome.interrupted { " (interrupted)" } else { "" }
+        );
+        print!("{}", render_table(&view, SystemClock.now()));
+        println!("Spent {} · integration branch {}", view.plan.budget.spent, header.integration_branch);
+    }
+    Ok(code)
+}
+
+/// One progress line of `plan run`.
+fn describe(p: &Progress) -> String {
+    match p {
+        Progress::Claimed { task, attempt, max_attempts, worker, base } => {
+            format!("{task}: attempt {attempt}/{max_attempts} by {worker}, from {}", short(base))
+        }
+        Progress::Done { task, run, commit } => format!(
+            "{task}: done — the winner of run {} is committed as {}",
+            run.as_deref().unwrap_or("-"),
+            short(commit)
+        ),
+        Progress::Recovered { task, commit } => format!(
+            "{task}: its winner was already committed as {} (its previous worker stopped before reporting); done",
+            short(commit)
+        ),
+        Progress::Failed { task, reason, retry_at: Some(at) } => {
+            let wait = (at.0 - SystemClock.now().0).max(0) / 1_000_000;
+            format!("{task}: attempt failed: {reason}; retrying in {wait}s")
+        }
+        Progress::Failed { task, reason, retry_at: None } => format!("{task}: failed: {reason}"),
+        Progress::Released { task, reason } => format!("{task}: given back ({reason})"),
+        Progress::LeaseLost { task } => {
+            format!("{task}: its lease was lost (taken over or the plan was cancelled); its result is not recorded")
+        }
+        Progress::Reclaimed { task, worker } => {
+            format!("{task}: taken back from {worker}, which stopped renewing its lease")
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The field names a parser error lists as expected (`expected one of `a`, `b``).
+    fn accepted_fields(json: &str) -> Vec<String> {
+        let err = parse(json, Syntax::Json).unwrap_err().0;
+        let list = err.split("expected one of").nth(1).unwrap_or_else(|| panic!("{err}"));
+        let mut fields: Vec<String> = list.split(',').map(|f| f.trim().trim_matches('`').to_string()).collect();
+        fields.sort();
+        fields
+    }
+
+    fn schema_fields(pointer: &str) -> Vec<String> {
+        let schema: serde_json::Value = serde_json::from_str(SCHEMA).expect("the schema is JSON");
+        let mut fields: Vec<String> = schema
+            .pointer(pointer)
+            .and_then(|p| p.as_object())
+            .unwrap_or_else(|| panic!("no {pointer} in the schema"))
+            .keys()
+            .cloned()
+            .collect();
+        fields.sort();
+        fields
+    }
+
+    #[test]
+    fn the_schema_names_exactly_what_the_parser_accepts() {
+        let plan = accepted_fields(r#"{"id": "p", "name": "P", "tasks": [], "zzz": 1}"#);
+        assert_eq!(plan, schema_fields("/properties"));
+        let defaults = accepted_fields(r#"{"id": "p", "name": "P", "tasks": [], "defaults": {"zzz": 1}}"#);
+        assert_eq!(defaults, schema_fields("/$defs/defaults/properties"));
+        let task = accepted_fields(r#"{"id": "p", "name": "P", "tasks": [{"id": "a", "zzz": 1}]}"#);
+        assert_eq!(task, schema_fields("/$defs/task/properties"));
+    }
+
+    #[test]
+    fn task_settings_layer_task_over_plan_over_config() {
+        let config = ConfigFile::parse("[run]\ntimeout_seconds = 99\n", "c").unwrap();
+        let plan = parse(
+            r#"{"id": "p", "name": "P", "defaults": {"candidates": 2, "command": "./agent.sh", "verify": ["make test"]},
+                "tasks": [{"id": "a", "title": "A", "candidates": 5, "verify": ["make a"]}]}"#,
+            Syntax::Json,
+        )
+        .unwrap();
+        let s = task_settings(&config, &plan, &plan.tasks[0]).unwrap();
+        assert_eq!(s.candidates.value, 5);
+        assert_eq!(s.timeout_seconds.value, 99);
+        assert_eq!(s.verify.value, vec!["make test".to_string(), "make a".to_string()]);
+        assert_eq!(s.apply.value, arbiter_core::settings::ApplyMode::None);
+        let bad = PlanSpec { defaults: Default::default(), ..plan.clone() };
+        assert!(task_settings(&ConfigFile::default(), &bad, &bad.tasks[0]).unwrap_err().contains("--command"));
+    }
+}
