@@ -1,0 +1,488 @@
+//! Plans end to end: the real binary, real repositories, command-runner agents making real
+//! edits, the plan queue in SQLite (and once in Postgres), and real signals.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use common::*;
+use serde_json::{Value, json};
+
+/// A repository whose agent (`agent.sh LOG`) acts on the task id in its prompt, as the
+/// `case` arms in `body` say, after logging `<task> saw: <files>` to LOG.
+fn plan_repo(body: &str) -> (TestRepo, PathBuf) {
+    let repo = TestRepo::new();
+    repo.write("README.md", "# plans\n");
+    repo.write(".gitignore", "__pycache__/\nagent.log\n");
+    repo.write_agent(
+        "agent.sh",
+        &format!(
+            r#"set -e
+log="$1"
+task=$(sed -n 's/^(Task \([^ ]*\) of plan.*/\1/p' "$ARBITER_PROMPT_FILE")
+echo "$task saw: $(ls *.txt 2>/dev/null | tr '\n' ' ')" >> "$log"
+case "$task" in
+{body}
+esac
+"#
+        ),
+    );
+    repo.commit_all("agent");
+    repo.arbiter(&["init"]).assert_code(0);
+    let log = repo.path().join("agent.log");
+    (repo, log)
+}
+
+fn write_plan(repo: &TestRepo, plan: &Value) -> String {
+    let name = "plan.json";
+    repo.write(name, serde_json::to_string_pretty(plan).expect("plan JSON"));
+    name.to_string()
+}
+
+fn plan_of(id: &str, log: &Path, tasks: Value) -> Value {
+    json!({
+        "id": id,
+        "name": format!("plan {id}"),
+        "defaults": {
+            "candidates": 1,
+            "runners": "command",
+            "command": format!("./agent.sh {}", log.display()),
+            "retry_backoff_seconds": 0,
+            "max_attempts": 2,
+        },
+        "tasks": tasks,
+    })
+}
+
+fn task(id: &str, deps: &[&str], verify: &str) -> Value {
+    json!({
+        "id": id,
+        "title": format!("Task {id}"),
+        "description": format!("Do what task {id} asks in this repository."),
+        "acceptance_criteria": [format!("{id} is done")],
+        "dependencies": deps,
+        "verify": [verify],
+    })
+}
+
+fn log_lines(log: &Path) -> Vec<String> {
+    std::fs::read_to_string(log).unwrap_or_default().lines().map(str::to_string).collect()
+}
+
+fn status_json(repo: &TestRepo, id: &str, extra: &[&str]) -> Value {
+    let mut args = vec!["plan", "status", id, "--json"];
+    args.extend_from_slice(extra);
+    let run = repo.arbiter(&args);
+    run.assert_code(0);
+    serde_json::from_str(&run.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {}", run.stdout))
+}
+
+fn events(repo: &TestRepo, id: &str, extra: &[&str]) -> Vec<Value> {
+    let mut args = vec!["plan", "events", id, "--json"];
+    args.extend_from_slice(extra);
+    let run = repo.arbiter(&args);
+    run.assert_code(0);
+    serde_json::from_str::<Vec<Value>>(&run.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {}", run.stdout))
+}
+
+fn kinds_for<'a>(events: &'a [Value], task: &str) -> Vec<&'a str> {
+    events.iter().filter(|e| e["task_id"] == task).filter_map(|e| e["kind"].as_str()).collect()
+}
+
+/// `Arbiter-Task` trailers on the integration branch, oldest first.
+fn integrated_tasks(repo: &TestRepo, branch: &str) -> Vec<String> {
+    repo.git(&["log", "--reverse", "--format=%(trailers:key=Arbiter-Task,valueonly)", branch])
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+const DIAMOND: &str = r#"  A) echo a > a.txt ;;
+  B) test -f a.txt; echo b > b.txt ;;
+  C) test -f a.txt; echo c > c.txt ;;
+  D) test -f a.txt; test -f b.txt; test -f c.txt; echo d > d.txt ;;"#;
+
+fn diamond(log: &Path) -> Value {
+    plan_of(
+        "diamond",
+        log,
+        json!([
+            task("D", &["B", "C"], "test -f d.txt"),
+            task("B", &["A"], "test -f b.txt"),
+            task("C", &["A"], "test -f c.txt"),
+            task("A", &[], "test -f a.txt"),
+        ]),
+    )
+}
+
+fn assert_diamond_ran(repo: &TestRepo, log: &Path, extra: &[&str]) {
+    // Each task ran once, after its dependencies, on a tree holding their changes.
+    let lines = log_lines(log);
+    assert_eq!(lines.len(), 4, "{lines:#?}");
+    assert_eq!(lines[0], "A saw: ", "{lines:#?}");
+    let b = lines.iter().find(|l| l.starts_with("B ")).expect("B ran");
+    let c = lines.iter().find(|l| l.starts_with("C ")).expect("C ran");
+    assert!(b.contains("a.txt") && c.contains("a.txt"), "{lines:#?}");
+    assert_eq!(lines[3], "D saw: a.txt b.txt c.txt ", "{lines:#?}");
+    let status = status_json(repo, "diamond", extra);
+    for t in status["tasks"].as_array().expect("tasks") {
+        assert_eq!(t["status"], "done", "{t:#}");
+        assert_eq!(t["attempts"], 1, "{t:#}");
+    }
+    let mut integrated = integrated_tasks(repo, "arbiter/diamond");
+    assert_eq!(integrated.first().map(String::as_str), Some("A"));
+    assert_eq!(integrated.last().map(String::as_str), Some("D"));
+    integrated.sort();
+    assert_eq!(integrated, vec!["A", "B", "C", "D"], "each winner committed once");
+    let tree = repo.git(&["ls-tree", "--name-only", "arbiter/diamond"]);
+    for f in ["a.txt", "b.txt", "c.txt", "d.txt"] {
+        assert!(tree.lines().any(|l| l == f), "{f} is on the integration branch: {tree}");
+    }
+    // The events show D claimed only after B and C were done.
+    let events = events(repo, "diamond", extra);
+    let seq = |task: &str, kind: &str| {
+        events
+            .iter()
+            .find(|e| e["task_id"] == task && e["kind"] == kind)
+            .and_then(|e| e["id"].as_i64())
+            .unwrap_or_else(|| panic!("no {kind} event for {task}"))
+    };
+    assert!(seq("D", "task_claimed") > seq("B", "task_done"));
+    assert!(seq("D", "task_claimed") > seq("C", "task_done"));
+    assert!(seq("B", "task_claimed") > seq("A", "task_done"));
+}
+
+#[test]
+fn a_diamond_runs_in_dependency_order_on_its_dependencies_changes() {
+    let (repo, log) = plan_repo(DIAMOND);
+    let file = write_plan(&repo, &diamond(&log));
+    repo.commit_all("plan");
+    repo.arbiter(&["plan", "import", &file]).assert_code(0);
+    let show = repo.arbiter(&["plan", "show", "diamond"]);
+    show.assert_code(0);
+    assert!(show.stdout.contains("[READY]") && show.stdout.contains("waiting on A (ready)"), "{}", show.stdout);
+    let run = repo.arbiter(&["plan", "run", "diamond", "--workers", "3"]);
+    run.assert_code(0);
+    assert!(run.stdout.contains("4 of 4 task(s) done"), "{}", run.stdout);
+    assert_diamond_ran(&repo, &log, &[]);
+    // The user's branch and working tree are untouched.
+    assert_eq!(repo.git(&["rev-parse", "--abbrev-ref", "HEAD"]).trim(), "main");
+    assert!(!repo.path().join("a.txt").exists());
+}
+
+#[test]
+fn the_same_plan_runs_on_postgres() {
+    let pg = PgDatabase::create();
+    let url = pg.url.clone();
+    let (repo, log) = plan_repo(DIAMOND);
+    let file = write_plan(&repo, &diamond(&log));
+    repo.commit_all("plan");
+    let db = ["--database-url", url.as_str()];
+    let mut import = vec!["plan", "import", &file];
+    import.extend_from_slice(&db);
+    repo.arbiter(&import).assert_code(0);
+    let mut run = vec!["plan", "run", "diamond", "--workers", "2"];
+    run.extend_from_slice(&db);
+    repo.arbiter(&run).assert_code(0);
+    assert_diamond_ran(&repo, &log, &db);
+    // Nothing went to the local SQLite queue.
+    let local = repo.arbiter(&["plan", "list"]);
+    assert!(local.stdout.contains("No plans yet"), "{}", local.stdout);
+}
+
+#[test]
+fn a_failed_task_leaves_its_dependents_blocked_and_the_run_exits_1() {
+    let (repo, log) = plan_repo("  A) echo a > a.txt ;;\n  B) echo 'I give up' ;;\n  C) echo c > c.txt ;;");
+    let plan = plan_of(
+        "fails",
+        &log,
+        json!([
+            task("A", &[], "test -f a.txt"),
+            task("B", &["A"], "test -f b.txt"),
+            task("C", &["B"], "test -f c.txt")
+        ]),
+    );
+    let file = write_plan(&repo, &plan);
+    repo.arbiter(&["plan", "import", &file]).assert_code(0);
+    let run = repo.arbiter(&["plan", "run", "fails"]);
+    run.assert_code(1);
+    assert!(run.stdout.contains("blocked by B (failed)"), "{}", run.stdout);
+    let status = status_json(&repo, "fails", &[]);
+    let by_id = |id: &str| {
+        status["tasks"].as_array().and_then(|t| t.iter().find(|t| t["id"] == id)).cloned().unwrap_or_default()
+    };
+    assert_eq!(by_id("A")["status"], "done");
+    assert_eq!((by_id("B")["status"].clone(), by_id("B")["attempts"].clone()), (json!("failed"), json!(2)));
+    assert!(by_id("B")["reason"].as_str().unwrap_or("").contains("no candidate is acceptable"), "{status:#}");
+    assert_eq!(by_id("C")["status"], "blocked");
+    assert_eq!(log_lines(&log).iter().filter(|l| l.starts_with("C ")).count(), 0, "C never ran");
+    // A retry gives B new attempts (it fails again here, but it ran again).
+    repo.arbiter(&["plan", "retry", "fails", "B"]).assert_code(0);
+    repo.arbiter(&["plan", "run", "fails"]).assert_code(1);
+    assert_eq!(log_lines(&log).iter().filter(|l| l.starts_with("B ")).count(), 4);
+}
+
+#[test]
+fn a_winner_that_conflicts_with_the_branch_is_retried_from_the_new_tip() {
+    // A and B edit the same line at the same time; A commits first, so B's first winner no
+    // longer applies and B runs again on top of A.
+    let (repo, log) = plan_repo(
+        "  A) sleep 0.2; sed -i 's/^value = .*/value = A/' value.txt ;;\n  B) sleep 1; sed -i 's/^value = .*/value = B/' value.txt ;;",
+    );
+    repo.write("value.txt", "value = 0\n");
+    repo.commit_all("value");
+    let plan = plan_of(
+        "conflict",
+        &log,
+        json!([task("A", &[], "grep -q A value.txt"), task("B", &[], "grep -q B value.txt")]),
+    );
+    let file = write_plan(&repo, &plan);
+    repo.arbiter(&["plan", "import", &file]).assert_code(0);
+    let run = repo.arbiter(&["plan", "run", "conflict", "--workers", "2"]);
+    run.assert_code(0);
+    assert!(run.stderr.contains("does not apply to the integration branch"), "{}", run.stderr);
+    let status = status_json(&repo, "conflict", &[]);
+    let b = status["tasks"].as_array().and_then(|t| t.iter().find(|t| t["id"] == "B")).cloned().unwrap_or_default();
+    assert_eq!(b["attempts"], 2, "{status:#}");
+    assert_eq!(repo.git(&["show", "arbiter/conflict:value.txt"]), "value = B\n");
+    assert_eq!(integrated_tasks(&repo, "arbiter/conflict"), vec!["A", "B"]);
+}
+
+#[test]
+fn a_killed_plan_run_continues_where_it_stopped_and_does_no_task_twice() {
+    let scratch = tempfile::tempdir().expect("temp dir");
+    let slow = scratch.path().join("slow");
+    let pid_file = scratch.path().join("agent.pid");
+    std::fs::write(&slow, "").expect("marker");
+    let (repo, log) = plan_repo(&format!(
+        "  T1) echo one > one.txt ;;\n  T2) echo $$ > {pid}; if [ -e {slow} ]; then sleep 120; fi; echo two > two.txt ;;\n  T3) echo three > three.txt ;;",
+        pid = pid_file.display(),
+        slow = slow.display()
+    ));
+    let plan = plan_of(
+        "chain",
+        &log,
+        json!([
+            task("T1", &[], "test -f one.txt"),
+            task("T2", &["T1"], "test -f two.txt"),
+            task("T3", &["T2"], "test -f three.txt")
+        ]),
+    );
+    let file = write_plan(&repo, &plan);
+    repo.arbiter(&["plan", "import", &file]).assert_code(0);
+    let mut child = repo
+        .arbiter_cmd(&["plan", "run", "chain"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start plan run");
+    assert!(
+        wait_until(Duration::from_secs(60), || log_lines(&log).iter().any(|l| l.starts_with("T2 "))
+            && pid_file.exists()),
+        "T2 never started: {:?}",
+        log_lines(&log)
+    );
+    child.kill().expect("SIGKILL the plan run");
+    let _ = child.wait();
+    let orphan = read_pid(&pid_file);
+    std::fs::remove_file(&slow).expect("make T2 fast");
+
+    let again = repo.arbiter(&["plan", "run", "chain"]);
+    again.assert_code(0);
+    assert!(again.stdout.contains("3 of 3 task(s) done"), "{}", again.stdout);
+    assert!(wait_pid_gone(orphan), "the killed run's agent {orphan} was left running");
+    let lines = log_lines(&log);
+    assert_eq!(lines.iter().filter(|l| l.starts_with("T1 ")).count(), 1, "T1 ran once: {lines:#?}");
+    assert_eq!(lines.iter().filter(|l| l.starts_with("T3 ")).count(), 1, "{lines:#?}");
+    assert_eq!(integrated_tasks(&repo, "arbiter/chain"), vec!["T1", "T2", "T3"], "no task is done twice");
+    let events = events(&repo, "chain", &[]);
+    assert_eq!(kinds_for(&events, "T1").iter().filter(|k| **k == "task_done").count(), 1);
+    assert!(kinds_for(&events, "T2").contains(&"task_released"), "{:#?}", kinds_for(&events, "T2"));
+    let status = status_json(&repo, "chain", &[]);
+    let t2 = status["tasks"].as_array().and_then(|t| t.iter().find(|t| t["id"] == "T2")).cloned().unwrap_or_default();
+    assert_eq!(t2["attempts"], 1, "the killed attempt does not count: {t2:#}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_winner_committed_before_its_worker_died_is_not_done_twice() {
+    use arbiter_core::time::Timestamp;
+    use arbiter_store::plans::{ClaimOutcome, PlanStore};
+    let (repo, log) = plan_repo("  A) echo a > a.txt ;;\n  B) echo b > b.txt ;;");
+    let plan = plan_of("recover", &log, json!([task("A", &[], "test -f a.txt"), task("B", &["A"], "test -f b.txt")]));
+    let file = write_plan(&repo, &plan);
+    repo.arbiter(&["plan", "import", &file]).assert_code(0);
+    // A worker claimed A, committed its winner, and died before reporting.
+    let mut gone = std::process::Command::new("true").spawn().expect("spawn true");
+    let dead_pid = gone.id();
+    gone.wait().expect("reap");
+    let host = nix::unistd::gethostname().expect("hostname").to_string_lossy().into_owned();
+    let store = arbiter_store::sqlite::SqliteStore::open(&repo.arbiter_dir().join("arbiter.db")).await.expect("store");
+    let now = Timestamp(
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_micros() as i64,
+    );
+    let worker = format!("local:{host}:{dead_pid}:1");
+    let claim = store.claim("recover", &worker, Duration::from_secs(3600), now).await.expect("claim");
+    assert!(matches!(claim, ClaimOutcome::Claimed(_)));
+    repo.git(&["checkout", "-q", "-b", "arbiter/recover"]);
+    repo.write("a.txt", "a\n");
+    repo.git(&["add", "a.txt"]);
+    repo.git(&[
+        "commit",
+        "-q",
+        "-m",
+        "Task A\n\nArbiter-Plan: recover\nArbiter-Task: A\nArbiter-Run: 20261201T000000Z-000000",
+    ]);
+    repo.git(&["checkout", "-q", "main"]);
+
+    let run = repo.arbiter(&["plan", "run", "recover"]);
+    run.assert_code(0);
+    assert!(run.stderr.contains("already committed"), "{}", run.stderr);
+    let lines = log_lines(&log);
+    assert_eq!(lines, vec!["B saw: a.txt ".to_string()], "A was not run again; B built on it");
+    assert_eq!(integrated_tasks(&repo, "arbiter/recover"), vec!["A", "B"]);
+}
+
+#[test]
+fn import_problems_are_named_and_nothing_is_written() {
+    let (repo, log) = plan_repo("");
+    let cases = [
+        (json!([task("A", &["B"], "true"), task("B", &["A"], "true")]), "dependency cycle: A → B → A"),
+        (json!([task("A", &["nope"], "true")]), "depends on 'nope'"),
+        (json!([task("A", &[], "true"), task("A", &[], "true")]), "'A' is used twice"),
+    ];
+    for (tasks, needle) in cases {
+        let file = write_plan(&repo, &plan_of("bad", &log, tasks));
+        let run = repo.arbiter(&["plan", "import", &file]);
+        run.assert_code(2);
+        assert!(run.stderr.contains(needle), "{needle}: {}", run.stderr);
+        assert!(run.stderr.contains("nothing was written"), "{}", run.stderr);
+    }
+    let mut bad_priority = plan_of("bad", &log, json!([task("A", &[], "true")]));
+    bad_priority["tasks"][0]["priority"] = json!("urgent");
+    let file = write_plan(&repo, &bad_priority);
+    let run = repo.arbiter(&["plan", "import", &file]);
+    run.assert_code(2);
+    assert!(run.stderr.contains("priority 'urgent' is not one of critical, high, medium, low"), "{}", run.stderr);
+    let run = repo.arbiter(&["plan", "import", "missing.json"]);
+    run.assert_code(2);
+    assert!(run.stderr.contains("cannot read the plan file missing.json"), "{}", run.stderr);
+    assert!(repo.arbiter(&["plan", "list"]).stdout.contains("No plans yet"));
+}
+
+#[test]
+fn export_import_export_is_byte_identical_and_whilly_files_import() {
+    let (repo, log) = plan_repo("");
+    let file = write_plan(&repo, &diamond(&log));
+    repo.arbiter(&["plan", "import", &file]).assert_code(0);
+    let first = repo.arbiter(&["plan", "export", "diamond"]);
+    first.assert_code(0);
+    repo.write("exported.json", &first.stdout);
+    let again = repo.arbiter(&["plan", "import", "exported.json", "--update"]);
+    again.assert_code(0);
+    assert!(again.stdout.contains("0 added, 0 updated, 4 unchanged"), "{}", again.stdout);
+    let second = repo.arbiter(&["plan", "export", "diamond"]);
+    assert_eq!(first.stdout, second.stdout);
+
+    repo.write(
+        "tasks.json",
+        r#"{"project": "Demo", "plan_id": "demo", "tasks": [
+          {"id": "DEMO-001", "priority": "high", "status": "pending", "description": "Create DEMO-HELLO.md with a greeting",
+           "dependencies": [], "key_files": ["DEMO-HELLO.md"], "acceptance_criteria": ["DEMO-HELLO.md exists"],
+           "test_steps": ["test -s DEMO-HELLO.md"], "prd_requirement": "demo-step-1"},
+          {"id": "DEMO-002", "priority": "low", "status": "done", "description": "Already done elsewhere",
+           "dependencies": ["DEMO-001"], "key_files": [], "acceptance_criteria": [], "test_steps": [], "prd_requirement": ""}
+        ]}"#,
+    );
+    repo.arbiter(&["plan", "import", "tasks.json"]).assert_code(0);
+    let status = status_json(&repo, "demo", &[]);
+    assert_eq!(status["tasks"][0]["status"], "ready");
+    assert_eq!(status["tasks"][1]["status"], "done", "a done Whilly task stays done");
+    let exported = repo.arbiter(&["plan", "export", "demo"]).stdout;
+    assert!(exported.contains("\"verify\": [\n        \"test -s DEMO-HELLO.md\"\n      ]"), "{exported}");
+}
+
+#[test]
+fn apply_strict_skips_what_the_gate_rejects_and_records_why() {
+    let (repo, log) = plan_repo("  A) echo a > a.txt ;;");
+    let mut thin = task("B", &[], "true");
+    thin["description"] = json!("do it");
+    let file = write_plan(&repo, &plan_of("gate", &log, json!([task("A", &[], "test -f a.txt"), thin])));
+    let run = repo.arbiter(&["plan", "apply", &file, "--strict"]);
+    run.assert_code(0);
+    assert!(run.stdout.contains("REJECT  B: missing a description of substance"), "{}", run.stdout);
+    assert!(run.stdout.contains("skipped (--strict)"), "{}", run.stdout);
+    let events = events(&repo, "gate", &[]);
+    let skipped = events.iter().find(|e| e["kind"] == "task_skipped").expect("a task_skipped event");
+    assert_eq!(skipped["task_id"], "B");
+    assert!(skipped["data"]["reason"].as_str().unwrap_or("").contains("decision gate"), "{skipped:#}");
+    repo.arbiter(&["plan", "run", "gate"]).assert_code(0);
+    let status = status_json(&repo, "gate", &[]);
+    assert_eq!(status["counts"], json!({"done": 1, "skipped": 1}));
+}
+
+#[test]
+fn budgets_commands_and_bad_input() {
+    let (repo, _log) = plan_repo("");
+    repo.arbiter(&["plan", "create", "--id", "empty", "--name", "Empty", "--budget", "2.50"]).assert_code(0);
+    let again = repo.arbiter(&["plan", "create", "--id", "empty", "--name", "Empty"]);
+    again.assert_code(2);
+    assert!(again.stderr.contains("exists already"), "{}", again.stderr);
+    let b = repo.arbiter(&["plan", "budget", "empty", "5"]);
+    b.assert_code(0);
+    assert!(b.stdout.contains("budget $5.00"), "{}", b.stdout);
+    let bad = repo.arbiter(&["plan", "budget", "empty", "lots"]);
+    bad.assert_code(2);
+    assert!(bad.stderr.contains("'lots' is not an amount of USD"), "{}", bad.stderr);
+    let missing = repo.arbiter(&["plan", "show", "nope"]);
+    missing.assert_code(2);
+    assert!(missing.stderr.contains("no plan named 'nope'"), "{}", missing.stderr);
+    let reset = repo.arbiter(&["plan", "reset", "empty"]);
+    reset.assert_code(2);
+    assert!(reset.stderr.contains("pass --yes"), "{}", reset.stderr);
+    let retry = repo.arbiter(&["plan", "retry", "empty", "T9"]);
+    retry.assert_code(2);
+    assert!(retry.stderr.contains("has no task 'T9'"), "{}", retry.stderr);
+    let list = repo.arbiter(&["plan", "list"]);
+    assert!(list.stdout.contains("empty") && list.stdout.contains("$0.00 of $5.00"), "{}", list.stdout);
+    let schema = repo.arbiter(&["plan", "schema"]);
+    schema.assert_code(0);
+    serde_json::from_str::<Value>(&schema.stdout).expect("the schema is JSON");
+}
+
+/// A fresh database on the machine's Postgres (`DATABASE_URL`), dropped with the value.
+struct PgDatabase {
+    admin: String,
+    name: String,
+    url: String,
+}
+
+impl PgDatabase {
+    fn create() -> Self {
+        let admin =
+            std::env::var("DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+        let nanos =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+        let name = format!("arbiter_cli_{}_{nanos}", std::process::id());
+        let out = std::process::Command::new("psql")
+            .args([admin.as_str(), "-q", "-c", &format!("CREATE DATABASE {name}")])
+            .output()
+            .unwrap_or_else(|e| {
+                panic!("Postgres is required for this test (psql: {e}); start it and set DATABASE_URL")
+            });
+        assert!(out.status.success(), "cannot create a database: {}", String::from_utf8_lossy(&out.stderr));
+        let base = admin.rsplit_once('/').map(|(b, _)| b.to_string()).unwrap_or(admin.clone());
+        PgDatabase { url: format!("{base}/{name}"), admin, name }
+    }
+}
+
+impl Drop for PgDatabase {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("psql")
+            .args([self.admin.as_str(), "-q", "-c", &format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name)])
+            .output();
+    }
+}
