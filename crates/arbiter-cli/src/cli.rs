@@ -49,6 +49,12 @@ pub enum Command {
     /// Manage model backends (OpenAI-compatible servers, OpenAI, Anthropic).
     #[command(subcommand)]
     Backend(BackendCommand),
+    /// Every runner (command, builtin, the agent CLIs, the [runners] tables): whether it is
+    /// installed, its version, and what it is configured to use.
+    Runners {
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]

@@ -45,5 +45,6 @@ async fn dispatch(cli: Cli) -> Result<u8, CliError> {
         Command::Backend(cmd) => commands::backend::backend(repo, cmd).await,
         Command::Demo { dir, json } => commands::demo::demo(dir.as_deref(), *json).await,
         Command::MockLlm { script, bind } => commands::mock_llm::mock_llm(script, bind).await,
+        Command::Runners { json } => commands::runners::runners(repo, *json).await,
     }
 }

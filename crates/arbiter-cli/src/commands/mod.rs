@@ -7,4 +7,5 @@ pub mod demo;
 pub mod init;
 pub mod mock_llm;
 pub mod run;
+pub mod runners;
 pub mod runs;
