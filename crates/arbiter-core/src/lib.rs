@@ -11,6 +11,7 @@
 //! - [`time`] and [`ids`]: timestamps, run and candidate ids.
 //! - [`settings`]: the configuration file schema and flag/config/default layering.
 //! - [`task`]: the task a run works on and the clean prompt given to every candidate.
+//! - [`plan`]: plans of dependent tasks: their files, checks, DAG, decision gate and states.
 //! - [`pairwise`]: both-order pairwise outcomes, Copeland and Bradley–Terry scores.
 //! - [`patch`]: statistics and the normalized hash of a captured `git diff`.
 //! - [`protect`]: the paths a candidate must not weaken (tests, CI, build configuration).
@@ -41,6 +42,7 @@ pub mod gate;
 pub mod ids;
 pub mod money;
 pub mod pairwise;
+pub mod plan;
 pub mod patch;
 pub mod protect;
 pub mod redact;

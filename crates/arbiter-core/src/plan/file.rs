@@ -1,0 +1,383 @@
+//! Reading plan files: arbiter's own format (JSON or TOML) and Whilly's `tasks.json`
+//! (`project`, `plan_id`, tasks with `status`, `priority`, `description`, `test_steps`, …),
+//! accepted as it is, its `test_steps` becoming verify commands.
+//!
+//! Parsing names the field of every problem (`tasks[2].priority: …`); the checks that need
+//! the whole plan (duplicate ids, unknown dependencies, cycles) are in
+//! [`crate::plan::check`].
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::spec::{ImportedStatus, PlanSpec, Priority, TaskDefaults, TaskSpec};
+use crate::money::Usd;
+use crate::task::shorten;
+
+/// The syntax of a plan file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Syntax {
+    Json,
+    Toml,
+}
+
+impl Syntax {
+    /// From the file name: `.toml` is TOML, anything else JSON.
+    pub fn of_path(path: &str) -> Self {
+        if path.to_ascii_lowercase().ends_with(".toml") { Syntax::Toml } else { Syntax::Json }
+    }
+}
+
+/// A plan file that cannot be read, with where and why.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("{0}")]
+pub struct ParseError(pub String);
+
+/// Reads a plan file's text.
+pub fn parse(text: &str, syntax: Syntax) -> Result<PlanSpec, ParseError> {
+    let value: Value = match syntax {
+        Syntax::Json => serde_json::from_str(text).map_err(|e| ParseError(format!("not valid JSON: {e}")))?,
+        Syntax::Toml => {
+            let table: toml::Table =
+                toml::from_str(text).map_err(|e| ParseError(format!("not valid TOML: {}", e.to_string().trim())))?;
+            serde_json::to_value(table).map_err(|e| ParseError(format!("cannot read the TOML: {e}")))?
+        }
+    };
+    if !value.is_object() {
+        return Err(ParseError("a plan is an object with `id`, `name` and `tasks` (or Whilly's `project` and `tasks`)".into()));
+    }
+    if value.get("project").is_some() && value.get("name").is_none() {
+        let raw: WhillyPlan = from_value(value)?;
+        return whilly(raw);
+    }
+    let raw: RawPlan = from_value(value)?;
+    ours(raw)
+}
+
+fn from_value<T: for<'de> Deserialize<'de>>(value: Value) -> Result<T, ParseError> {
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner().to_string();
+        if path == "." { ParseError(inner) } else { ParseError(format!("{path}: {inner}")) }
+    })
+}
+
+/// One string or several.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Names {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl Names {
+    fn into_vec(self) -> Vec<String> {
+        match self {
+            Names::One(s) => s.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_string).collect(),
+            Names::Many(v) => v,
+        }
+    }
+}
+
+fn names(n: Option<Names>) -> Vec<String> {
+    n.map(Names::into_vec).unwrap_or_default()
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPlan {
+    #[serde(rename = "$schema", default)]
+    _schema: Option<String>,
+    id: String,
+    name: String,
+    repository: Option<String>,
+    base_ref: Option<String>,
+    integration_branch: Option<String>,
+    #[serde(default, deserialize_with = "crate::money::deserialize_budget")]
+    budget_usd: Option<Usd>,
+    #[serde(default)]
+    defaults: RawDefaults,
+    tasks: Vec<RawTask>,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDefaults {
+    candidates: Option<u32>,
+    runners: Option<Names>,
+    command: Option<String>,
+    backend: Option<String>,
+    #[serde(default)]
+    verify: Vec<String>,
+    timeout_seconds: Option<u64>,
+    max_attempts: Option<u32>,
+    #[serde(default, deserialize_with = "crate::money::deserialize_budget")]
+    attempt_budget_usd: Option<Usd>,
+    retry_backoff_seconds: Option<u64>,
+    strategy: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTask {
+    id: String,
+    title: Option<String>,
+    #[serde(default)]
+    description: String,
+    #[serde(default)]
+    acceptance_criteria: Vec<String>,
+    #[serde(default)]
+    verify: Vec<String>,
+    #[serde(default)]
+    dependencies: Vec<String>,
+    #[serde(default)]
+    key_files: Vec<String>,
+    priority: Option<String>,
+    candidates: Option<u32>,
+    runners: Option<Names>,
+    command: Option<String>,
+    timeout_seconds: Option<u64>,
+    max_attempts: Option<u32>,
+    #[serde(default, deserialize_with = "crate::money::deserialize_budget")]
+    attempt_budget_usd: Option<Usd>,
+    requirement: Option<String>,
+}
+
+fn priority_of(task: &str, value: Option<&str>) -> Result<Priority, ParseError> {
+    match value {
+        None => Ok(Priority::Medium),
+        Some(v) => Priority::parse(v).ok_or_else(|| {
+            ParseError(format!(
+                "task {task}: priority '{v}' is not one of {}; write one of them",
+                Priority::NAMES.join(", ")
+            ))
+        }),
+    }
+}
+
+/// A title from the first line of a description.
+fn title_from(description: &str, id: &str) -> String {
+    description.lines().map(str::trim).find(|l| !l.is_empty()).map_or_else(|| id.to_string(), |l| shorten(l, 72))
+}
+
+fn ours(raw: RawPlan) -> Result<PlanSpec, ParseError> {
+    let tasks = raw
+        .tasks
+        .into_iter()
+        .map(|t| {
+            Ok(TaskSpec {
+                priority: priority_of(&t.id, t.priority.as_deref())?,
+                title: t.title.filter(|s| !s.trim().is_empty()).unwrap_or_else(|| title_from(&t.description, &t.id)),
+                description: t.description,
+                acceptance_criteria: t.acceptance_criteria,
+                verify: t.verify,
+                dependencies: t.dependencies,
+                key_files: t.key_files,
+                candidates: t.candidates,
+                runners: names(t.runners),
+                command: t.command,
+                timeout_seconds: t.timeout_seconds,
+                max_attempts: t.max_attempts,
+                attempt_budget_usd: t.attempt_budget_usd,
+                requirement: t.requirement,
+                imported_status: None,
+                id: t.id,
+            })
+        })
+        .collect::<Result<Vec<_>, ParseError>>()?;
+    let d = raw.defaults;
+    Ok(PlanSpec {
+        integration_branch: raw
+            .integration_branch
+            .filter(|b| !b.trim().is_empty())
+            .unwrap_or_else(|| PlanSpec::default_branch(&raw.id)),
+        id: raw.id,
+        name: raw.name,
+        repository: raw.repository.filter(|r| !r.trim().is_empty()),
+        base_ref: raw.base_ref.filter(|b| !b.trim().is_empty()).unwrap_or_else(|| "HEAD".into()),
+        budget_usd: raw.budget_usd,
+        defaults: TaskDefaults {
+            candidates: d.candidates,
+            runners: names(d.runners),
+            command: d.command,
+            backend: d.backend,
+            verify: d.verify,
+            timeout_seconds: d.timeout_seconds,
+            max_attempts: d.max_attempts,
+            attempt_budget_usd: d.attempt_budget_usd,
+            retry_backoff_seconds: d.retry_backoff_seconds,
+            strategy: d.strategy,
+        },
+        tasks,
+    })
+}
+
+/// Whilly's `tasks.json`: unknown keys are ignored (as Whilly does).
+#[derive(Deserialize)]
+struct WhillyPlan {
+    project: String,
+    plan_id: Option<String>,
+    tasks: Vec<WhillyTask>,
+}
+
+#[derive(Deserialize)]
+struct WhillyTask {
+    id: String,
+    status: String,
+    priority: String,
+    description: String,
+    #[serde(default)]
+    dependencies: Vec<String>,
+    #[serde(default)]
+    key_files: Vec<String>,
+    #[serde(default)]
+    acceptance_criteria: Vec<String>,
+    #[serde(default)]
+    test_steps: Vec<String>,
+    #[serde(default)]
+    prd_requirement: String,
+}
+
+/// Whilly's plan id falls back on `project`; ours must be a safe name, so the project is
+/// turned into one (`My Project` → `my-project`).
+fn slug(s: &str) -> String {
+    let mut out = String::new();
+    for c in s.trim().chars() {
+        if c.is_ascii_alphanumeric() {
+            out.push(c.to_ascii_lowercase());
+        } else if !out.ends_with('-') {
+            out.push('-');
+        }
+    }
+    out.trim_matches('-').to_string()
+}
+
+fn whilly(raw: WhillyPlan) -> Result<PlanSpec, ParseError> {
+    let id = raw.plan_id.filter(|p| !p.trim().is_empty()).unwrap_or_else(|| slug(&raw.project));
+    let tasks = raw
+        .tasks
+        .into_iter()
+        .map(|t| {
+            let imported_status = match t.status.trim().to_ascii_lowercase().as_str() {
+                "done" => Some(ImportedStatus::Done),
+                "skipped" => Some(ImportedStatus::Skipped),
+                _ => None,
+            };
+            Ok(TaskSpec {
+                priority: priority_of(&t.id, Some(&t.priority))?,
+                title: title_from(&t.description, &t.id),
+                description: t.description,
+                acceptance_criteria: t.acceptance_criteria,
+                verify: t.test_steps,
+                dependencies: t.dependencies,
+                key_files: t.key_files,
+                candidates: None,
+                runners: Vec::new(),
+                command: None,
+                timeout_seconds: None,
+                max_attempts: None,
+                attempt_budget_usd: None,
+                requirement: Some(t.prd_requirement).filter(|r| !r.trim().is_empty()),
+                imported_status,
+                id: t.id,
+            })
+        })
+        .collect::<Result<Vec<_>, ParseError>>()?;
+    Ok(PlanSpec {
+        integration_branch: PlanSpec::default_branch(&id),
+        name: raw.project,
+        id,
+        repository: None,
+        base_ref: "HEAD".into(),
+        budget_usd: None,
+        defaults: TaskDefaults::default(),
+        tasks,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::spec::export;
+
+    const OURS: &str = r#"{
+      "id": "calc", "name": "Calculator", "budget_usd": "2.50",
+      "defaults": {"candidates": 2, "runners": "command", "command": "./agent.sh", "verify": ["python3 -m unittest -q"]},
+      "tasks": [
+        {"id": "T1", "title": "Fix add", "description": "add() subtracts instead of adding; make it add.",
+         "acceptance_criteria": ["add(2, 3) == 5"], "priority": "high", "key_files": ["calc.py"]},
+        {"id": "T2", "description": "Document add in the README file.", "dependencies": ["T1"]}
+      ]
+    }"#;
+
+    #[test]
+    fn our_format_reads_with_defaults_filled_in() {
+        let p = parse(OURS, Syntax::Json).unwrap();
+        assert_eq!(p.integration_branch, "arbiter/calc");
+        assert_eq!(p.base_ref, "HEAD");
+        assert_eq!(p.budget_usd, Usd::parse("2.5"));
+        assert_eq!(p.defaults.runners, vec!["command".to_string()]);
+        assert_eq!(p.tasks[0].priority, Priority::High);
+        assert_eq!(p.tasks[1].priority, Priority::Medium);
+        assert_eq!(p.tasks[1].title, "Document add in the README file.", "a title from the description");
+    }
+
+    #[test]
+    fn export_is_canonical_and_reads_back_to_the_same_plan() {
+        let p = parse(OURS, Syntax::Json).unwrap();
+        let once = export(&p);
+        let again = export(&parse(&once, Syntax::Json).unwrap());
+        assert_eq!(once, again);
+        assert!(once.ends_with("}\n"));
+        assert!(once.find("\"id\": \"calc\"").unwrap() < once.find("\"tasks\"").unwrap());
+    }
+
+    #[test]
+    fn toml_reads_like_json() {
+        let toml = r#"
+id = "calc"
+name = "Calculator"
+[defaults]
+runners = ["command", "builtin"]
+[[tasks]]
+id = "T1"
+title = "Fix add"
+priority = "critical"
+"#;
+        let p = parse(toml, Syntax::Toml).unwrap();
+        assert_eq!(p.tasks[0].priority, Priority::Critical);
+        assert_eq!(p.defaults.runners.len(), 2);
+        assert!(parse("id = ", Syntax::Toml).unwrap_err().0.starts_with("not valid TOML"));
+    }
+
+    #[test]
+    fn problems_name_the_field() {
+        let bad = OURS.replace("\"priority\": \"high\"", "\"priority\": \"urgent\"");
+        let e = parse(&bad, Syntax::Json).unwrap_err();
+        assert!(e.0.contains("task T1: priority 'urgent' is not one of critical, high, medium, low"), "{e}");
+        let typo = OURS.replace("\"key_files\"", "\"key_file\"");
+        let e = parse(&typo, Syntax::Json).unwrap_err();
+        assert!(e.0.contains("tasks[0]") && e.0.contains("key_file"), "{e}");
+        let e = parse("[1]", Syntax::Json).unwrap_err();
+        assert!(e.0.contains("a plan is an object"), "{e}");
+    }
+
+    #[test]
+    fn whilly_tasks_json_is_accepted_as_it_is() {
+        let w = r#"{"project": "Demo Project", "tasks": [
+          {"id": "DEMO-001", "priority": "HIGH", "status": "pending",
+           "description": "Create DEMO-HELLO.md with a greeting\nsecond line", "dependencies": [],
+           "key_files": ["DEMO-HELLO.md"], "acceptance_criteria": ["DEMO-HELLO.md exists"],
+           "test_steps": ["test -s DEMO-HELLO.md"], "prd_requirement": "demo-step-1", "phase": "p1"},
+          {"id": "DEMO-002", "priority": "low", "status": "done", "description": "Already there",
+           "dependencies": ["DEMO-001"]}
+        ]}"#;
+        let p = parse(w, Syntax::Json).unwrap();
+        assert_eq!(p.id, "demo-project");
+        assert_eq!(p.name, "Demo Project");
+        assert_eq!(p.tasks[0].verify, vec!["test -s DEMO-HELLO.md".to_string()]);
+        assert_eq!(p.tasks[0].title, "Create DEMO-HELLO.md with a greeting");
+        assert_eq!(p.tasks[0].requirement.as_deref(), Some("demo-step-1"));
+        assert_eq!(p.tasks[1].imported_status, Some(ImportedStatus::Done));
+        assert!(!export(&p).contains("imported_status"), "a file status is never exported");
+    }
+}

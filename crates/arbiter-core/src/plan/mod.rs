@@ -1,0 +1,21 @@
+//! Plans: many tasks with dependencies (a DAG), run as tournaments one after another or
+//! side by side, each building on its dependencies' winners.
+//!
+//! - [`spec`]: the plan as written (ours, or Whilly's `tasks.json`), its canonical export.
+//! - [`file`]: reading plan files (JSON or TOML) into a spec, with every problem named.
+//! - [`check`]: every problem of a plan (ids, duplicates, unknown dependencies, cycles).
+//! - [`dag`]: dependency order, depths and cycles (with their path).
+//! - [`gate`]: the decision gate (ALLOW / WARN / REJECT) over a task's definition.
+//! - [`state`]: task and attempt states, their guarded transitions, and retry backoff.
+//!
+//! Executing a plan (claims, leases, budgets) is the store's and the runner's business; the
+//! rules they follow are here.
+
+pub mod check;
+pub mod dag;
+pub mod file;
+pub mod gate;
+pub mod spec;
+pub mod state;
+
+pub use spec::{PlanSpec, Priority, TaskDefaults, TaskSpec};
