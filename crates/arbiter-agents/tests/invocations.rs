@@ -286,7 +286,13 @@ fn gemini_arguments_settings_and_endpoint() {
     );
     assert_eq!(env(&inv, "GEMINI_CLI_TRUST_WORKSPACE"), Some("true"));
     let settings: serde_json::Value = serde_json::from_str(file(&inv, ".gemini/settings.json")).unwrap();
-    assert_eq!(settings, serde_json::json!({"privacy": {"usageStatisticsEnabled": false}}));
+    assert_eq!(
+        settings,
+        serde_json::json!({
+            "privacy": {"usageStatisticsEnabled": false},
+            "security": {"auth": {"selectedType": "gemini-api-key"}}
+        })
+    );
 
     let inv = invocation(CliAgent::Gemini, &endpoint_spec(CliAgent::Gemini));
     assert_eq!(

@@ -242,6 +242,20 @@ fn gemini_error_result() {
     assert_eq!(ending(CliAgent::Gemini, Some(1), &s), failed(message));
 }
 
+/// Captured from gemini 0.61.0 pointed (GOOGLE_GEMINI_BASE_URL) at a server that does not
+/// speak the Gemini API: its init, the user's prompt echoed, and an error result; exit 1.
+#[test]
+fn gemini_real_api_error_stream() {
+    let (events, s) = run(CliAgent::Gemini, "real_no_gemini_api.jsonl");
+    assert_eq!(unparsed_lines(&events), Vec::<usize>::new());
+    assert_eq!(s.session_id.as_deref(), Some("dc351710-7f52-4838-8455-5fd76d9f334b"));
+    assert_eq!(s.model.as_deref(), Some("auto"));
+    assert_eq!((s.usage_seen, s.input_tokens, s.output_tokens), (true, 0, 0));
+    let Some(FinalStatus::Error { message }) = &s.final_status else { panic!("{:?}", s.final_status) };
+    assert!(message.starts_with("[API Error: ") && message.contains("streamGenerateContent"), "{message}");
+    assert!(matches!(ending(CliAgent::Gemini, Some(1), &s), AgentEnding::Failed { .. }));
+}
+
 #[test]
 fn gemini_turn_limit_exit_53() {
     let (_, s) = run(CliAgent::Gemini, "max_turns.jsonl");

@@ -241,6 +241,7 @@ fn every_cli_runs_through_arbiter_and_its_fix_lands() {
         let env = rec["env"].as_object().expect("env");
         let home = env["HOME"].as_str().expect("HOME");
         assert!(home.ends_with("/agent-homes/c01") && !home.starts_with(cwd), "{home}");
+        assert_eq!(env["TMPDIR"], format!("{home}/tmp"), "temporary files stay in the agent home");
         assert!(!env.contains_key("DATABASE_URL"), "{runner} saw DATABASE_URL");
         let argv = rec["argv"].to_string();
         for secret in [DB_URL, OPENAI_KEY, ANTHROPIC_KEY, BACKEND_KEY] {

@@ -1,11 +1,13 @@
 //! The agent CLI runners on the real programs: Claude Code, Codex CLI and OpenCode from
 //! npm, aider from PyPI, each driven through `arbiter run` against the scripted model server
-//! (`arbiter mock-llm`) on loopback with a scripted edit. Proves the adapters (command
+//! (`arbiter mock-llm`) on loopback with a scripted edit. Gemini CLI (npm) speaks only the
+//! Gemini API, which nothing local serves: its test proves the invocation and the reading
+//! of its real error stream, not an edit. Proves the adapters (command
 //! line, environment, key delivery, config files, stream parsing, verdicts) on what the
 //! CLIs really do, offline.
 //!
 //! The CLIs come from `$ARBITER_CLI_CACHE` (`.ci/run` installs them there once:
-//! `npm/node_modules/.bin/{claude,codex,opencode}` and `aider/bin/aider`). In CI (`CI` set) a
+//! `npm/node_modules/.bin/{claude,codex,opencode,gemini}` and `aider/bin/aider`). In CI (`CI` set) a
 //! missing CLI fails its test; elsewhere the test says why it skips.
 
 mod common;
@@ -272,6 +274,37 @@ fn opencode_fixes_the_bug_through_arbiter_run() {
     assert_eq!(cli["cost"]["cli_reported"], "0", "{summary:#}");
     assert_eq!(cli["cost"]["source"], "tokens", "{summary:#}");
     assert_only_routes(&mut mock, &["POST /v1/chat/completions"]);
+}
+
+#[test]
+fn gemini_starts_unattended_and_its_real_error_stream_fails_the_candidate() {
+    let Some(gemini) = real_cli("npm/node_modules/.bin/gemini") else { return };
+    let mut mock = MockLlm::start(&json!({"responses": [{"text": "unused", "repeat": true}]}));
+    let repo = calc_repo(&format!("[runners.gemini]\nkind = \"gemini\"\nbinary = \"{}\"\n", gemini.display()));
+    // Its own provider, redirected to the mock through the variables it honours.
+    let out = repo
+        .arbiter_cmd(&["run", "--task", "Fix add in calc.py", "--runner", "gemini", "--candidates", "1", "--timeout-seconds", "120"])
+        .env("GEMINI_API_KEY", MOCK_KEY)
+        .env("GOOGLE_GEMINI_BASE_URL", mock.anthropic_url())
+        .stdin(Stdio::null())
+        .output()
+        .expect("run arbiter");
+    let run = Run::from_output(out);
+    run.assert_code(1);
+    let dir = repo.run_dir();
+    let summary = read_json(&dir.join("candidates/c01/runner_summary.json"));
+    assert_eq!(summary["status"], "agent_failed", "{summary:#}");
+    let cli = &summary["agent_cli"];
+    // It authenticated with the key and ran headless: its init and its error result came.
+    assert!(cli["session_id"].as_str().is_some_and(|s| !s.is_empty()), "{summary:#}");
+    assert_eq!(cli["final_status"], "failed", "{summary:#}");
+    assert!(cli["reason"].as_str().unwrap_or_default().contains("API Error"), "{summary:#}");
+    let seen = routes(&mut mock);
+    assert!(!seen.is_empty() && seen.iter().all(|r| r.starts_with("POST /v1beta/models/")), "{seen:?}");
+    assert!(
+        mock.log_lines().iter().all(|l| !l.contains(MOCK_KEY)),
+        "the mock logs no key, and arbiter put none on a command line"
+    );
 }
 
 #[test]

@@ -3,9 +3,10 @@
 //!
 //! `arbiter-agents` says how to invoke each CLI and how to read its output; this module
 //! does the effects. For one candidate it:
-//! - creates a fresh agent home (`HOME`, `CLAUDE_CONFIG_DIR`, `CODEX_HOME`, ...) in the
-//!   run's scratch area, outside the worktree so nothing the CLI writes there can become
-//!   part of the patch, writes the CLI's config files into it, and removes it afterwards;
+//! - creates a fresh agent home (`HOME`, `CLAUDE_CONFIG_DIR`, `CODEX_HOME`, `TMPDIR`, ...)
+//!   in the run's scratch area, outside the worktree so nothing the CLI writes there can
+//!   become part of the patch, writes the CLI's config files into it, and removes it
+//!   afterwards;
 //! - builds the child's environment from the allowlist, the invocation's own variables and
 //!   the keys (the backend's key, copied into the variable the CLI reads; never on argv,
 //!   never in a file arbiter writes);
@@ -541,7 +542,13 @@ impl AgentRunner for CliRunner {
                 Stdin::File(path)
             }
         };
-        let env = self.child_env(ctx, &inv);
+        let mut env = self.child_env(ctx, &inv);
+        // Temporary files too stay in the agent home and go with it (gemini writes error
+        // reports to the temporary directory, for one).
+        let tmp = home.join("tmp");
+        std::fs::create_dir_all(&tmp)?;
+        env.retain(|(k, _)| k != "TMPDIR");
+        env.push(("TMPDIR".into(), tmp.display().to_string()));
         let path = env.iter().find(|(k, _)| k == "PATH").map(|(_, v)| v.as_str()).unwrap_or_default();
         let program = process::find_program(&inv.program, path).ok_or_else(|| {
             std::io::Error::new(
