@@ -370,7 +370,8 @@ fn opencode_arguments_and_config_file() {
     let inv = invocation(CliAgent::OpenCode, &spec());
     assert_eq!(strs(&inv.args), ["run", "Fix add in calc.py", "--format", "json"]);
     assert_eq!(env(&inv, "OPENCODE_CONFIG"), Some(home("opencode.json").as_str()));
-    for offline in ["OPENCODE_DISABLE_MODELS_FETCH", "OPENCODE_DISABLE_DEFAULT_PLUGINS", "OPENCODE_DISABLE_AUTOUPDATE"] {
+    for offline in ["OPENCODE_DISABLE_MODELS_FETCH", "OPENCODE_DISABLE_DEFAULT_PLUGINS", "OPENCODE_DISABLE_AUTOUPDATE"]
+    {
         assert_eq!(env(&inv, offline), Some("1"), "{offline}");
     }
     assert_eq!(env(&inv, "XDG_DATA_HOME"), Some(home(".local/share").as_str()));

@@ -270,9 +270,12 @@ fn every_cli_runs_through_arbiter_and_its_fix_lands() {
             "gemini" => assert!(!env.contains_key("OPENAI_API_KEY") && !env.contains_key("ANTHROPIC_API_KEY")),
             "aider" => {
                 assert!(rec["argv"].as_array().expect("argv").contains(&json!("--no-auto-commits")));
-                assert!(rec["home_files"].as_array().expect("files").contains(&json!(
-                    ".aider/caches/model_prices_and_context_window.json"
-                )));
+                assert!(
+                    rec["home_files"]
+                        .as_array()
+                        .expect("files")
+                        .contains(&json!(".aider/caches/model_prices_and_context_window.json"))
+                );
             }
             "villani-code" => {
                 // On a backend: the backend's key through OPENAI_API_KEY, never the user's own.
@@ -360,7 +363,12 @@ fn a_turn_limit_is_limit_reached_and_the_patch_is_still_judged() {
     let claude = fakes.record("claude", "c01");
     let argv: Vec<&str> = claude["argv"].as_array().expect("argv").iter().filter_map(Value::as_str).collect();
     assert!(argv.windows(2).any(|w| w == ["--max-turns", "2"]), "{argv:?}");
-    assert!(fakes.record("gemini", "c02")["home_files"].as_array().expect("files").contains(&json!(".gemini/settings.json")));
+    assert!(
+        fakes.record("gemini", "c02")["home_files"]
+            .as_array()
+            .expect("files")
+            .contains(&json!(".gemini/settings.json"))
+    );
     // Evaluated on its patch so far: the gates vouch for it.
     let selection = read_json(&dir.join("selection.json"));
     assert_eq!(selection["winner"], "c01", "{selection:#}");
@@ -374,8 +382,12 @@ fn a_truncated_stream_is_a_failed_candidate_and_its_broken_line_is_recorded() {
          [runners.claude-code]\nkind = \"claude-code\"\nmodel = \"truncated\"\n\
          [runners.opencode]\nkind = \"opencode\"\nmodel = \"truncated\"\n",
     );
-    let run =
-        arbiter_with(&repo, &fakes, &run_args("codex,claude-code,opencode", &["--candidates", "3", "--apply", "none"]), &[]);
+    let run = arbiter_with(
+        &repo,
+        &fakes,
+        &run_args("codex,claude-code,opencode", &["--candidates", "3", "--apply", "none"]),
+        &[],
+    );
     run.assert_code(1);
     let dir = repo.run_dir();
     let expected = [
@@ -515,7 +527,8 @@ fn a_cli_on_a_backend_gets_its_key_by_environment_only() {
         .expect("add the backend");
     Run::from_output(add).assert_code(0);
 
-    let run = arbiter_with(&repo, &fakes, &run_args("local-claude", &["--candidates", "1", "--verify", VERIFY_PY]), &[]);
+    let run =
+        arbiter_with(&repo, &fakes, &run_args("local-claude", &["--candidates", "1", "--verify", VERIFY_PY]), &[]);
     run.assert_code(0);
     assert_eq!(repo.read("calc.py"), FIXED_CALC_PY);
     let rec = fakes.record("claude", "c01");
@@ -557,8 +570,12 @@ fn the_budget_stops_a_cli_as_soon_as_its_usage_arrives() {
          [backends.pricey]\nprovider = \"openai-compatible\"\nmodel = \"spend\"\nbase_url = \"http://127.0.0.1:9/v1\"\n\
          input_cost = \"10\"\noutput_cost = \"10\"\n",
     );
-    let run =
-        arbiter_with(&repo, &fakes, &run_args("codex", &["--candidates", "1", "--budget-usd", "1", "--apply", "none"]), &[]);
+    let run = arbiter_with(
+        &repo,
+        &fakes,
+        &run_args("codex", &["--candidates", "1", "--budget-usd", "1", "--apply", "none"]),
+        &[],
+    );
     run.assert_code(1);
     let dir = repo.run_dir();
     let evidence = read_json(&dir.join("candidates/c01/evidence.json"));
@@ -595,7 +612,11 @@ fn bad_runner_input_is_refused_before_anything_runs() {
         args.extend_from_slice(extra);
         args
     };
-    refused(&task("claude-code", &[]), &plain_path, &["`claude`", "is not on PATH", "npm install -g @anthropic-ai/claude-code"]);
+    refused(
+        &task("claude-code", &[]),
+        &plain_path,
+        &["`claude`", "is not on PATH", "npm install -g @anthropic-ai/claude-code"],
+    );
     refused(
         &task("claude-code", &["--backend", "chat"]),
         &fake_path,
@@ -655,12 +676,15 @@ fn runners_lists_every_kind_with_install_state_and_version() {
 
     let text = Run::from_output(repo.arbiter_cmd(&["runners"]).env("PATH", &path).output().expect("run"));
     text.assert_code(0);
-    for needle in ["NAME", "INSTALLED", "VERSION", "claude-code", "2.1.197 (Claude Code)", "villani-code", "backends: mock"] {
+    for needle in
+        ["NAME", "INSTALLED", "VERSION", "claude-code", "2.1.197 (Claude Code)", "villani-code", "backends: mock"]
+    {
         assert!(text.stdout.contains(needle), "no {needle:?} in:\n{}", text.stdout);
     }
     // Outside any repository the kinds are listed all the same.
     let elsewhere = tempfile::tempdir().expect("temp dir");
-    let out = Run::from_output(arbiter_cmd_in(elsewhere.path(), &["runners"]).env("PATH", &path).output().expect("run"));
+    let out =
+        Run::from_output(arbiter_cmd_in(elsewhere.path(), &["runners"]).env("PATH", &path).output().expect("run"));
     out.assert_code(0);
     assert!(out.stdout.contains("claude-code") && out.stdout.contains("no backend configured"), "{}", out.stdout);
 }

@@ -105,7 +105,11 @@ fn assert_only_routes(mock: &mut MockLlm, allowed: &[&str]) -> Vec<String> {
     let seen = routes(mock);
     assert!(!seen.is_empty(), "the CLI never reached the mock:\n{}", mock.log_lines().join("\n"));
     for r in &seen {
-        assert!(allowed.contains(&r.as_str()), "unexpected request {r}; the mock log:\n{}", mock.log_lines().join("\n"));
+        assert!(
+            allowed.contains(&r.as_str()),
+            "unexpected request {r}; the mock log:\n{}",
+            mock.log_lines().join("\n")
+        );
     }
     seen
 }
@@ -131,7 +135,9 @@ fn assert_fixed(repo: &TestRepo, run: &Run, cli: &str) -> Value {
     }
     assert!(
         !repo.arbiter_dir().join("worktrees").exists()
-            || files_under(&repo.arbiter_dir().join("worktrees")).iter().all(|p| !p.to_string_lossy().contains("agent-homes")),
+            || files_under(&repo.arbiter_dir().join("worktrees"))
+                .iter()
+                .all(|p| !p.to_string_lossy().contains("agent-homes")),
         "an agent home was left behind"
     );
     summary
@@ -283,7 +289,17 @@ fn gemini_starts_unattended_and_its_real_error_stream_fails_the_candidate() {
     let repo = calc_repo(&format!("[runners.gemini]\nkind = \"gemini\"\nbinary = \"{}\"\n", gemini.display()));
     // Its own provider, redirected to the mock through the variables it honours.
     let out = repo
-        .arbiter_cmd(&["run", "--task", "Fix add in calc.py", "--runner", "gemini", "--candidates", "1", "--timeout-seconds", "120"])
+        .arbiter_cmd(&[
+            "run",
+            "--task",
+            "Fix add in calc.py",
+            "--runner",
+            "gemini",
+            "--candidates",
+            "1",
+            "--timeout-seconds",
+            "120",
+        ])
         .env("GEMINI_API_KEY", MOCK_KEY)
         .env("GOOGLE_GEMINI_BASE_URL", mock.anthropic_url())
         .stdin(Stdio::null())

@@ -1105,7 +1105,8 @@ mod tests {
     #[test]
     fn escalation_orders_agent_clis_by_their_backend_price() {
         let cfg = backends_config("[runners.cc]\nkind = \"claude-code\"\nbackend = \"dear\"\n");
-        let flags = FlagOverrides { strategy: Some("escalate".into()), ..runners("cc,builtin,codex", Some("cheap"), 1) };
+        let flags =
+            FlagOverrides { strategy: Some("escalate".into()), ..runners("cc,builtin,codex", Some("cheap"), 1) };
         let flags = FlagOverrides { candidates: None, ..flags };
         let s = RunSettings::resolve(&cfg, flags).unwrap();
         let labels: Vec<String> = (0..s.candidates.value as usize).map(|i| s.label_for(i)).collect();

@@ -553,7 +553,12 @@ impl AgentRunner for CliRunner {
         let program = process::find_program(&inv.program, path).ok_or_else(|| {
             std::io::Error::new(
                 std::io::ErrorKind::NotFound,
-                format!("`{}` ({}) is not installed or not executable; {}", inv.program, self.agent, install_hint(self.agent)),
+                format!(
+                    "`{}` ({}) is not installed or not executable; {}",
+                    inv.program,
+                    self.agent,
+                    install_hint(self.agent)
+                ),
             )
         })?;
         let masks = self.masks(ctx, &env, &inv);
@@ -760,7 +765,12 @@ pub async fn version(agent: CliAgent, program: &Path) -> Result<String, String> 
     let stdout = std::fs::read_to_string(&out).unwrap_or_default();
     let text = if stdout.trim().is_empty() { std::fs::read_to_string(&err).unwrap_or_default() } else { stdout };
     if exit.timed_out {
-        return Err(format!("`{} {}` did not answer within {}s", program.display(), agent.version_args().join(" "), VERSION_TIMEOUT.as_secs()));
+        return Err(format!(
+            "`{} {}` did not answer within {}s",
+            program.display(),
+            agent.version_args().join(" "),
+            VERSION_TIMEOUT.as_secs()
+        ));
     }
     if !exit.success() {
         let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
@@ -811,17 +821,21 @@ mod tests {
 
     #[test]
     fn the_key_travels_by_alias_never_by_argv() {
-        let runner =
-            CliRunner::new("claude-code", &spec("claude-code"), Some(endpoint(Provider::Anthropic, Some("sk-secret-1"))))
-                .unwrap();
+        let runner = CliRunner::new(
+            "claude-code",
+            &spec("claude-code"),
+            Some(endpoint(Provider::Anthropic, Some("sk-secret-1"))),
+        )
+        .unwrap();
         let inv = invocation(CliAgent::ClaudeCode, &runner.invocation_spec("t".into(), "/p".into(), "/h".into()));
         assert!(!inv.display_command().contains("sk-secret-1"));
         assert_eq!(inv.key_env_aliases, [("ANTHROPIC_API_KEY".to_string(), BACKEND_KEY.to_string())]);
         assert!(!runner.invocation().contains("sk-secret-1"));
         assert!(runner.invocation().contains("[backend b]"));
         assert_eq!(runner.model().as_deref(), Some("m"), "the backend's model");
-        let own = CliRunner::new("claude-code", &AgentCliSpec { model: Some("opus".into()), ..spec("claude-code") }, None)
-            .unwrap();
+        let own =
+            CliRunner::new("claude-code", &AgentCliSpec { model: Some("opus".into()), ..spec("claude-code") }, None)
+                .unwrap();
         assert_eq!(own.model().as_deref(), Some("opus"));
         assert_eq!(own.program(), "claude");
     }
@@ -829,7 +843,8 @@ mod tests {
     #[test]
     fn the_cost_of_record_is_the_clis_then_tokens_then_unpriced() {
         let usd = |s: &str| Usd::parse(s).unwrap();
-        let usage = AgentEvent::Usage { input_tokens: 1_000_000, output_tokens: 100_000, cached_tokens: 0, model: None };
+        let usage =
+            AgentEvent::Usage { input_tokens: 1_000_000, output_tokens: 100_000, cached_tokens: 0, model: None };
         let mut a = Accounting { prices: Some((usd("1"), usd("10"))), ..Default::default() };
         assert_eq!(a.of_record(), (None, CostSource::Unpriced), "no usage yet");
         a.observe(&usage);

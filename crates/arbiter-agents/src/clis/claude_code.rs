@@ -200,7 +200,6 @@ impl Parser {
         let final_text = non_empty_text(line, "/result").map(str::to_string);
         events.push(AgentEvent::Final { status: result_status(line), text: final_text });
     }
-
 }
 
 /// The verdict of a `result` line.

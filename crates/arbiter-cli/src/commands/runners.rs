@@ -110,7 +110,11 @@ pub async fn runners(repo: Option<&Path>, json: bool) -> Result<u8, CliError> {
         };
         let program = section.binary.clone().unwrap_or_else(|| cli.default_binary().to_string());
         row.program = Some(program.clone());
-        let fix = format!("{}, or set `binary = \"/path/to/{}\"` in [runners.{name}]", cli_runner::install_hint(cli), cli.default_binary());
+        let fix = format!(
+            "{}, or set `binary = \"/path/to/{}\"` in [runners.{name}]",
+            cli_runner::install_hint(cli),
+            cli.default_binary()
+        );
         locate(&mut row, &program, root.as_deref(), &path, &fix);
         if let Some(found) = row.path.clone() {
             probes.spawn(async move { (index, cli_runner::version(cli, Path::new(&found)).await) });
@@ -181,7 +185,8 @@ fn builtin_row(config: &ConfigFile) -> RunnerRow {
         })
         .collect();
     if row.backends.is_empty() {
-        row.hint = Some("no backend configured: add one with `arbiter backend add NAME --provider ... --model ...`".into());
+        row.hint =
+            Some("no backend configured: add one with `arbiter backend add NAME --provider ... --model ...`".into());
     }
     row
 }
@@ -199,7 +204,9 @@ fn print_table(rows: &[RunnerRow]) {
         println!("{:<w_name$}  {:<w_kind$}  {:<9}  {:<w_version$}  {note}", r.name, r.kind, installed(r), v);
     }
     println!();
-    println!("Use a name with `arbiter run --runner NAME[,NAME...]`; configure one with a [runners.NAME] table (docs/runners.md).");
+    println!(
+        "Use a name with `arbiter run --runner NAME[,NAME...]`; configure one with a [runners.NAME] table (docs/runners.md)."
+    );
 }
 
 /// The DETAILS column.
