@@ -27,6 +27,8 @@ pub enum AgentEnding {
 const GEMINI_TURN_LIMIT_EXIT: i32 = 53;
 /// Gemini CLI's exit code for a rejected prompt or arguments.
 const GEMINI_INPUT_ERROR_EXIT: i32 = 42;
+/// Gemini CLI's exit code when it cannot authenticate (it prints no event then).
+const GEMINI_AUTH_ERROR_EXIT: i32 = 41;
 
 /// The verdict on a run of `agent` that exited with `exit_code` (`None`: killed by a
 /// signal) and whose output folded into `summary`.
@@ -36,6 +38,11 @@ pub fn ending(agent: CliAgent, exit_code: Option<i32>, summary: &AgentSummary) -
             Some(GEMINI_TURN_LIMIT_EXIT) => return AgentEnding::MaxTurns,
             Some(GEMINI_INPUT_ERROR_EXIT) => {
                 return AgentEnding::Failed { reason: "gemini rejected its input (exit code 42)".into() };
+            }
+            Some(GEMINI_AUTH_ERROR_EXIT) => {
+                return AgentEnding::Failed {
+                    reason: "gemini could not authenticate (exit code 41): give it GEMINI_API_KEY".into(),
+                };
             }
             _ => {}
         }
@@ -128,6 +135,9 @@ mod tests {
         let failed = with(Some(FinalStatus::Error { message: "turn limit".into() }));
         assert_eq!(ending(CliAgent::Gemini, Some(53), &failed), AgentEnding::MaxTurns);
         assert!(matches!(ending(CliAgent::Gemini, Some(42), &with(None)), AgentEnding::Failed { .. }));
+        assert!(
+            matches!(ending(CliAgent::Gemini, Some(41), &with(None)), AgentEnding::Failed { reason } if reason.contains("authenticate"))
+        );
         assert!(matches!(ending(CliAgent::Codex, Some(53), &with(None)), AgentEnding::Failed { .. }));
     }
 }

@@ -286,7 +286,13 @@ fn gemini_arguments_settings_and_endpoint() {
     );
     assert_eq!(env(&inv, "GEMINI_CLI_TRUST_WORKSPACE"), Some("true"));
     let settings: serde_json::Value = serde_json::from_str(file(&inv, ".gemini/settings.json")).unwrap();
-    assert_eq!(settings, serde_json::json!({"privacy": {"usageStatisticsEnabled": false}}));
+    assert_eq!(
+        settings,
+        serde_json::json!({
+            "privacy": {"usageStatisticsEnabled": false},
+            "security": {"auth": {"selectedType": "gemini-api-key"}}
+        })
+    );
 
     let inv = invocation(CliAgent::Gemini, &endpoint_spec(CliAgent::Gemini));
     assert_eq!(
@@ -364,6 +370,10 @@ fn opencode_arguments_and_config_file() {
     let inv = invocation(CliAgent::OpenCode, &spec());
     assert_eq!(strs(&inv.args), ["run", "Fix add in calc.py", "--format", "json"]);
     assert_eq!(env(&inv, "OPENCODE_CONFIG"), Some(home("opencode.json").as_str()));
+    for offline in ["OPENCODE_DISABLE_MODELS_FETCH", "OPENCODE_DISABLE_DEFAULT_PLUGINS", "OPENCODE_DISABLE_AUTOUPDATE"]
+    {
+        assert_eq!(env(&inv, offline), Some("1"), "{offline}");
+    }
     assert_eq!(env(&inv, "XDG_DATA_HOME"), Some(home(".local/share").as_str()));
     let config: serde_json::Value = serde_json::from_str(file(&inv, "opencode.json")).unwrap();
     assert_eq!(config["permission"]["bash"], "allow");

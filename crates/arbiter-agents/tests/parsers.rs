@@ -63,7 +63,19 @@ fn claude_success_dedupes_usage_and_prefers_the_result_totals() {
     // result.usage: 12 + 3000 cache writes + 9000 cache reads.
     assert_eq!((s.input_tokens, s.output_tokens, s.cached_tokens), (12_012, 420, 9_000));
     assert!(s.usage_seen);
-    assert_eq!(events.iter().filter(|e| matches!(e, AgentEvent::Usage { .. })).count(), 1);
+    // Each response's usage as it arrived (msg_01 twice on two lines, counted once), then
+    // what the result's cumulative totals add: the fold equals the result's totals.
+    let usages: Vec<(u64, u64, u64)> = events
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::Usage { input_tokens, output_tokens, cached_tokens, .. } => {
+                Some((*input_tokens, *output_tokens, *cached_tokens))
+            }
+            _ => None,
+        })
+        .collect();
+    assert!(usages.len() >= 2, "usage arrives per response, not only at the end: {usages:?}");
+    assert_eq!(usages[0], (2_003, 40, 0), "msg_01: 3 + 2000 cache writes");
     assert_eq!(s.cli_cost, Some(usd("0.3")), "0.30000000000000004 rounds to 12 decimals");
     assert_eq!(
         s.commands,
@@ -230,6 +242,20 @@ fn gemini_error_result() {
     assert_eq!(ending(CliAgent::Gemini, Some(1), &s), failed(message));
 }
 
+/// Captured from gemini 0.61.0 pointed (GOOGLE_GEMINI_BASE_URL) at a server that does not
+/// speak the Gemini API: its init, the user's prompt echoed, and an error result; exit 1.
+#[test]
+fn gemini_real_api_error_stream() {
+    let (events, s) = run(CliAgent::Gemini, "real_no_gemini_api.jsonl");
+    assert_eq!(unparsed_lines(&events), Vec::<usize>::new());
+    assert_eq!(s.session_id.as_deref(), Some("dc351710-7f52-4838-8455-5fd76d9f334b"));
+    assert_eq!(s.model.as_deref(), Some("auto"));
+    assert_eq!((s.usage_seen, s.input_tokens, s.output_tokens), (true, 0, 0));
+    let Some(FinalStatus::Error { message }) = &s.final_status else { panic!("{:?}", s.final_status) };
+    assert!(message.starts_with("[API Error: ") && message.contains("streamGenerateContent"), "{message}");
+    assert!(matches!(ending(CliAgent::Gemini, Some(1), &s), AgentEnding::Failed { .. }));
+}
+
 #[test]
 fn gemini_turn_limit_exit_53() {
     let (_, s) = run(CliAgent::Gemini, "max_turns.jsonl");
@@ -297,7 +323,15 @@ fn aider_success_reads_tokens_cost_and_edits() {
     assert_eq!(s.model.as_deref(), Some("openai/mock"));
     assert_eq!((s.input_tokens, s.output_tokens, s.cached_tokens), (5_500, 78, 1_200));
     assert_eq!(s.cli_cost, Some(usd("0.0123")), "the session figure is the total");
-    assert_eq!(events.iter().filter(|e| matches!(e, AgentEvent::Cost { .. })).count(), 1);
+    // Each Cost line reports what it adds to the session total.
+    let costs: Vec<Usd> = events
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::Cost { usd } => Some(*usd),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(costs, [usd("0.0087"), usd("0.0036")]);
     assert_eq!(s.files_touched, ["calc.py", "tests/test_calc.py"]);
     assert!(s.commands.is_empty());
     assert_eq!((s.unparsed_lines, s.final_status.clone()), (0, None));

@@ -54,6 +54,12 @@ pub enum Command {
     /// Manage model backends (OpenAI-compatible servers, OpenAI, Anthropic).
     #[command(subcommand)]
     Backend(BackendCommand),
+    /// Every runner (command, builtin, the agent CLIs, the [runners] tables): whether it is
+    /// installed, its version, and what it is configured to use.
+    Runners {
+        #[arg(long)]
+        json: bool,
+    },
     /// Plans: many tasks with dependencies, run as tournaments by a pool of workers.
     #[command(subcommand)]
     Plan(PlanCommand),

@@ -46,5 +46,6 @@ async fn dispatch(cli: Cli) -> Result<u8, CliError> {
         Command::Demo { dir, json } => commands::demo::demo(dir.as_deref(), *json).await,
         Command::MockLlm { script, bind } => commands::mock_llm::mock_llm(script, bind).await,
         Command::Plan(cmd) => commands::plan::plan(repo, cli.database_url.as_deref(), cmd).await,
+        Command::Runners { json } => commands::runners::runners(repo, *json).await,
     }
 }

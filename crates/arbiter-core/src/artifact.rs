@@ -170,9 +170,15 @@ pub struct AgentOutcome {
     pub timed_out: bool,
     pub cancelled: bool,
     pub duration_ms: u64,
-    /// The limit that ended the agent's loop (steps, tokens), when one did.
+    /// The limit that ended the agent's loop (steps, tokens, an agent CLI's max turns), when
+    /// one did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit_reached: Option<String>,
+    /// Why the agent failed by its own account although its process exited 0 (an agent CLI
+    /// whose terminal event reports an error, or whose stream never reached one): such a
+    /// candidate is `agent_failed`, whatever the exit code.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
 }
 
 /// The patch part of `evidence.json`.
@@ -230,6 +236,11 @@ pub struct RunnerSummary {
     pub stderr_bytes: u64,
     /// Environment variable names given to the agent (values are never recorded).
     pub env_names: Vec<String>,
+    /// What an agent CLI reported, secrets redacted: its invocation, session id, usage, cost
+    /// (its own and tokens × the backend's price), commands with exit codes, files touched
+    /// and final status (see docs/runners.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_cli: Option<serde_json::Value>,
 }
 
 /// `comparisons/ranking.json`.

@@ -94,6 +94,19 @@ pub const DEFAULT_CONFIG_TOML: &str = r#"# arbiter configuration. Command-line f
 # command = "./agents/fast.sh"
 # env_passthrough = ["MY_AGENT_TOKEN"]
 
+# Agent CLIs (claude-code, codex, gemini, aider, opencode, villani-code) work as runner
+# names without a table; a table sets their options (`arbiter runners` lists what is
+# installed). See docs/runners.md.
+# [runners.claude-code]
+# kind = "claude-code"
+# binary = "claude"
+# model = "sonnet"
+# permission_mode = "acceptEdits"
+# max_turns = 30
+# extra_args = ["--allowedTools", "Bash(git:*) Edit Read"]
+# backend = "local-claude"       # point the CLI at a configured backend (default: its own provider)
+# env_passthrough = []
+
 # Model backends (managed with `arbiter backend add|list|show|remove|enable|disable|test`).
 # Keys are never stored here: name an environment variable, or use --api-key-stdin to keep
 # the key in .arbiter/secrets.toml (mode 0600).
@@ -174,14 +187,34 @@ pub struct RunSection {
     pub budget_usd: Option<Usd>,
 }
 
-/// A `[runners.NAME]` table.
-#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+/// A `[runners.NAME]` table: a `command` runner, or an agent CLI with its settings.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RunnerSection {
+    /// `command`, or one of [`AGENT_CLIS`].
     pub kind: String,
+    /// The `command` runner's command line.
     pub command: Option<String>,
     #[serde(default)]
     pub env_passthrough: Vec<String>,
+    /// Agent CLIs: the program (a path, or a name looked up on `PATH`); default the CLI's
+    /// usual binary (`claude`, `codex`, ...).
+    pub binary: Option<String>,
+    /// Agent CLIs: the model to ask for (default: the backend's model, else the CLI's own).
+    pub model: Option<String>,
+    /// Agent CLIs: arguments appended to arbiter's (never a secret: argv is visible to
+    /// every process on the machine).
+    #[serde(default)]
+    pub extra_args: Vec<String>,
+    /// Agent CLIs: Claude Code's permission mode, Codex's sandbox, Gemini CLI's approval
+    /// mode (defaults `acceptEdits`, `workspace-write`, `yolo`).
+    pub permission_mode: Option<String>,
+    /// Agent CLIs: Claude Code `--max-turns`, Gemini CLI `maxSessionTurns`.
+    pub max_turns: Option<u32>,
+    /// Agent CLIs: a configured backend the CLI is pointed at (base URL, model, key and the
+    /// price its tokens are charged at). Without it the run's `--backend` list applies, and
+    /// without that the CLI uses its own provider and login.
+    pub backend: Option<String>,
 }
 
 /// Values given on the command line; `None` means "not given".
@@ -296,6 +329,29 @@ pub enum RunnerKind {
     /// uses only `backends[i % n]`; otherwise every candidate uses the whole chain, in order,
     /// falling through on errors.
     Builtin { backends: Vec<String>, round_robin: bool },
+    /// An agent CLI ([`AGENT_CLIS`]) run unattended in the worktree.
+    Agent(AgentCliSpec),
+}
+
+/// How an agent CLI runs: what `[runners.NAME]` says, defaults otherwise.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentCliSpec {
+    /// One of [`AGENT_CLIS`].
+    pub cli: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub binary: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub extra_args: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permission_mode: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_turns: Option<u32>,
+    /// The backends the CLI is pointed at, one per candidate, round-robin (a CLI talks to
+    /// one endpoint: there is no fallback chain). Empty: the CLI's own provider.
+    #[serde(default)]
+    pub backends: Vec<String>,
 }
 
 /// A runner ready to be assigned to candidates.
@@ -362,7 +418,12 @@ pub enum SettingsError {
 }
 
 /// Runner kinds this build knows, in the order `arbiter` lists them.
-pub const RUNNER_KINDS: &[&str] = &["command", "builtin"];
+pub const RUNNER_KINDS: &[&str] =
+    &["command", "builtin", "claude-code", "codex", "gemini", "aider", "opencode", "villani-code"];
+
+/// The agent CLIs among the runner kinds (each also usable as a runner name without a
+/// `[runners]` table).
+pub const AGENT_CLIS: &[&str] = &["claude-code", "codex", "gemini", "aider", "opencode", "villani-code"];
 
 impl ConfigFile {
     /// Parses the text of a configuration file; `path` names it in errors.
@@ -395,7 +456,11 @@ impl RunSettings {
                     options.extend(backends.iter().map(|b| priced(i, vec![b.clone()])));
                 }
                 RunnerKind::Builtin { backends, .. } => options.push(priced(i, backends.clone())),
-                RunnerKind::Command { .. } => options.push(priced(i, Vec::new())),
+                // A CLI on a backend is priced by it; on its own provider it is unpriced.
+                RunnerKind::Agent(agent) if !agent.backends.is_empty() => {
+                    options.extend(agent.backends.iter().map(|b| priced(i, vec![b.clone()])));
+                }
+                RunnerKind::Agent(_) | RunnerKind::Command { .. } => options.push(priced(i, Vec::new())),
             }
         }
         options
@@ -441,15 +506,15 @@ impl RunSettings {
     }
 
     /// The tournament assignment: candidate `i` uses runner `i mod r` and, for a built-in
-    /// agent with one backend per candidate, backend `(i / r) mod b`.
+    /// agent with one backend per candidate or an agent CLI, backend `(i / r) mod b`.
     fn round_robin(&self, config: &ConfigFile, index: usize) -> CandidateOption {
         let r = index % self.runners.len();
+        let one_of = |backends: &[String]| vec![backends[(index / self.runners.len()) % backends.len()].clone()];
         let backends = match &self.runners[r].kind {
-            RunnerKind::Builtin { backends, round_robin: true } if !backends.is_empty() => {
-                vec![backends[(index / self.runners.len()) % backends.len()].clone()]
-            }
+            RunnerKind::Builtin { backends, round_robin: true } if !backends.is_empty() => one_of(backends),
             RunnerKind::Builtin { backends, .. } => backends.clone(),
-            RunnerKind::Command { .. } => Vec::new(),
+            RunnerKind::Agent(agent) if !agent.backends.is_empty() => one_of(&agent.backends),
+            RunnerKind::Agent(_) | RunnerKind::Command { .. } => Vec::new(),
         };
         option_for(config, r, backends)
     }
@@ -606,17 +671,22 @@ impl RunSettings {
         &self.slots[index % self.slots.len()]
     }
 
-    /// How the candidate at `index` is labelled everywhere: its runner, and for the built-in
-    /// runner the backend it uses first (`builtin/local-qwen`).
+    /// How the candidate at `index` is labelled everywhere: its runner, and the backend it
+    /// uses first (`builtin/local-qwen`, `claude-code/local-claude`), or for an agent CLI on
+    /// its own provider the model it asks for (`claude-code/sonnet`).
     pub fn label_for(&self, index: usize) -> String {
         let spec = self.runner_for(index);
         match self.backend_chain_for(index).first() {
             Some(backend) => format!("{}/{backend}", spec.name),
-            None => spec.name.clone(),
+            None => match &spec.kind {
+                RunnerKind::Agent(AgentCliSpec { model: Some(model), .. }) => format!("{}/{model}", spec.name),
+                _ => spec.name.clone(),
+            },
         }
     }
 
-    /// The backend chain the candidate at `index` uses, for the built-in runner.
+    /// The backend chain the candidate at `index` uses: the built-in runner's chain, or
+    /// the one backend an agent CLI is pointed at (empty: none).
     pub fn backend_chain_for(&self, index: usize) -> Vec<String> {
         self.slot(index).backends.clone()
     }
@@ -697,7 +767,7 @@ fn resolve_runners(
         .into_iter()
         .map(|name| {
             if let Some(section) = config.runners.get(name) {
-                return runner_from_section(name, section);
+                return runner_from_section(config, name, section, backend);
             }
             match name {
                 "command" => {
@@ -720,15 +790,46 @@ fn resolve_runners(
                     kind: builtin_kind(config, backend)?,
                     env_passthrough: Vec::new(),
                 }),
+                cli if AGENT_CLIS.contains(&cli) => {
+                    let section = RunnerSection { kind: cli.to_string(), ..Default::default() };
+                    agent_runner(config, cli, &section, backend)
+                }
                 other => Err(SettingsError::UnknownRunner { name: other.to_string(), known: known_runners(config) }),
             }
         })
         .collect()
 }
 
-fn builtin_kind(config: &ConfigFile, backend: Option<&str>) -> Result<RunnerKind, SettingsError> {
+/// The backends a comma-separated list names, each configured and enabled.
+fn named_backends(config: &ConfigFile, list: Option<&str>, key: &'static str) -> Result<Vec<String>, SettingsError> {
     let named: Vec<String> =
-        backend.unwrap_or("").split(',').map(str::trim).filter(|n| !n.is_empty()).map(str::to_string).collect();
+        list.unwrap_or("").split(',').map(str::trim).filter(|n| !n.is_empty()).map(str::to_string).collect();
+    for name in &named {
+        match config.backends.get(name) {
+            None => {
+                return Err(SettingsError::Invalid {
+                    key,
+                    problem: format!("no backend named '{name}'"),
+                    fix: format!(
+                        "add it with `arbiter backend add {name} --provider ... --model ...` or see `arbiter backend list`"
+                    ),
+                });
+            }
+            Some(b) if !b.enabled => {
+                return Err(SettingsError::Invalid {
+                    key,
+                    problem: format!("backend '{name}' is disabled"),
+                    fix: format!("enable it with `arbiter backend enable {name}`"),
+                });
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(named)
+}
+
+fn builtin_kind(config: &ConfigFile, backend: Option<&str>) -> Result<RunnerKind, SettingsError> {
+    let named = named_backends(config, backend, "backend")?;
     if named.is_empty() {
         let chain = crate::backends::chain_for("coding", &config.roles, &config.backends).map_err(|e| {
             SettingsError::Invalid {
@@ -742,34 +843,90 @@ fn builtin_kind(config: &ConfigFile, backend: Option<&str>) -> Result<RunnerKind
         }
         return Ok(RunnerKind::Builtin { backends: chain, round_robin: false });
     }
-    for name in &named {
-        match config.backends.get(name) {
-            None => {
-                return Err(SettingsError::Invalid {
-                    key: "backend",
-                    problem: format!("no backend named '{name}'"),
-                    fix: format!(
-                        "add it with `arbiter backend add {name} --provider ... --model ...` or see `arbiter backend list`"
-                    ),
-                });
-            }
-            Some(b) if !b.enabled => {
-                return Err(SettingsError::Invalid {
-                    key: "backend",
-                    problem: format!("backend '{name}' is disabled"),
-                    fix: format!("enable it with `arbiter backend enable {name}`"),
-                });
-            }
-            Some(_) => {}
-        }
-    }
     let round_robin = named.len() > 1;
     Ok(RunnerKind::Builtin { backends: named, round_robin })
 }
 
-fn runner_from_section(name: &str, section: &RunnerSection) -> Result<RunnerSpec, SettingsError> {
+/// An agent CLI runner named `name`, from its table (or the defaults of a bare
+/// `--runner CLI`). Its backend is the table's, else the run's `--backend` list.
+fn agent_runner(
+    config: &ConfigFile,
+    name: &str,
+    section: &RunnerSection,
+    run_backend: Option<&str>,
+) -> Result<RunnerSpec, SettingsError> {
+    let invalid = |problem: String, fix: &str| SettingsError::Invalid { key: "runners", problem, fix: fix.to_string() };
+    let table = format!("[runners.{name}]");
+    if section.command.is_some() {
+        return Err(invalid(
+            format!("{table} is a {} runner but sets `command`", section.kind),
+            "agent CLIs take `binary`, `model` and `extra_args`; use kind = \"command\" to run a command line",
+        ));
+    }
+    if section.binary.as_deref().is_some_and(|b| b.trim().is_empty()) {
+        return Err(invalid(format!("{table} has an empty `binary`"), "name the program or leave `binary` out"));
+    }
+    if section.model.as_deref().is_some_and(|m| m.trim().is_empty()) {
+        return Err(invalid(format!("{table} has an empty `model`"), "name a model or leave `model` out"));
+    }
+    if section.max_turns == Some(0) {
+        return Err(invalid(format!("{table} has max_turns = 0"), "use at least 1, or leave it out for no limit"));
+    }
+    let backends = match &section.backend {
+        Some(b) => {
+            let named = named_backends(config, Some(b), "runners.backend")?;
+            if named.len() != 1 {
+                return Err(invalid(
+                    format!("{table} has backend = {b:?}"),
+                    "name exactly one configured backend (a CLI talks to one endpoint)",
+                ));
+            }
+            named
+        }
+        None => named_backends(config, run_backend, "backend")?,
+    };
+    Ok(RunnerSpec {
+        name: name.to_string(),
+        kind: RunnerKind::Agent(AgentCliSpec {
+            cli: section.kind.clone(),
+            binary: section.binary.clone(),
+            model: section.model.clone(),
+            extra_args: section.extra_args.clone(),
+            permission_mode: section.permission_mode.clone(),
+            max_turns: section.max_turns,
+            backends,
+        }),
+        env_passthrough: section.env_passthrough.clone(),
+    })
+}
+
+fn runner_from_section(
+    config: &ConfigFile,
+    name: &str,
+    section: &RunnerSection,
+    run_backend: Option<&str>,
+) -> Result<RunnerSpec, SettingsError> {
     match section.kind.as_str() {
+        cli if AGENT_CLIS.contains(&cli) => agent_runner(config, name, section, run_backend),
         "command" => {
+            let agent_only = [
+                ("binary", section.binary.is_some()),
+                ("model", section.model.is_some()),
+                ("extra_args", !section.extra_args.is_empty()),
+                ("permission_mode", section.permission_mode.is_some()),
+                ("max_turns", section.max_turns.is_some()),
+                ("backend", section.backend.is_some()),
+            ];
+            if let Some((key, _)) = agent_only.iter().find(|(_, set)| *set) {
+                return Err(SettingsError::Invalid {
+                    key: "runners",
+                    problem: format!("[runners.{name}] is a command runner but sets `{key}`"),
+                    fix: format!(
+                        "`{key}` applies to agent CLIs (kind = one of {}); a command runner takes `command`",
+                        AGENT_CLIS.join(", ")
+                    ),
+                });
+            }
             let command = section.command.clone().filter(|c| !c.trim().is_empty()).ok_or_else(|| {
                 SettingsError::MissingCommand {
                     runner: name.to_string(),
@@ -785,7 +942,10 @@ fn runner_from_section(name: &str, section: &RunnerSection) -> Result<RunnerSpec
         other => Err(SettingsError::Invalid {
             key: "runners.kind",
             problem: format!("[runners.{name}] has kind '{other}'"),
-            fix: "runner tables define `command` runners (kind = \"command\"); use --runner builtin --backend NAME for the built-in agent".into(),
+            fix: format!(
+                "use kind = \"command\" or one of the agent CLIs ({}); for the built-in agent use --runner builtin --backend NAME",
+                AGENT_CLIS.join(", ")
+            ),
         }),
     }
 }
@@ -870,6 +1030,112 @@ mod tests {
     fn unknown_config_keys_are_reported() {
         let err = ConfigFile::parse("[run]\ncandidatez = 3\n", ".arbiter/config.toml").unwrap_err();
         assert!(err.to_string().contains("candidatez"), "{err}");
+    }
+
+    fn backends_config(extra: &str) -> ConfigFile {
+        let text = format!(
+            "[backends.cheap]\nprovider = \"openai-compatible\"\nmodel = \"small\"\nbase_url = \"http://127.0.0.1:9/v1\"\ninput_cost = \"1\"\noutput_cost = \"1\"\n\
+             [backends.dear]\nprovider = \"anthropic\"\nmodel = \"big\"\ninput_cost = \"10\"\noutput_cost = \"10\"\ncapability = 5\n\
+             [backends.off]\nprovider = \"anthropic\"\nmodel = \"x\"\nenabled = false\n{extra}"
+        );
+        ConfigFile::parse(&text, "c").unwrap()
+    }
+
+    fn runners(runner: &str, backend: Option<&str>, candidates: u32) -> FlagOverrides {
+        FlagOverrides {
+            runner: Some(runner.into()),
+            backend: backend.map(str::to_string),
+            candidates: Some(candidates),
+            ..Default::default()
+        }
+    }
+
+    fn agent(spec: &RunnerSpec) -> &AgentCliSpec {
+        match &spec.kind {
+            RunnerKind::Agent(a) => a,
+            other => panic!("not an agent CLI: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_bare_agent_cli_name_needs_no_table() {
+        for cli in AGENT_CLIS {
+            let s = RunSettings::resolve(&ConfigFile::default(), runners(cli, None, 1)).unwrap();
+            let spec = s.runner_for(0);
+            assert_eq!(spec.name, *cli);
+            assert_eq!(agent(spec), &AgentCliSpec { cli: cli.to_string(), ..Default::default() });
+            assert_eq!(s.label_for(0), *cli, "no backend, no model: the bare name");
+            assert_eq!(s.slot(0).price(), None, "a CLI on its own provider is unpriced");
+        }
+    }
+
+    #[test]
+    fn runner_tables_configure_agent_clis() {
+        let cfg = backends_config(
+            "[runners.claude-code]\nkind = \"claude-code\"\nbinary = \"/opt/claude\"\nmodel = \"sonnet\"\n\
+             permission_mode = \"bypassPermissions\"\nmax_turns = 7\nextra_args = [\"--verbose\"]\nenv_passthrough = [\"HTTPS_PROXY\"]\n\
+             [runners.local]\nkind = \"claude-code\"\nbackend = \"dear\"\n",
+        );
+        let s = RunSettings::resolve(&cfg, runners("claude-code,local", None, 2)).unwrap();
+        let a = agent(s.runner_for(0));
+        assert_eq!(a.binary.as_deref(), Some("/opt/claude"));
+        assert_eq!((a.model.as_deref(), a.max_turns), (Some("sonnet"), Some(7)));
+        assert_eq!(a.permission_mode.as_deref(), Some("bypassPermissions"));
+        assert_eq!(a.extra_args, ["--verbose"]);
+        assert_eq!(s.runner_for(0).env_passthrough, ["HTTPS_PROXY"]);
+        assert_eq!(s.label_for(0), "claude-code/sonnet");
+        assert_eq!(s.label_for(1), "local/dear");
+        assert_eq!(s.backend_chain_for(1), ["dear"]);
+        assert_eq!(s.slot(1).price(), Usd::parse("20"), "priced by its backend");
+    }
+
+    #[test]
+    fn mixed_tournaments_label_every_candidate_with_runner_and_model() {
+        let cfg = backends_config("[roles]\ncoding = [\"cheap\"]\n");
+        let s = RunSettings::resolve(&cfg, runners("claude-code,codex,builtin", None, 6)).unwrap();
+        let labels: Vec<String> = (0..6).map(|i| s.label_for(i)).collect();
+        assert_eq!(labels, ["claude-code", "codex", "builtin/cheap", "claude-code", "codex", "builtin/cheap"]);
+
+        // --backend applies round-robin to every model-driven runner without a backend of its own.
+        let s = RunSettings::resolve(&cfg, runners("claude-code,builtin", Some("dear,cheap"), 4)).unwrap();
+        let labels: Vec<String> = (0..4).map(|i| s.label_for(i)).collect();
+        assert_eq!(labels, ["claude-code/dear", "builtin/dear", "claude-code/cheap", "builtin/cheap"]);
+    }
+
+    #[test]
+    fn escalation_orders_agent_clis_by_their_backend_price() {
+        let cfg = backends_config("[runners.cc]\nkind = \"claude-code\"\nbackend = \"dear\"\n");
+        let flags =
+            FlagOverrides { strategy: Some("escalate".into()), ..runners("cc,builtin,codex", Some("cheap"), 1) };
+        let flags = FlagOverrides { candidates: None, ..flags };
+        let s = RunSettings::resolve(&cfg, flags).unwrap();
+        let labels: Vec<String> = (0..s.candidates.value as usize).map(|i| s.label_for(i)).collect();
+        assert_eq!(labels, ["builtin/cheap", "codex/cheap", "cc/dear"], "cheapest first; the table's backend stays");
+    }
+
+    #[test]
+    fn bad_agent_runner_tables_name_the_fix() {
+        let err = |extra: &str, runner: &str| {
+            RunSettings::resolve(&backends_config(extra), runners(runner, None, 1)).unwrap_err().to_string()
+        };
+        let e = err("[runners.x]\nkind = \"cursor\"\n", "x");
+        assert!(e.contains("kind 'cursor'") && e.contains("claude-code"), "{e}");
+        let e = err("[runners.x]\nkind = \"command\"\ncommand = \"./a\"\nmodel = \"m\"\n", "x");
+        assert!(e.contains("sets `model`"), "{e}");
+        let e = err("[runners.x]\nkind = \"codex\"\ncommand = \"./a\"\n", "x");
+        assert!(e.contains("sets `command`"), "{e}");
+        let e = err("[runners.x]\nkind = \"codex\"\nbackend = \"nope\"\n", "x");
+        assert!(e.contains("no backend named 'nope'"), "{e}");
+        let e = err("[runners.x]\nkind = \"codex\"\nbackend = \"off\"\n", "x");
+        assert!(e.contains("disabled"), "{e}");
+        let e = err("[runners.x]\nkind = \"codex\"\nbackend = \"cheap,dear\"\n", "x");
+        assert!(e.contains("exactly one"), "{e}");
+        let e = err("[runners.x]\nkind = \"gemini\"\nmax_turns = 0\n", "x");
+        assert!(e.contains("max_turns = 0"), "{e}");
+        let e = RunSettings::resolve(&backends_config(""), runners("aider", Some("ghost"), 1)).unwrap_err();
+        assert!(e.to_string().contains("no backend named 'ghost'"), "{e}");
+        let e = RunSettings::resolve(&ConfigFile::default(), runners("claude", None, 1)).unwrap_err();
+        assert!(e.to_string().contains("unknown runner 'claude'") && e.to_string().contains("claude-code"), "{e}");
     }
 
     #[test]

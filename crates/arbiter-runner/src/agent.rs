@@ -37,6 +37,9 @@ pub struct AgentContext {
 pub struct AgentReport {
     pub outcome: AgentOutcome,
     pub calls: Vec<CallRecord>,
+    /// What the runner alone knows about the run (an agent CLI's session, usage, cost,
+    /// commands, files and final status), recorded as `agent_cli` in `runner_summary.json`.
+    pub details: Option<serde_json::Value>,
 }
 
 /// A runner failure that is not the agent's own failure (the agent could not be started).

@@ -69,6 +69,7 @@ impl AgentRunner for CommandRunner {
             cancelled: exit.cancelled,
             duration_ms: exit.duration.as_millis() as u64,
             limit_reached: None,
+            failure: None,
         };
         transcript.append(&json!({"type": "process_exited", "exit_code": outcome.exit_code, "signal": outcome.signal, "timed_out": outcome.timed_out, "cancelled": outcome.cancelled, "duration_ms": outcome.duration_ms}))?;
         // A command runner reports no token usage: its one "call" is recorded as such,
@@ -84,6 +85,6 @@ impl AgentRunner for CommandRunner {
             cost: None,
             flags: vec!["usage_unavailable".into(), "unpriced".into()],
         }];
-        Ok(AgentReport { outcome, calls })
+        Ok(AgentReport { outcome, calls, details: None })
     }
 }

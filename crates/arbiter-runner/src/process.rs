@@ -33,6 +33,31 @@ pub struct ShellCommand {
     pub timeout: Duration,
 }
 
+/// A program to run with its arguments (no shell in between).
+#[derive(Clone, Debug)]
+pub struct ProgramCommand {
+    pub program: PathBuf,
+    pub args: Vec<String>,
+    pub stdin: Stdin,
+    pub cwd: PathBuf,
+    /// The complete environment (nothing is inherited).
+    pub env: Vec<(String, String)>,
+    /// Where stdout goes.
+    pub stdout: PathBuf,
+    /// Where stderr goes; the same path as stdout interleaves both in one file.
+    pub stderr: PathBuf,
+    pub timeout: Duration,
+}
+
+/// What a child reads on its standard input: nothing (`/dev/null`, so a program waiting
+/// for input sees end-of-file at once) or a file. Never a pipe.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Stdin {
+    #[default]
+    Null,
+    File(PathBuf),
+}
+
 /// How a process ended.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Exit {
@@ -51,16 +76,36 @@ impl Exit {
 
 /// Runs `sh -c COMMAND` to completion, timeout or cancellation.
 pub async fn run_shell(cmd: &ShellCommand, cancel: &CancellationToken) -> std::io::Result<Exit> {
+    let program = ProgramCommand {
+        program: PathBuf::from("sh"),
+        args: vec!["-c".into(), cmd.command.clone()],
+        stdin: Stdin::Null,
+        cwd: cmd.cwd.clone(),
+        env: cmd.env.clone(),
+        stdout: cmd.stdout.clone(),
+        stderr: cmd.stderr.clone(),
+        timeout: cmd.timeout,
+    };
+    run_program(&program, cancel).await
+}
+
+/// Runs a program with its arguments to completion, timeout or cancellation, in its own
+/// process group, its output going to files (see the module docs). A bare program name is
+/// looked up on the `PATH` of `cmd.env`.
+pub async fn run_program(cmd: &ProgramCommand, cancel: &CancellationToken) -> std::io::Result<Exit> {
+    let stdin = match &cmd.stdin {
+        Stdin::Null => Stdio::null(),
+        Stdin::File(path) => Stdio::from(File::open(path)?),
+    };
     let stdout = File::create(&cmd.stdout)?;
     let stderr = if cmd.stderr == cmd.stdout { stdout.try_clone()? } else { File::create(&cmd.stderr)? };
     let started = Instant::now();
-    let mut child = tokio::process::Command::new("sh")
-        .arg("-c")
-        .arg(&cmd.command)
+    let mut child = tokio::process::Command::new(&cmd.program)
+        .args(&cmd.args)
         .current_dir(&cmd.cwd)
         .env_clear()
         .envs(cmd.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-        .stdin(Stdio::null())
+        .stdin(stdin)
         .stdout(Stdio::from(stdout))
         .stderr(Stdio::from(stderr))
         .process_group(0)
@@ -130,4 +175,80 @@ pub fn redact_file(path: &Path, redactor: &arbiter_core::redact::Redactor) -> st
         crate::rundir::write_atomic(path, redacted.as_bytes())?;
     }
     Ok(())
+}
+
+/// Where `program` is: a path (containing `/`) as it is when it is an executable file, a
+/// bare name searched on `path` (a `PATH` value).
+pub fn find_program(program: &str, path: &str) -> Option<PathBuf> {
+    if program.contains('/') {
+        let p = PathBuf::from(program);
+        return is_executable_file(&p).then_some(p);
+    }
+    if program.is_empty() {
+        return None;
+    }
+    path.split(':').filter(|d| !d.is_empty()).map(|d| Path::new(d).join(program)).find(|p| is_executable_file(p))
+}
+
+fn is_executable_file(p: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p).map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0).unwrap_or(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn command(dir: &Path, program: &str, args: &[&str], stdin: Stdin) -> ProgramCommand {
+        ProgramCommand {
+            program: PathBuf::from(program),
+            args: args.iter().map(|a| a.to_string()).collect(),
+            stdin,
+            cwd: dir.to_path_buf(),
+            env: vec![("PATH".into(), std::env::var("PATH").unwrap_or_default())],
+            stdout: dir.join("out.log"),
+            stderr: dir.join("err.log"),
+            timeout: Duration::from_secs(30),
+        }
+    }
+
+    #[tokio::test]
+    async fn programs_get_their_arguments_verbatim_and_stdin_from_a_file() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("in.txt"), "from the file\n").unwrap();
+        let cmd = command(
+            dir.path(),
+            "sh",
+            &["-c", "printf '%s|' \"$@\"; cat; echo oops >&2; exit 3", "sh", "a b", "$HOME", "--x"],
+            Stdin::File(dir.path().join("in.txt")),
+        );
+        let exit = run_program(&cmd, &CancellationToken::new()).await.unwrap();
+        assert_eq!(exit.code, Some(3));
+        let out = std::fs::read_to_string(dir.path().join("out.log")).unwrap();
+        assert_eq!(out, "a b|$HOME|--x|from the file\n");
+        assert_eq!(std::fs::read_to_string(dir.path().join("err.log")).unwrap(), "oops\n");
+
+        let cmd = command(dir.path(), "cat", &[], Stdin::Null);
+        assert_eq!(run_program(&cmd, &CancellationToken::new()).await.unwrap().code, Some(0));
+        assert_eq!(std::fs::read_to_string(dir.path().join("out.log")).unwrap(), "");
+    }
+
+    #[tokio::test]
+    async fn a_missing_program_is_an_error_and_lookups_use_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let cmd = command(dir.path(), "/no/such/program", &[], Stdin::Null);
+        assert!(run_program(&cmd, &CancellationToken::new()).await.is_err());
+        let path = std::env::var("PATH").unwrap_or_default();
+        assert!(find_program("sh", &path).is_some_and(|p| p.is_absolute()));
+        assert_eq!(find_program("no-such-program-xyz", &path), None);
+        assert_eq!(find_program("sh", ""), None);
+        assert_eq!(find_program("", &path), None);
+        let script = dir.path().join("tool");
+        std::fs::write(&script, "#!/bin/sh\n").unwrap();
+        assert_eq!(find_program(script.to_str().unwrap(), ""), None, "not executable");
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        assert_eq!(find_program(script.to_str().unwrap(), ""), Some(script.clone()));
+        assert_eq!(find_program("tool", dir.path().to_str().unwrap()), Some(script));
+    }
 }

@@ -189,7 +189,10 @@ async fn pg_rows() -> (Vec<Row>, f64) {
         let (mut store_runs, mut raw_runs) = (Vec::new(), Vec::new());
         for r in 0..REPEATS {
             let (url, name) = fresh(format!("{claimers}_{r}"));
-            sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}"))).execute(&mut conn).await.expect("create");
+            sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+                .execute(&mut conn)
+                .await
+                .expect("create");
             dbs.push(name);
             let store = Arc::new(PgStore::connect(&url).await.expect("pg"));
             import(&*store, &plan("s", CYCLES, false)).await;
@@ -208,7 +211,9 @@ async fn pg_rows() -> (Vec<Row>, f64) {
     let import_secs = import(&store, &plan("big", 10_000, true)).await.as_secs_f64();
     drop(store);
     for name in dbs {
-        let _ = sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))).execute(&mut conn).await;
+        let _ = sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")))
+            .execute(&mut conn)
+            .await;
     }
     (rows, import_secs)
 }

@@ -5,7 +5,8 @@
 //! its text this reads `Model: <name> with <format> edit format`, one
 //! `Tokens: 2.4k sent, 33 received.` per model call (counts rounded by aider to one
 //! decimal of k), `Cost: $0.0087 message, $0.0123 session.` (the session figure is the
-//! running total), `Applied edit to <file>`, and `litellm.<Kind>Error: ...` lines. An API
+//! running total; each line reports what it adds, so a runner can charge as it goes),
+//! `Applied edit to <file>`, and `litellm.<Kind>Error: ...` lines. An API
 //! error that was neither retried nor followed by a completed call is the run's failure,
 //! whatever the exit code; otherwise exit 0 is success.
 
@@ -87,7 +88,8 @@ pub(crate) fn invocation(spec: &InvocationSpec) -> Invocation {
 #[derive(Default)]
 pub(crate) struct Parser {
     model: Option<String>,
-    session_cost: Option<Usd>,
+    /// The session total reported so far.
+    session_cost: Usd,
     /// The last API error, until a retry or a completed call shows it was not the end.
     unresolved_error: Option<String>,
 }
@@ -156,8 +158,11 @@ impl StreamParser for Parser {
             self.unresolved_error = None;
             events.push(usage);
         }
-        if let Some(cost) = line.split_once("Cost: ").and_then(|(_, report)| session_cost(report)) {
-            self.session_cost = Some(cost);
+        if let Some(total) = line.split_once("Cost: ").and_then(|(_, report)| session_cost(report))
+            && total > self.session_cost
+        {
+            events.push(AgentEvent::Cost { usd: Usd::from_pico(total.pico() - self.session_cost.pico()) });
+            self.session_cost = total;
         }
         if let Some(path) = line.strip_prefix("Applied edit to ").filter(|p| !p.is_empty()) {
             self.unresolved_error = None;
@@ -174,12 +179,10 @@ impl StreamParser for Parser {
     }
 
     fn finish(&mut self) -> Vec<AgentEvent> {
-        let mut events: Vec<AgentEvent> =
-            self.session_cost.take().map(|usd| AgentEvent::Cost { usd }).into_iter().collect();
-        if let Some(message) = self.unresolved_error.take() {
-            events.push(AgentEvent::Final { status: FinalStatus::Error { message }, text: None });
+        match self.unresolved_error.take() {
+            Some(message) => vec![AgentEvent::Final { status: FinalStatus::Error { message }, text: None }],
+            None => Vec::new(),
         }
-        events
     }
 }
 

@@ -6,6 +6,10 @@
 //! `usage`, `total_cost_usd`). Success is a `result` with `is_error: false`: an API error
 //! ends with `subtype: "success"` *and* `is_error: true`, so the subtype alone proves
 //! nothing, and a stream without a `result` line did not finish.
+//!
+//! Usage is reported as it arrives, so a runner can charge a budget while the agent works:
+//! each response's usage once (a response split over several lines repeats it), and at the
+//! `result` line whatever its cumulative totals add to what was already reported.
 
 use std::collections::HashMap;
 
@@ -84,6 +88,28 @@ impl Tokens {
             cached: self.cached.saturating_add(other.cached),
         }
     }
+
+    /// What `self` has beyond `earlier`, field by field (never negative).
+    fn beyond(self, earlier: Tokens) -> Tokens {
+        Tokens {
+            input: self.input.saturating_sub(earlier.input),
+            output: self.output.saturating_sub(earlier.output),
+            cached: self.cached.saturating_sub(earlier.cached),
+        }
+    }
+
+    /// The larger of each field.
+    fn max(self, other: Tokens) -> Tokens {
+        Tokens {
+            input: self.input.max(other.input),
+            output: self.output.max(other.output),
+            cached: self.cached.max(other.cached),
+        }
+    }
+
+    fn is_zero(self) -> bool {
+        self.input == 0 && self.output == 0 && self.cached == 0
+    }
 }
 
 #[derive(Default)]
@@ -93,10 +119,10 @@ pub(crate) struct Parser {
     pending: PendingEffects,
     model: Option<String>,
     /// Per-response usage keyed by `message.id`: one response split over several
-    /// `assistant` lines repeats its usage, which must count once. Only used when the
-    /// stream ends without the cumulative `result.usage`.
+    /// `assistant` lines repeats its usage, which must count once.
     usage_by_message: HashMap<String, Tokens>,
-    usage_reported: bool,
+    /// The usage reported so far (the sum of the `Usage` events emitted).
+    reported: Tokens,
 }
 
 impl Parser {
@@ -118,8 +144,16 @@ impl Parser {
             // A response without an id cannot be matched with its other lines: its own key.
             let key =
                 text(message, "/id").map_or_else(|| format!("unnamed {}", self.usage_by_message.len()), str::to_string);
-            // A later line of the same response carries the same or a more complete count.
-            self.usage_by_message.insert(key, Tokens::of(usage));
+            // A later line of the same response carries the same or a more complete count:
+            // only what it adds is new.
+            let seen = self.usage_by_message.get(&key).copied().unwrap_or_default();
+            let now = Tokens::of(usage).max(seen);
+            self.usage_by_message.insert(key, now);
+            let added = now.beyond(seen);
+            if !added.is_zero() {
+                self.reported = self.reported.plus(added);
+                events.push(self.usage_event(added));
+            }
         }
         for block in message.get("content").and_then(Value::as_array).into_iter().flatten() {
             match text(block, "/type") {
@@ -153,21 +187,18 @@ impl Parser {
 
     fn result(&mut self, line: &Value, events: &mut Vec<AgentEvent>) {
         events.extend(self.session.see(text(line, "/session_id")));
-        let tokens = match line.get("usage") {
-            Some(usage) => Tokens::of(usage),
-            None => self.message_usage_total(),
-        };
-        events.push(self.usage_event(tokens));
-        self.usage_reported = true;
+        // The cumulative totals are authoritative: report what they add to the responses'
+        // usage already reported (always one event, so a run whose result says 0 tokens
+        // has reported its usage).
+        let total = line.get("usage").map_or(self.reported, Tokens::of);
+        let added = total.beyond(self.reported);
+        self.reported = self.reported.plus(added);
+        events.push(self.usage_event(added));
         if let Some(usd) = line.get("total_cost_usd").and_then(usd_from_json) {
             events.push(AgentEvent::Cost { usd });
         }
         let final_text = non_empty_text(line, "/result").map(str::to_string);
         events.push(AgentEvent::Final { status: result_status(line), text: final_text });
-    }
-
-    fn message_usage_total(&self) -> Tokens {
-        self.usage_by_message.values().fold(Tokens::default(), |sum, t| sum.plus(*t))
     }
 }
 
@@ -241,12 +272,9 @@ impl StreamParser for Parser {
     }
 
     fn finish(&mut self) -> Vec<AgentEvent> {
-        // Without a result line, the deduplicated per-response usage is all there is.
-        if self.usage_reported || self.usage_by_message.is_empty() {
-            return Vec::new();
-        }
-        self.usage_reported = true;
-        vec![self.usage_event(self.message_usage_total())]
+        // Usage was reported as it arrived; without a result line the deduplicated
+        // per-response usage is all there is.
+        Vec::new()
     }
 }
 

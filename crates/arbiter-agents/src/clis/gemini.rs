@@ -38,10 +38,13 @@ pub(crate) fn invocation(spec: &InvocationSpec) -> Invocation {
         inv.set_env("GOOGLE_GEMINI_BASE_URL", endpoint.server_root());
         inv.endpoint_key(endpoint, "GEMINI_API_KEY", true);
     }
-    // `$HOME/.gemini/settings.json`: no usage statistics, and the turn limit (gemini has
-    // no flag for it; exceeding it exits 53).
+    // `$HOME/.gemini/settings.json`: no usage statistics, API-key authentication, and the
+    // turn limit (gemini has no flag for it; exceeding it exits 53). A fresh home has no
+    // login, and gemini 0.61 refuses to start without a selected auth type even when
+    // GEMINI_API_KEY is set ("Invalid auth method selected", exit 41).
     let mut settings = Map::new();
     settings.insert("privacy".into(), json!({"usageStatisticsEnabled": false}));
+    settings.insert("security".into(), json!({"auth": {"selectedType": "gemini-api-key"}}));
     if let Some(turns) = spec.max_turns {
         settings.insert("model".into(), json!({"maxSessionTurns": turns}));
     }

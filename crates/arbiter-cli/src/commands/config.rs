@@ -54,6 +54,17 @@ pub async fn show(repo: Option<&Path>, args: &SettingsArgs, as_json: bool) -> Re
                         backends.join(", "),
                         if *round_robin { " (one per candidate, round-robin)" } else { " (a fallback chain)" }
                     ),
+                    arbiter_core::settings::RunnerKind::Agent(a) => println!(
+                        "runner {}: agent CLI {}{}{}",
+                        r.name,
+                        a.cli,
+                        a.model.as_ref().map(|m| format!(", model {m}")).unwrap_or_default(),
+                        if a.backends.is_empty() {
+                            ", its own provider".to_string()
+                        } else {
+                            format!(", backends {} (one per candidate, round-robin)", a.backends.join(", "))
+                        }
+                    ),
                 }
             }
         }

@@ -8,4 +8,5 @@ pub mod init;
 pub mod mock_llm;
 pub mod plan;
 pub mod run;
+pub mod runners;
 pub mod runs;

@@ -7,8 +7,10 @@ use arbiter_core::settings::{ApplyMode, RunSettings, RunnerKind};
 use arbiter_core::status::RunStatus;
 use arbiter_core::task::Task;
 use arbiter_runner::SystemClock;
+use arbiter_runner::cli_runner::{Cli, install_hint};
 use arbiter_runner::engine::{Engine, EngineError, RunOutcome, RunRequest};
 use arbiter_runner::preflight::check_program;
+use arbiter_runner::process::find_program;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
@@ -41,7 +43,8 @@ pub async fn run(repo: Option<&Path>, args: &RunArgs) -> Result<u8, CliError> {
             )));
         }
     }
-    let prepared = Prepared::new(&ctx, &config, task, settings, args.base.clone(), args.allow_dirty)?;
+    let mut prepared = Prepared::new(&ctx, &config, task, settings, args.base.clone(), args.allow_dirty)?;
+    preflight_agents(&mut prepared, ctx.workspace.repo_root())?;
     let outcome = execute(&ctx, prepared).await?;
     report(&outcome, args.json);
     Ok(exit_code(&outcome))
@@ -124,6 +127,48 @@ pub fn preflight(settings: &RunSettings, repo: &Path) -> Result<(), CliError> {
     for r in &settings.runners {
         let RunnerKind::Command { command } = &r.kind else { continue };
         check_program(&format!("the {} runner's command", r.name), command, repo, &path).map_err(CliError::usage)?;
+    }
+    Ok(())
+}
+
+/// Every agent CLI the run will start must be installed and able to run as configured
+/// (its backend's protocol, its required options), checked for every candidate before
+/// anything is spent. A relative `binary` is made absolute against the repository root.
+pub fn preflight_agents(p: &mut Prepared, repo: &Path) -> Result<(), CliError> {
+    let path = std::env::var("PATH").unwrap_or_default();
+    for spec in &mut p.settings.runners {
+        let RunnerKind::Agent(agent) = &mut spec.kind else { continue };
+        let Some(cli) = Cli::parse(&agent.cli) else { continue };
+        let program = agent.binary.clone().unwrap_or_else(|| cli.default_binary().to_string());
+        let located = if program.contains('/') && !Path::new(&program).is_absolute() {
+            repo.join(&program).display().to_string()
+        } else {
+            program.clone()
+        };
+        if find_program(&located, &path).is_none() {
+            let problem = if program.contains('/') { "does not exist or is not executable" } else { "is not on PATH" };
+            return Err(CliError::usage(format!(
+                "the {} runner runs `{program}`, which {problem}; {}, or set `binary = \"/path/to/{}\"` in [runners.{}] (`arbiter runners` lists what is installed)",
+                spec.name,
+                install_hint(cli),
+                cli.default_binary(),
+                spec.name
+            )));
+        }
+        if agent.binary.is_some() {
+            agent.binary = Some(located);
+        }
+    }
+    for index in 0..p.settings.candidates.value as usize {
+        let spec = p.settings.runner_for(index);
+        if !matches!(spec.kind, RunnerKind::Agent(_)) {
+            continue;
+        }
+        let chain = p.settings.backend_chain_for(index);
+        if let Err(why) = arbiter_runner::runners::from_spec(spec, &chain, p.models.as_deref()) {
+            let id = arbiter_core::ids::CandidateId::from_index(index);
+            return Err(CliError::usage(format!("candidate {id} ({}): {why}", p.settings.label_for(index))));
+        }
     }
     Ok(())
 }

@@ -180,6 +180,7 @@ fn unstarted(ctx: &RunCtx, index: usize) -> CandidateRun {
         not_run: None,
         authored_tests: Vec::new(),
         tree: None,
+        agent_details: None,
     }
 }
 
@@ -241,6 +242,7 @@ pub(super) async fn run_candidate(ctx: &RunCtx, index: usize) -> CandidateRun {
 
     let mut passthrough = ctx.settings.env_passthrough.value.clone();
     passthrough.extend(spec.env_passthrough.iter().cloned());
+    passthrough.extend(runners::agent_passthrough(&spec));
     let env = crate::agent_env::build(
         ctx.process_env.clone(),
         &passthrough,
@@ -270,6 +272,7 @@ pub(super) async fn run_candidate(ctx: &RunCtx, index: usize) -> CandidateRun {
         Ok(report) => {
             run.agent = report.outcome;
             run.calls = report.calls;
+            run.agent_details = report.details;
         }
         Err(e) => {
             run.setup_error = Some(e.to_string());
@@ -279,7 +282,7 @@ pub(super) async fn run_candidate(ctx: &RunCtx, index: usize) -> CandidateRun {
         .emit(
             EventKind::AgentFinished,
             Some(&id),
-            json!({"exit_code": run.agent.exit_code, "signal": run.agent.signal, "timed_out": run.agent.timed_out, "cancelled": run.agent.cancelled, "duration_ms": run.agent.duration_ms}),
+            json!({"exit_code": run.agent.exit_code, "signal": run.agent.signal, "timed_out": run.agent.timed_out, "cancelled": run.agent.cancelled, "duration_ms": run.agent.duration_ms, "limit_reached": run.agent.limit_reached, "failure": run.agent.failure}),
         )
         .await;
     if run.agent.cancelled && !ctx.cancel.is_cancelled() && ctx.budget.exhausted() {
@@ -295,7 +298,7 @@ pub(super) async fn run_candidate(ctx: &RunCtx, index: usize) -> CandidateRun {
         CandidateStatus::TimedOut
     } else if run.agent.limit_reached.is_some() {
         CandidateStatus::LimitReached
-    } else if run.agent.exit_code == Some(0) {
+    } else if run.agent.exit_code == Some(0) && run.agent.failure.is_none() {
         CandidateStatus::Finished
     } else {
         CandidateStatus::AgentFailed
@@ -510,6 +513,7 @@ pub(super) fn write_runner_summary(
         stdout_bytes: size(paths::STDOUT),
         stderr_bytes: size(paths::STDERR),
         env_names: env.iter().map(|(k, _)| k.clone()).collect(),
+        agent_cli: run.agent_details.clone(),
     };
     let _ = crate::rundir::write_atomic(
         &cdir.join(paths::RUNNER_SUMMARY),

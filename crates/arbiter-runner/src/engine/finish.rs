@@ -66,7 +66,8 @@ pub(super) fn assess(ctx: &RunCtx, r: &CandidateRun, baseline: &Baseline) -> (Ev
         index: r.index,
         runner: r.runner.clone(),
         status: r.status,
-        agent_exit_code: r.agent.exit_code,
+        // An agent that failed by its own account did not succeed, whatever its exit code.
+        agent_exit_code: r.agent.exit_code.filter(|_| r.agent.failure.is_none()),
         setup_error: r.setup_error.clone(),
         patch: r.patch.as_ref().map(|p| PatchFacts {
             stats: p.stats.clone(),

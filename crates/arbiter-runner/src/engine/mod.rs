@@ -156,6 +156,8 @@ pub(super) struct CandidateRun {
     pub(super) authored_tests: Vec<AuthoredTest>,
     /// Its worktree, kept until the cross-tests are done.
     pub(super) tree: Option<PathBuf>,
+    /// The runner's own record of the agent run (`agent_cli` in `runner_summary.json`).
+    pub(super) agent_details: Option<serde_json::Value>,
 }
 
 /// Names whose values are secrets, wherever they appear.
