@@ -12,7 +12,7 @@ use arbiter_core::time::Timestamp;
 use sqlx::{ColumnIndex, Row};
 
 use crate::StoreError;
-use crate::plans::{AttemptRecord, PlanEvent, PlanRecord, TaskRecord};
+use crate::plans::{AttemptRecord, AttemptResult, Lease, PlanEvent, PlanRecord, Retry, TaskRecord};
 use crate::rows::Column;
 
 fn get<R, T>(row: &R, column: &str) -> Result<T, StoreError>
@@ -138,6 +138,65 @@ pub(crate) fn expiry(now: Timestamp, ttl: std::time::Duration) -> Timestamp {
     Timestamp(now.0.saturating_add(ttl.as_micros().min(i64::MAX as u128) as i64))
 }
 
+/// What a report with nothing to charge or release does, decided from its lease alone:
+/// the one-round-trip report paths of both stores use it (and `None` sends a release down
+/// the general path).
+pub(crate) struct FastOutcome {
+    pub status: TaskStatus,
+    pub not_before: Timestamp,
+    pub attempt_status: AttemptStatus,
+    /// The event kind, as the general path names it.
+    pub kind: &'static str,
+    pub reason: Option<String>,
+    pub run_id: Option<String>,
+    pub commit: Option<String>,
+    pub data: serde_json::Value,
+}
+
+pub(crate) fn fast_outcome(lease: &Lease, result: &AttemptResult, now: Timestamp) -> Option<FastOutcome> {
+    use arbiter_core::plan::spec::backoff_seconds;
+    let left = lease.attempt < lease.max_attempts;
+    let (status, not_before, reason, run_id, commit, attempt_status) = match result {
+        AttemptResult::Succeeded { run_id, commit } => {
+            (TaskStatus::Done, now, None, run_id.clone(), commit.clone(), AttemptStatus::Succeeded)
+        }
+        AttemptResult::Failed { reason, retry, run_id } => {
+            let (s, at) = match retry {
+                Retry::Now if left => (TaskStatus::Ready, now),
+                Retry::AfterBackoff if left => {
+                    let wait = backoff_seconds(lease.retry_backoff_seconds, lease.attempt) as i64 * 1_000_000;
+                    (TaskStatus::Ready, Timestamp(now.0 + wait))
+                }
+                _ => (TaskStatus::Failed, now),
+            };
+            (s, at, Some(reason.clone()), run_id.clone(), None, AttemptStatus::Failed)
+        }
+        AttemptResult::Released { .. } => return None,
+    };
+    let kind = match (attempt_status, status) {
+        (AttemptStatus::Succeeded, _) => "task_done",
+        (_, TaskStatus::Ready) => "attempt_failed_retry",
+        _ => "task_failed",
+    };
+    let data = serde_json::json!({
+        "fence": lease.fence,
+        "status": status.as_str(),
+        "reason": reason,
+        "run_id": run_id,
+        "commit": commit,
+        "cost": Usd::ZERO,
+        "not_before": (status == TaskStatus::Ready).then_some(not_before.0),
+    });
+    Some(FastOutcome { status, not_before, attempt_status, kind, reason, run_id, commit, data })
+}
+
+/// A token naming the rows one claim or report changes, unique in this process.
+pub(crate) fn token(kind: &str) -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    format!("{kind}:{}:{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed))
+}
+
 /// The [`PlanStore`](crate::plans::PlanStore) implementation for `$store` over `$db`. The
 /// store provides `pool`, `write_tx()`, `notify_work(plan)`, `wait_notified(timeout)`,
 /// `claim_fast(..)` and `finish_fast(..)`, and implements
@@ -240,10 +299,10 @@ macro_rules! plan_store_impl {
                     release: Usd,
                     now: Timestamp,
                 ) -> Result<Charged, StoreError> {
-                    let (mut b, _, _, _) = Self::budget_tx(tx, plan).await?;
                     if amount == Usd::ZERO && release == Usd::ZERO {
-                        return Ok(Charged { spent: b.spent, limit: b.limit, crossed: false });
+                        return Ok(Charged { spent: Usd::ZERO, limit: None, crossed: false });
                     }
+                    let (mut b, _, _, _) = Self::budget_tx(tx, plan).await?;
                     b.release(release);
                     let charge = b.charge(amount);
                     Self::save_budget_tx(tx, plan, &b, now).await?;
@@ -272,16 +331,10 @@ macro_rules! plan_store_impl {
                     rows.iter().map(decode::task).collect()
                 }
 
-                async fn set_deps_and_files_tx(
-                    tx: &mut Tx<'_>,
-                    plan: &str,
-                    t: &TaskSpec,
-                    replace: bool,
-                ) -> Result<(), StoreError> {
-                    if replace {
-                        sqlx::query(q::DELETE_DEPS).bind(plan).bind(&t.id).execute(&mut **tx).await?;
-                        sqlx::query(q::DELETE_FILES).bind(plan).bind(&t.id).execute(&mut **tx).await?;
-                    }
+                /// Replaces a task's dependencies and key files with its spec's.
+                async fn set_deps_and_files_tx(tx: &mut Tx<'_>, plan: &str, t: &TaskSpec) -> Result<(), StoreError> {
+                    sqlx::query(q::DELETE_DEPS).bind(plan).bind(&t.id).execute(&mut **tx).await?;
+                    sqlx::query(q::DELETE_FILES).bind(plan).bind(&t.id).execute(&mut **tx).await?;
                     let deps: BTreeSet<&String> = t.dependencies.iter().collect();
                     for d in deps {
                         sqlx::query(q::INSERT_DEP).bind(plan).bind(&t.id).bind(d).execute(&mut **tx).await?;
@@ -553,6 +606,20 @@ macro_rules! plan_store_impl {
                 }
             }
 
+            /// A task row to insert.
+            struct NewTask<'a> {
+                id: &'a str,
+                ord: i64,
+                priority: i64,
+                spec: String,
+                status: &'static str,
+                deps_left: i64,
+                max_attempts: i64,
+                attempt_budget: i64,
+                has_files: bool,
+                reason: Option<String>,
+            }
+
             /// What an imported task starts as.
             fn initial_status(t: &TaskSpec, deps_left: i64) -> TaskStatus {
                 match t.imported_status {
@@ -712,40 +779,84 @@ macro_rules! plan_store_impl {
                         .await?;
                     }
                     let defaults = &header.defaults;
+                    // New tasks, their dependencies, files and events go in in batches: a plan
+                    // of thousands of tasks imports in a handful of statements.
+                    let mut task_rows = Vec::with_capacity(to_add.len());
+                    let mut dep_rows: Vec<(&str, &str)> = Vec::new();
+                    let mut file_rows: Vec<(&str, String)> = Vec::new();
+                    let mut event_rows: Vec<(&str, &'static str, String)> = Vec::with_capacity(to_add.len());
                     for t in &to_add {
-                        let def = t.definition();
                         let deps_left = unmet(t, &status_of);
                         let status = initial_status(t, deps_left);
-                        let reason = t.imported_status.map(|_| "marked so in the imported file".to_string());
-                        sqlx::query(q::INSERT_TASK)
-                            .bind(&spec.id)
-                            .bind(&t.id)
-                            .bind(next_ord)
-                            .bind(t.priority.rank())
-                            .bind(serde_json::to_string(&def).unwrap_or_default())
-                            .bind(status.as_str())
-                            .bind(deps_left)
-                            .bind(i64::from(t.max_attempts_with(defaults)))
-                            .bind(t.attempt_budget_with(defaults).pico())
-                            .bind(!t.key_files.is_empty())
-                            .bind(reason)
-                            .bind(now.0)
-                            .execute(&mut *tx)
-                            .await?;
+                        task_rows.push(NewTask {
+                            id: &t.id,
+                            ord: next_ord,
+                            priority: t.priority.rank(),
+                            spec: serde_json::to_string(&t.definition()).unwrap_or_default(),
+                            status: status.as_str(),
+                            deps_left,
+                            max_attempts: i64::from(t.max_attempts_with(defaults)),
+                            attempt_budget: t.attempt_budget_with(defaults).pico(),
+                            has_files: !t.key_files.is_empty(),
+                            reason: t.imported_status.map(|_| "marked so in the imported file".to_string()),
+                        });
                         next_ord += 1;
                         files_anywhere |= !t.key_files.is_empty();
-                        Self::set_deps_and_files_tx(&mut tx, &spec.id, t, false).await?;
-                        Self::event_tx(
-                            &mut tx,
-                            &spec.id,
-                            Some(&t.id),
-                            None,
-                            "task_created",
-                            now,
-                            json!({"status": status.as_str(), "priority": t.priority.as_str(), "dependencies": t.dependencies}),
-                        )
-                        .await?;
+                        let deps: BTreeSet<&String> = t.dependencies.iter().collect();
+                        dep_rows.extend(deps.into_iter().map(|d| (t.id.as_str(), d.as_str())));
+                        let files: BTreeSet<String> =
+                            t.key_files.iter().map(|f| normal_path(f)).filter(|f| !f.is_empty()).collect();
+                        file_rows.extend(files.into_iter().map(|f| (t.id.as_str(), f)));
+                        let data = json!({"status": status.as_str(), "priority": t.priority.as_str(), "dependencies": t.dependencies});
+                        event_rows.push((t.id.as_str(), "task_created", data.to_string()));
                         report.added.push(t.id.clone());
+                    }
+                    for chunk in task_rows.chunks(500) {
+                        let mut b = sqlx::QueryBuilder::<$db>::new(
+                            "INSERT INTO plan_tasks (plan_id, id, ord, priority, spec, status, deps_left, max_attempts, attempt_budget_pico, has_files, reason, updated_at) ",
+                        );
+                        b.push_values(chunk, |mut row, t| {
+                            row.push_bind(spec.id.as_str())
+                                .push_bind(t.id)
+                                .push_bind(t.ord)
+                                .push_bind(t.priority)
+                                .push_bind(t.spec.as_str())
+                                .push_bind(t.status)
+                                .push_bind(t.deps_left)
+                                .push_bind(t.max_attempts)
+                                .push_bind(t.attempt_budget)
+                                .push_bind(t.has_files)
+                                .push_bind(t.reason.as_deref())
+                                .push_bind(now.0);
+                        });
+                        b.build().execute(&mut *tx).await?;
+                    }
+                    for chunk in dep_rows.chunks(2000) {
+                        let mut b = sqlx::QueryBuilder::<$db>::new("INSERT INTO plan_deps (plan_id, task_id, depends_on) ");
+                        b.push_values(chunk, |mut row, (task, dep)| {
+                            row.push_bind(spec.id.as_str()).push_bind(*task).push_bind(*dep);
+                        });
+                        b.build().execute(&mut *tx).await?;
+                    }
+                    for chunk in file_rows.chunks(2000) {
+                        let mut b = sqlx::QueryBuilder::<$db>::new("INSERT INTO plan_files (plan_id, task_id, path) ");
+                        b.push_values(chunk, |mut row, (task, path)| {
+                            row.push_bind(spec.id.as_str()).push_bind(*task).push_bind(path.as_str());
+                        });
+                        b.build().execute(&mut *tx).await?;
+                    }
+                    for chunk in event_rows.chunks(1000) {
+                        let mut b =
+                            sqlx::QueryBuilder::<$db>::new("INSERT INTO plan_events (plan_id, task_id, attempt, kind, at, data) ");
+                        b.push_values(chunk, |mut row, (task, kind, data)| {
+                            row.push_bind(spec.id.as_str())
+                                .push_bind(*task)
+                                .push_bind(None::<i64>)
+                                .push_bind(*kind)
+                                .push_bind(now.0)
+                                .push_bind(data.as_str());
+                        });
+                        b.build().execute(&mut *tx).await?;
                     }
                     for t in &to_update {
                         let Some(s) = by_id.get(t.id.as_str()) else { continue };
@@ -771,7 +882,7 @@ macro_rules! plan_store_impl {
                                 tasks: vec![format!("{} changed while the import ran; import again", t.id)],
                             });
                         }
-                        Self::set_deps_and_files_tx(&mut tx, &spec.id, t, true).await?;
+                        Self::set_deps_and_files_tx(&mut tx, &spec.id, t).await?;
                         Self::event_tx(
                             &mut tx,
                             &spec.id,
@@ -856,7 +967,7 @@ macro_rules! plan_store_impl {
                     let plan = decode::plan(&row)?;
                     let rows = sqlx::query(q::SELECT_TASKS).bind(id).fetch_all(&self.pool).await?;
                     let tasks = rows.iter().map(decode::task).collect::<Result<Vec<_>, _>>()?;
-                    Ok(Some(PlanView { plan, tasks }))
+                    Ok(Some(PlanView::new(plan, tasks)))
                 }
 
                 async fn plans(&self) -> Result<Vec<PlanSummary>, StoreError> {

@@ -89,11 +89,6 @@ pub const SAVE_BUDGET: &str =
          updated_at = $6, version = version + 1
      WHERE id = $1";
 
-pub const INSERT_TASK: &str =
-    "INSERT INTO plan_tasks (plan_id, id, ord, priority, spec, status, deps_left, max_attempts,
-         attempt_budget_pico, has_files, reason, updated_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)";
-
 pub const UPDATE_TASK_DEFINITION: &str = "UPDATE plan_tasks SET priority = $3, spec = $4, status = $5, deps_left = $6,
          max_attempts = $7, attempt_budget_pico = $8, has_files = $9, reason = NULL, version = version + 1, updated_at = $10
      WHERE plan_id = $1 AND id = $2 AND version = $11 AND attempts = 0 AND status IN ('blocked', 'ready')";

@@ -70,16 +70,23 @@ pub struct TaskRecord {
 pub struct PlanView {
     pub plan: PlanRecord,
     pub tasks: Vec<TaskRecord>,
+    /// Task id → position in `tasks`.
+    positions: BTreeMap<String, usize>,
 }
 
 impl PlanView {
+    pub fn new(plan: PlanRecord, tasks: Vec<TaskRecord>) -> Self {
+        let positions = tasks.iter().enumerate().map(|(i, t)| (t.spec.id.clone(), i)).collect();
+        PlanView { plan, tasks, positions }
+    }
+
     /// The plan as a spec again (for export).
     pub fn spec(&self) -> PlanSpec {
         PlanSpec { tasks: self.tasks.iter().map(|t| t.spec.definition()).collect(), ..self.plan.header.clone() }
     }
 
     pub fn task(&self, id: &str) -> Option<&TaskRecord> {
-        self.tasks.iter().find(|t| t.spec.id == id)
+        self.positions.get(id).and_then(|&i| self.tasks.get(i))
     }
 
     /// How many tasks are in each status.

@@ -21,7 +21,7 @@ use tokio::sync::{Notify, OnceCell};
 use crate::StoreError;
 use crate::migrate::POSTGRES;
 use crate::plan_sql::{PlanDialect, pick_ready, plan_budget, task_state};
-use crate::plans::{AttemptResult, Claimed, Finished, Lease, Retry, Wake};
+use crate::plans::{AttemptResult, Claimed, Finished, Lease, Wake};
 
 /// The channel waiting claimers listen on.
 const CHANNEL: &str = "arbiter_plans";
@@ -136,53 +136,20 @@ impl PgStore {
         result: &AttemptResult,
         now: Timestamp,
     ) -> Result<Option<Finished>, StoreError> {
-        use arbiter_core::plan::spec::backoff_seconds;
-        use arbiter_core::plan::state::AttemptStatus;
-        let left = lease.attempt < lease.max_attempts;
-        let (status, not_before, reason, run_id, commit, attempt_status) = match result {
-            AttemptResult::Succeeded { run_id, commit } => {
-                (TaskStatus::Done, now, None, run_id.clone(), commit.clone(), AttemptStatus::Succeeded)
-            }
-            AttemptResult::Failed { reason, retry, run_id } => {
-                let (s, at) = match retry {
-                    Retry::Now if left => (TaskStatus::Ready, now),
-                    Retry::AfterBackoff if left => {
-                        let wait = backoff_seconds(lease.retry_backoff_seconds, lease.attempt) as i64 * 1_000_000;
-                        (TaskStatus::Ready, Timestamp(now.0 + wait))
-                    }
-                    _ => (TaskStatus::Failed, now),
-                };
-                (s, at, Some(reason.clone()), run_id.clone(), None, AttemptStatus::Failed)
-            }
-            AttemptResult::Released { .. } => return Ok(None),
-        };
-        let kind = match (attempt_status, status) {
-            (AttemptStatus::Succeeded, _) => "task_done",
-            (_, TaskStatus::Ready) => "attempt_failed_retry",
-            _ => "task_failed",
-        };
-        let data = serde_json::json!({
-            "fence": lease.fence,
-            "status": status.as_str(),
-            "reason": reason,
-            "run_id": run_id,
-            "commit": commit,
-            "cost": arbiter_core::money::Usd::ZERO,
-            "not_before": (status == TaskStatus::Ready).then_some(not_before.0),
-        });
+        let Some(o) = crate::plan_impl::fast_outcome(lease, result, now) else { return Ok(None) };
         let Some(row) = sqlx::query(FINISH_FAST)
             .bind(&lease.plan_id)
             .bind(&lease.task_id)
-            .bind(status.as_str())
-            .bind(not_before.0)
-            .bind(run_id.as_deref())
-            .bind(commit.as_deref())
-            .bind(reason.as_deref())
+            .bind(o.status.as_str())
+            .bind(o.not_before.0)
+            .bind(o.run_id.as_deref())
+            .bind(o.commit.as_deref())
+            .bind(o.reason.as_deref())
             .bind(now.0)
             .bind(lease.fence)
-            .bind(attempt_status.as_str())
-            .bind(kind)
-            .bind(data.to_string())
+            .bind(o.attempt_status.as_str())
+            .bind(o.kind)
+            .bind(o.data.to_string())
             .fetch_optional(&self.pool)
             .await?
         else {
@@ -190,9 +157,9 @@ impl PgStore {
         };
         let newly_ready: Option<Vec<String>> = row.try_get("newly_ready")?;
         Ok(Some(Finished {
-            status,
+            status: o.status,
             newly_ready: newly_ready.unwrap_or_default(),
-            not_before: (status == TaskStatus::Ready).then_some(not_before),
+            not_before: (o.status == TaskStatus::Ready).then_some(o.not_before),
             budget_crossed: false,
         }))
     }

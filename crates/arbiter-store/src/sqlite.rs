@@ -9,8 +9,8 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use sqlx::SqlitePool;
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous};
+use sqlx::{Row, SqlitePool};
 
 use arbiter_core::time::Timestamp;
 use tokio::sync::Notify;
@@ -64,25 +64,105 @@ impl SqliteStore {
         }
     }
 
-    /// SQLite has no faster claim than the general one.
-    async fn claim_fast(
+    /// Runs a script holding its own `BEGIN IMMEDIATE … COMMIT` in one round trip to the
+    /// connection's thread; on an error the transaction is rolled back before the
+    /// connection goes back to the pool.
+    async fn script(
         &self,
-        _plan: &str,
-        _worker: &str,
-        _ttl: Duration,
-        _now: Timestamp,
-    ) -> Result<Option<Claimed>, StoreError> {
-        Ok(None)
+        query: sqlx::query::Query<'_, sqlx::Sqlite, sqlx::sqlite::SqliteArguments>,
+    ) -> Result<Vec<SqliteRow>, StoreError> {
+        let mut conn = self.pool.acquire().await?;
+        match query.fetch_all(&mut *conn).await {
+            Ok(rows) => Ok(rows),
+            Err(e) => {
+                let _ = sqlx::query("ROLLBACK").execute(&mut *conn).await;
+                Err(e.into())
+            }
+        }
     }
 
-    /// SQLite has no faster report than the general one.
+    /// One round trip when the plan has no budget and no key files: pick, claim, record the
+    /// attempt and the event, in one transaction. `None` sends the claim down the general
+    /// path (a guarded plan, or nothing ready).
+    async fn claim_fast(
+        &self,
+        plan: &str,
+        worker: &str,
+        ttl: Duration,
+        now: Timestamp,
+    ) -> Result<Option<Claimed>, StoreError> {
+        let expires = crate::plan_impl::expiry(now, ttl);
+        let token = crate::plan_impl::token("claim");
+        let rows = self
+            .script(sqlx::query(CLAIM_FAST).bind(plan).bind(now.0).bind(worker).bind(expires.0).bind(&token))
+            .await?;
+        let Some(row) = rows.into_iter().next() else { return Ok(None) };
+        let spec: String = row.try_get("spec")?;
+        let task =
+            serde_json::from_str(&spec).map_err(|_| StoreError::Corrupt { column: "plan_tasks.spec", value: spec })?;
+        Ok(Some(Claimed {
+            lease: Lease {
+                plan_id: plan.to_string(),
+                task_id: row.try_get("id")?,
+                attempt: row.try_get::<i64, _>("attempts")? as u32,
+                max_attempts: row.try_get::<i64, _>("max_attempts")? as u32,
+                fence: row.try_get("fence")?,
+                worker: worker.to_string(),
+                expires,
+                reserved: arbiter_core::money::Usd::ZERO,
+                retry_backoff_seconds: row.try_get::<i64, _>("retry_backoff_seconds")?.max(0) as u64,
+            },
+            task,
+        }))
+    }
+
+    /// One round trip for a report with nothing to charge or release: end the task and the
+    /// attempt, unblock dependents, write the events. `None` sends the report down the
+    /// general path (which also refuses a stale fence).
     async fn finish_fast(
         &self,
-        _lease: &Lease,
-        _result: &AttemptResult,
-        _now: Timestamp,
+        lease: &Lease,
+        result: &AttemptResult,
+        now: Timestamp,
     ) -> Result<Option<Finished>, StoreError> {
-        Ok(None)
+        let Some(o) = crate::plan_impl::fast_outcome(lease, result, now) else { return Ok(None) };
+        let (done, ready) = (crate::plan_impl::token("finish"), crate::plan_impl::token("ready"));
+        let rows = self
+            .script(
+                sqlx::query(FINISH_FAST)
+                    .bind(&lease.plan_id)
+                    .bind(&lease.task_id)
+                    .bind(o.status.as_str())
+                    .bind(o.not_before.0)
+                    .bind(o.run_id.as_deref())
+                    .bind(o.commit.as_deref())
+                    .bind(o.reason.as_deref())
+                    .bind(now.0)
+                    .bind(lease.fence)
+                    .bind(o.attempt_status.as_str())
+                    .bind(o.kind)
+                    .bind(o.data.to_string())
+                    .bind(&done)
+                    .bind(&ready),
+            )
+            .await?;
+        let mut finished = false;
+        let mut newly_ready = Vec::new();
+        for row in rows {
+            let id: String = row.try_get("id")?;
+            if row.try_get::<bool, _>("finished")? {
+                finished = true;
+            } else {
+                newly_ready.push(id);
+            }
+        }
+        newly_ready.sort();
+        Ok(finished.then(|| Finished {
+            status: o.status,
+            newly_ready,
+            not_before: (o.status == arbiter_core::plan::state::TaskStatus::Ready).then_some(o.not_before),
+            budget_crossed: false,
+        }))
     }
 
     async fn migrate(&self) -> Result<(), StoreError> {
@@ -99,6 +179,52 @@ impl SqliteStore {
         Ok(())
     }
 }
+
+/// See [`SqliteStore::claim_fast`]; `$5` is the claim's token.
+const CLAIM_FAST: &str = "BEGIN IMMEDIATE;
+UPDATE plan_tasks SET status = 'running', attempts = attempts + 1, fence = fence + 1, lease_owner = $3,
+    lease_expires = $4, reserved_pico = 0, claim_token = $5, version = version + 1, updated_at = $2
+WHERE plan_id = $1 AND id = (
+    SELECT t.id FROM plan_tasks t JOIN plans p ON p.id = t.plan_id
+    WHERE t.plan_id = $1 AND t.status = 'ready' AND t.not_before <= $2
+      AND NOT p.cancelled AND NOT p.guard_files AND p.budget_pico IS NULL
+    ORDER BY t.priority, t.ord LIMIT 1);
+INSERT INTO plan_attempts (plan_id, task_id, attempt, fence, worker, status, started_at, reserved_pico)
+    SELECT plan_id, id, attempts, fence, $3, 'running', $2, 0 FROM plan_tasks WHERE plan_id = $1 AND claim_token = $5;
+INSERT INTO plan_events (plan_id, task_id, attempt, kind, at, data)
+    SELECT plan_id, id, attempts, 'task_claimed', $2,
+           json_object('worker', $3, 'fence', fence, 'lease_expires', $4, 'reserved', '0')
+    FROM plan_tasks WHERE plan_id = $1 AND claim_token = $5;
+SELECT t.id, t.attempts, t.max_attempts, t.fence, t.spec, p.retry_backoff_seconds
+    FROM plan_tasks t JOIN plans p ON p.id = t.plan_id WHERE t.plan_id = $1 AND t.claim_token = $5;
+COMMIT;";
+
+/// See [`SqliteStore::finish_fast`]; `$13` marks the reported task, `$14` the dependents it
+/// makes ready.
+const FINISH_FAST: &str = "BEGIN IMMEDIATE;
+UPDATE plan_tasks SET status = $3, not_before = $4, lease_owner = NULL, lease_expires = NULL,
+    run_id = COALESCE($5, run_id), commit_sha = COALESCE($6, commit_sha), reason = $7, claim_token = $13,
+    version = version + 1, updated_at = $8
+WHERE plan_id = $1 AND id = $2 AND status = 'running' AND fence = $9 AND reserved_pico = 0;
+UPDATE plan_attempts SET status = $10, finished_at = $8, run_id = COALESCE($5, run_id), commit_sha = $6, reason = $7
+WHERE plan_id = $1 AND task_id = $2 AND fence = $9
+  AND EXISTS (SELECT 1 FROM plan_tasks WHERE plan_id = $1 AND id = $2 AND claim_token = $13);
+INSERT INTO plan_events (plan_id, task_id, attempt, kind, at, data)
+    SELECT plan_id, id, attempts, $11, $8, $12 FROM plan_tasks WHERE plan_id = $1 AND id = $2 AND claim_token = $13;
+UPDATE plan_tasks SET deps_left = deps_left - 1,
+    status = CASE WHEN deps_left = 1 AND status = 'blocked' THEN 'ready' ELSE status END,
+    claim_token = CASE WHEN deps_left = 1 AND status = 'blocked' THEN $14 ELSE claim_token END,
+    version = version + 1, updated_at = $8
+WHERE $3 = 'done' AND plan_id = $1
+  AND id IN (SELECT task_id FROM plan_deps WHERE plan_id = $1 AND depends_on = $2)
+  AND EXISTS (SELECT 1 FROM plan_tasks WHERE plan_id = $1 AND id = $2 AND claim_token = $13);
+INSERT INTO plan_events (plan_id, task_id, attempt, kind, at, data)
+    SELECT plan_id, id, NULL, 'task_ready', $8, json_object('after', $2) FROM plan_tasks
+    WHERE plan_id = $1 AND claim_token = $14;
+SELECT id, 1 AS finished FROM plan_tasks WHERE plan_id = $1 AND id = $2 AND claim_token = $13
+UNION ALL
+SELECT id, 0 AS finished FROM plan_tasks WHERE plan_id = $1 AND claim_token = $14;
+COMMIT;";
 
 impl PlanDialect for SqliteStore {
     const LOCK_PLAN: &'static str = plan_budget!();

@@ -38,12 +38,16 @@ CREATE TABLE plan_tasks (
     run_id               TEXT,
     commit_sha           TEXT,
     reason               TEXT,
+    -- Marks the row a claim or report just changed, for the statements after it in the
+    -- same transaction (one-round-trip paths).
+    claim_token          TEXT,
     version              INTEGER NOT NULL DEFAULT 1,
     updated_at           INTEGER NOT NULL,
     PRIMARY KEY (plan_id, id)
 );
 CREATE INDEX plan_tasks_ready ON plan_tasks (plan_id, priority, ord) WHERE status = 'ready';
 CREATE INDEX plan_tasks_running ON plan_tasks (lease_expires) WHERE status = 'running';
+CREATE INDEX plan_tasks_token ON plan_tasks (plan_id, claim_token) WHERE claim_token IS NOT NULL;
 
 CREATE TABLE plan_deps (
     plan_id    TEXT NOT NULL,
@@ -52,7 +56,7 @@ CREATE TABLE plan_deps (
     PRIMARY KEY (plan_id, task_id, depends_on),
     FOREIGN KEY (plan_id, task_id) REFERENCES plan_tasks (plan_id, id) ON DELETE CASCADE
 );
-CREATE INDEX plan_deps_dependents ON plan_deps (plan_id, depends_on);
+CREATE INDEX plan_deps_dependents ON plan_deps (plan_id, depends_on, task_id);
 
 CREATE TABLE plan_files (
     plan_id TEXT NOT NULL,
