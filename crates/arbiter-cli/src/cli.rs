@@ -342,6 +342,15 @@ pub enum RunsCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Continue a run interrupted by a crash, SIGKILL or Ctrl-C: finished candidates are
+    /// kept, the others start again (continuing their agent's session where the CLI can),
+    /// then evaluation runs.
+    Resume {
+        /// A run id, or `latest`.
+        run: String,
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Debug, Args)]

@@ -8,6 +8,7 @@ mod common;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::time::Duration;
 
 use common::*;
 use serde_json::{Value, json};
@@ -687,4 +688,65 @@ fn runners_lists_every_kind_with_install_state_and_version() {
         Run::from_output(arbiter_cmd_in(elsewhere.path(), &["runners"]).env("PATH", &path).output().expect("run"));
     out.assert_code(0);
     assert!(out.stdout.contains("claude-code") && out.stdout.contains("no backend configured"), "{}", out.stdout);
+}
+
+#[test]
+fn a_killed_run_resumes_keeping_finished_candidates_and_continuing_the_cli_session() {
+    // c01 (claude, model fix) finishes; c02 (claude, model hang) reports its session and
+    // waits. The run is SIGKILLed; the resume keeps c01, and continues c02 with
+    // `--resume <its session>` in the worktree it left.
+    let fakes = FakeClis::new();
+    fs::create_dir_all(fakes.records_dir()).expect("records dir");
+    fs::write(fakes.records_dir().join("hang"), "").expect("hang marker");
+    let repo = calc_repo(
+        "\n[runners.fixer]\nkind = \"claude-code\"\nmodel = \"fix\"\n[runners.hanger]\nkind = \"claude-code\"\nmodel = \"hang\"\n",
+    );
+    let mut cmd =
+        repo.arbiter_cmd(&run_args("fixer,hanger", &["--candidates", "2", "--verify", VERIFY_PY, "--apply", "none"]));
+    cmd.env("PATH", fakes.path()).env("ANTHROPIC_API_KEY", ANTHROPIC_KEY).stdout(Stdio::null()).stderr(Stdio::null());
+    let mut child = cmd.spawn().expect("start the run");
+    let pid_file = fakes.records_dir().join("claude-c02.pid");
+    let dirs = || repo.run_dirs();
+    assert!(
+        wait_until(Duration::from_secs(60), || pid_file.exists()
+            && dirs().first().is_some_and(|d| d.join("candidates/c01/result.json").exists())),
+        "the run never got c01 done and c02 waiting"
+    );
+    child.kill().expect("SIGKILL arbiter");
+    let _ = child.wait();
+    let orphan = read_pid(&pid_file);
+    fs::remove_file(fakes.records_dir().join("hang")).expect("let c02 finish");
+
+    let resumed = arbiter_with(&repo, &fakes, &["runs", "resume", "latest", "--json"], &[]);
+    resumed.assert_code(0);
+    assert!(wait_pid_gone(orphan), "the interrupted agent {orphan} was left running");
+    let summary: Value = serde_json::from_str(&resumed.stdout).expect("--json");
+    assert_eq!(summary["status"], "succeeded", "{summary:#}");
+    // c01 ran once; c02 ran again, continuing its session in its own worktree.
+    assert!(!fakes.records_dir().join("claude-c01-2.json").exists(), "c01 was kept, not run again");
+    let first = fakes.record("claude", "c02");
+    let again = read_json(&fakes.records_dir().join("claude-c02-2.json"));
+    let argv: Vec<String> =
+        again["argv"].as_array().expect("argv").iter().filter_map(|a| a.as_str().map(str::to_string)).collect();
+    let at = argv.iter().position(|a| a == "--resume").unwrap_or_else(|| panic!("no --resume in {argv:?}"));
+    assert_eq!(argv[at + 1], "5f0c8a2e-3b1d-4c2a-9e7f-000000000c02");
+    assert_eq!(first["cwd"], again["cwd"], "the resumed agent works in the worktree it left");
+    let dir = repo.run_dir();
+    let events = read_json_lines(&dir.join("runtime_events.jsonl"));
+    let resumed_event = events.iter().find(|e| e["kind"] == "run_resumed").expect("a run_resumed event");
+    assert_eq!(resumed_event["data"]["kept"], serde_json::json!(["c01"]), "{resumed_event:#}");
+    assert_eq!(resumed_event["data"]["restarting"][0]["reuses_worktree"], true);
+    let seqs: Vec<u64> = events.iter().filter_map(|e| e["seq"].as_u64()).collect();
+    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "event numbers keep increasing across the resume");
+    assert!(dir.join("candidates/c02/stdout.interrupted.log").exists(), "the interrupted output is kept");
+    let selection = read_json(&dir.join("selection.json"));
+    assert_eq!(selection["outcome"], "selected", "{selection:#}");
+    // Both candidates made the same fix: the kept one and the resumed one are eligible.
+    let ranking = read_json(&dir.join("comparisons/ranking.json"));
+    assert_eq!(ranked(&ranking, "c01")["eligible"], true, "{ranking:#}");
+    assert_eq!(ranked(&ranking, "c02")["eligible"], true, "{ranking:#}");
+    // A finished run is not resumed again.
+    let twice = arbiter_with(&repo, &fakes, &["runs", "resume", "latest"], &[]);
+    twice.assert_code(2);
+    assert!(twice.stderr.contains("already finished"), "{}", twice.stderr);
 }

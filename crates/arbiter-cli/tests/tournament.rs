@@ -765,3 +765,79 @@ fi
     assert!(fs::read_to_string(dir.join("final_report.md")).expect("report").contains("Protected files changed"));
     assert!(repo.read("calc.py").contains("return a + b"));
 }
+
+#[test]
+fn a_killed_run_resumes_from_a_fresh_worktree_when_its_own_is_gone() {
+    let scratch = tempfile::tempdir().expect("temp dir");
+    let log = scratch.path().join("agents.log");
+    let marker = scratch.path().join("slow");
+    std::fs::write(&marker, "").expect("marker");
+    let repo = python_repo(&format!(
+        r#"set -e
+echo "$ARBITER_CANDIDATE_ID" >> {log}
+if [ "$ARBITER_CANDIDATE_ID" = c03 ]; then
+  echo $$ > {pid}
+  while [ -e {marker} ]; do sleep 0.1; done
+fi
+sed -i 's/return a - b/return a + b/' calc.py
+"#,
+        log = log.display(),
+        pid = scratch.path().join("c03.pid").display(),
+        marker = marker.display()
+    ));
+    let mut child = repo
+        .arbiter_cmd(&[
+            "run",
+            "--task",
+            "Fix add",
+            "--candidates",
+            "3",
+            "--command",
+            "./agent.sh",
+            "--verify",
+            VERIFY_PY,
+            "--apply",
+            "none",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start the run");
+    let pid_file = scratch.path().join("c03.pid");
+    assert!(
+        wait_until(Duration::from_secs(60), || pid_file.exists()
+            && repo.run_dirs().first().is_some_and(|d| d.join("candidates/c02/result.json").exists())),
+        "c01 and c02 never finished with c03 waiting"
+    );
+    child.kill().expect("SIGKILL arbiter");
+    let _ = child.wait();
+    let orphan = read_pid(&pid_file);
+    std::fs::remove_file(&marker).expect("let c03 finish");
+    // Its worktrees are gone (as after another run pruned them): c03 starts again from scratch.
+    let run_id = repo.run_dir().file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let worktrees = repo.arbiter_dir().join("worktrees").join(&run_id);
+    // Kill the orphan first, as a pruning run would, so the worktree can go.
+    let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(orphan), nix::sys::signal::Signal::SIGKILL);
+    assert!(wait_pid_gone(orphan));
+    std::fs::remove_dir_all(&worktrees).expect("remove the worktrees");
+    repo.git(&["worktree", "prune"]);
+
+    let resumed = repo.arbiter(&["runs", "resume", &run_id]);
+    resumed.assert_code(0);
+    let lines: Vec<String> = std::fs::read_to_string(&log).unwrap_or_default().lines().map(str::to_string).collect();
+    let count = |id: &str| lines.iter().filter(|l| *l == id).count();
+    assert_eq!((count("c01"), count("c02"), count("c03")), (1, 1, 2), "{lines:?}");
+    let dir = repo.run_dir();
+    let state = read_json(&dir.join("state.json"));
+    assert_eq!(state["status"], "succeeded", "{state:#}");
+    let event = read_json_lines(&dir.join("runtime_events.jsonl"))
+        .into_iter()
+        .find(|e| e["kind"] == "run_resumed")
+        .expect("run_resumed");
+    assert_eq!(event["data"]["restarting"][0]["reuses_worktree"], false, "{event:#}");
+    assert_eq!(event["data"]["baseline_kept"], true, "{event:#}");
+    assert!(
+        !worktrees.exists() || std::fs::read_dir(&worktrees).map(|d| d.count()).unwrap_or(0) == 0,
+        "worktrees removed"
+    );
+}

@@ -4,6 +4,7 @@
 //!
 //! ```text
 //! state.json                       RunState
+//! settings.json                    settings::RunSettings (resolved, with origins)
 //! runtime_events.jsonl             one event::Event per line
 //! cost_summary.json                cost::CostSummary
 //! baseline.json                    Baseline
@@ -11,6 +12,7 @@
 //! candidates/<id>/evidence.json    Evidence
 //! candidates/<id>/runner_summary.json  RunnerSummary
 //! candidates/<id>/transcript.jsonl agent events, secrets redacted
+//! candidates/<id>/result.json      the finished candidate, for `arbiter runs resume`
 //! candidates/<id>/stdout.log, stderr.log, prompt.md
 //! reviews/<id>.json                (judges)
 //! comparisons/pairwise.json        (judges) a JSON array
@@ -40,6 +42,10 @@ pub const SCHEMA_VERSION: u32 = 1;
 /// File names inside a run directory.
 pub mod paths {
     pub const STATE: &str = "state.json";
+    /// The run's resolved settings (what a resume continues with).
+    pub const SETTINGS: &str = "settings.json";
+    /// A finished candidate's results, kept for a resume: `candidates/<id>/result.json`.
+    pub const RESULT: &str = "result.json";
     pub const EVENTS: &str = "runtime_events.jsonl";
     pub const COST: &str = "cost_summary.json";
     pub const BASELINE: &str = "baseline.json";

@@ -11,6 +11,8 @@ use crate::time::Timestamp;
 #[serde(rename_all = "snake_case")]
 pub enum EventKind {
     RunStarted,
+    /// An interrupted run continues (`arbiter runs resume`).
+    RunResumed,
     LeftoversPruned,
     BaselineStarted,
     BaselineFinished,
@@ -49,6 +51,7 @@ impl EventKind {
         // Stable names, identical to the serde names (checked by a test).
         match self {
             Self::RunStarted => "run_started",
+            Self::RunResumed => "run_resumed",
             Self::LeftoversPruned => "leftovers_pruned",
             Self::BaselineStarted => "baseline_started",
             Self::BaselineFinished => "baseline_finished",

@@ -243,7 +243,7 @@ pub struct FlagOverrides {
 }
 
 /// Where a resolved value came from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Origin {
     Default,
@@ -262,7 +262,7 @@ impl fmt::Display for Origin {
 }
 
 /// A value and its origin.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Sourced<T> {
     pub value: T,
     pub origin: Origin,
@@ -365,8 +365,9 @@ pub struct RunnerSpec {
     pub env_passthrough: Vec<String>,
 }
 
-/// Every setting of a run, resolved, with its origin.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+/// Every setting of a run, resolved, with its origin (recorded as `settings.json` in the
+/// run directory, which is what `arbiter runs resume` continues with).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunSettings {
     pub candidates: Sourced<u32>,
     pub parallel: Sourced<u32>,

@@ -31,6 +31,8 @@ pub struct AgentContext {
     /// The run's budget: charge every call the moment its cost is known. `cancel` is its
     /// stop token, so an agent stops when the run is interrupted or the budget is spent.
     pub budget: std::sync::Arc<crate::budget::RunBudget>,
+    /// A resumed candidate: the agent session to continue, for runners that can.
+    pub resume_session: Option<String>,
 }
 
 /// How the agent ended, and what it cost.

@@ -79,7 +79,7 @@ impl CliRunner {
         })?;
         let runner = CliRunner { name: name.to_string(), agent, spec: spec.clone(), endpoint };
         // The paths are placeholders: validation only needs them absolute.
-        let probe = runner.invocation_spec(String::from("task"), "/prompt.md".into(), "/agent-home".into());
+        let probe = runner.invocation_spec(String::from("task"), "/prompt.md".into(), "/agent-home".into(), None);
         validate(agent, &probe).map_err(|e| runner.explain(&e))?;
         Ok(runner)
     }
@@ -112,7 +112,13 @@ impl CliRunner {
         })
     }
 
-    fn invocation_spec(&self, prompt: String, prompt_file: PathBuf, agent_home: PathBuf) -> InvocationSpec {
+    fn invocation_spec(
+        &self,
+        prompt: String,
+        prompt_file: PathBuf,
+        agent_home: PathBuf,
+        resume_session: Option<String>,
+    ) -> InvocationSpec {
         InvocationSpec {
             binary: self.spec.binary.clone(),
             prompt,
@@ -121,7 +127,7 @@ impl CliRunner {
             max_turns: self.spec.max_turns,
             permission_mode: self.spec.permission_mode.clone(),
             extra_args: self.spec.extra_args.clone(),
-            resume_session: None,
+            resume_session: resume_session.filter(|_| self.agent.resume_supported()),
             endpoint: self.endpoint_spec(),
             agent_home,
         }
@@ -513,7 +519,7 @@ impl AgentRunner for CliRunner {
     }
 
     fn invocation(&self) -> String {
-        let spec = self.invocation_spec("<prompt>".into(), "<prompt file>".into(), "<agent home>".into());
+        let spec = self.invocation_spec("<prompt>".into(), "<prompt file>".into(), "<agent home>".into(), None);
         let inv = invocation(self.agent, &spec);
         let mut line = inv.display_command();
         if let Some(backend) = self.backend() {
@@ -529,7 +535,12 @@ impl AgentRunner for CliRunner {
         let home = agent_home(ctx);
         let _remove_home = RemoveOnDrop(home.clone());
         let prompt = std::fs::read_to_string(&ctx.prompt_file)?;
-        let spec = self.invocation_spec(prompt, std::path::absolute(&ctx.prompt_file)?, home.clone());
+        let spec = self.invocation_spec(
+            prompt,
+            std::path::absolute(&ctx.prompt_file)?,
+            home.clone(),
+            ctx.resume_session.clone(),
+        );
         validate(self.agent, &spec).map_err(|e| std::io::Error::other(self.explain(&e)))?;
         let inv = invocation(self.agent, &spec);
         prepare_home(&home, &inv)?;
@@ -827,7 +838,7 @@ mod tests {
             Some(endpoint(Provider::Anthropic, Some("sk-secret-1"))),
         )
         .unwrap();
-        let inv = invocation(CliAgent::ClaudeCode, &runner.invocation_spec("t".into(), "/p".into(), "/h".into()));
+        let inv = invocation(CliAgent::ClaudeCode, &runner.invocation_spec("t".into(), "/p".into(), "/h".into(), None));
         assert!(!inv.display_command().contains("sk-secret-1"));
         assert_eq!(inv.key_env_aliases, [("ANTHROPIC_API_KEY".to_string(), BACKEND_KEY.to_string())]);
         assert!(!runner.invocation().contains("sk-secret-1"));

@@ -44,6 +44,12 @@ impl EventLog {
         }
     }
 
+    /// Numbers the next event after `last_seq` (a resumed run continues its log).
+    pub fn continuing_after(self, last_seq: u64) -> Self {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner()).next_seq = last_seq + 1;
+        self
+    }
+
     /// Records an event. Failing to write the log never stops a run: the first failure is
     /// reported on stderr and the run goes on (the run directory stays authoritative).
     pub async fn emit(&self, kind: EventKind, candidate: Option<&CandidateId>, data: serde_json::Value) {

@@ -100,6 +100,12 @@ impl Workspace {
         Ok(dir)
     }
 
+    /// Kills what still runs inside `dir` (a resumed run's worktrees, whose processes lost
+    /// their arbiter).
+    pub fn stop_processes_inside(&self, dir: &Path) {
+        kill_processes_inside(dir);
+    }
+
     /// Removes the worktrees of runs whose owning process is gone (a crash or SIGKILL) and
     /// kills what still runs inside them, marks those runs `interrupted` in their
     /// `state.json`, and prunes git's worktree records.

@@ -81,6 +81,28 @@ impl Prepared {
 
 /// Runs a validated tournament with live progress and signal handling.
 pub async fn execute(ctx: &RepoContext, p: Prepared) -> Result<RunOutcome, CliError> {
+    let request = RunRequest {
+        workspace: ctx.workspace.clone(),
+        task: p.task,
+        settings: p.settings,
+        base_ref: p.base,
+        allow_dirty: p.allow_dirty,
+    };
+    drive(ctx, p.models, p.secrets, |engine| async move { engine.run(request).await }).await
+}
+
+/// Gives `go` an engine with live progress, Ctrl-C/SIGTERM handling and the repository's
+/// store, and turns its errors into exit codes.
+pub async fn drive<F, Fut>(
+    ctx: &RepoContext,
+    models: Option<Arc<arbiter_runner::runners::ModelAccess>>,
+    secrets: Vec<String>,
+    go: F,
+) -> Result<RunOutcome, CliError>
+where
+    F: FnOnce(Engine) -> Fut,
+    Fut: std::future::Future<Output = Result<RunOutcome, EngineError>>,
+{
     let store = ctx.store().await?;
     let cancel = CancellationToken::new();
     let signals = tokio::spawn(watch_signals(cancel.clone()));
@@ -93,23 +115,14 @@ pub async fn execute(ctx: &RepoContext, p: Prepared) -> Result<RunOutcome, CliEr
         cancel: cancel.clone(),
         run_suffix: arbiter_runner::random_suffix(),
         process_env: std::env::vars().collect(),
-        models: p.models,
-        secrets: p.secrets,
+        models,
+        secrets,
     };
-    let result = engine
-        .run(RunRequest {
-            workspace: ctx.workspace.clone(),
-            task: p.task,
-            settings: p.settings,
-            base_ref: p.base,
-            allow_dirty: p.allow_dirty,
-        })
-        .await;
-    drop(engine);
+    let result = go(engine).await;
     let _ = renderer.await;
     signals.abort();
     result.map_err(|e| match e {
-        EngineError::Dirty(_) | EngineError::Include(_) => CliError::usage(e),
+        EngineError::Dirty(_) | EngineError::Include(_) | EngineError::NotResumable { .. } => CliError::usage(e),
         EngineError::Git(g) => CliError::from(g),
         other => CliError::environment(other),
     })

@@ -1,4 +1,4 @@
-//! `arbiter runs list` and `arbiter runs show`.
+//! `arbiter runs list`, `arbiter runs show` and `arbiter runs resume`.
 
 use std::path::Path;
 
@@ -104,4 +104,26 @@ pub async fn show(repo: Option<&Path>, run: &str, as_json: bool) -> Result<u8, C
     println!("Viewer:   {}", dir.join(paths::VIEWER).display());
     println!("Run directory: {}", dir.display());
     Ok(0)
+}
+
+/// `arbiter runs resume`: continues an interrupted run with the settings it recorded.
+pub async fn resume(repo: Option<&Path>, given: &str, as_json: bool) -> Result<u8, CliError> {
+    let ctx = RepoContext::locate(repo).await?;
+    let (id, dir) = ctx.resolve_run(given)?;
+    let settings: arbiter_core::settings::RunSettings = read_artifact(&dir, paths::SETTINGS).map_err(|_| {
+        CliError::usage(format!(
+            "run {id} has no settings.json (it was recorded by an older arbiter) and cannot be resumed; start it again with `arbiter run`"
+        ))
+    })?;
+    let config = ctx.config()?;
+    let secrets = crate::config_file::read_secrets(&ctx.secrets_path())?;
+    let endpoints = crate::model_access::endpoints(&config, &secrets)?;
+    let keys = crate::model_access::keys(&endpoints);
+    let models = crate::model_access::access(endpoints, &config, &settings)?;
+    let workspace = ctx.workspace.clone();
+    let outcome =
+        crate::commands::run::drive(&ctx, models, keys, |engine| async move { engine.resume(workspace, &id).await })
+            .await?;
+    crate::commands::run::report(&outcome, as_json);
+    Ok(crate::commands::run::exit_code(&outcome))
 }

@@ -26,6 +26,7 @@ use crate::materialize::describe_paths;
 use crate::process::{self, ShellCommand};
 use crate::runners;
 
+use super::resume::{self, Restart};
 use super::{CandidateRun, RunCtx};
 
 /// Creates a worktree at the base, copies the include-list and runs the setup command.
@@ -149,6 +150,11 @@ pub(super) async fn run_baseline(ctx: &RunCtx) -> BaselineRun {
     if kept.is_none() {
         remove_tree(ctx, &tree).await;
     }
+    if !ctx.cancel.is_cancelled()
+        && let Err(e) = ctx.run_dir.write_json(paths::BASELINE, &baseline)
+    {
+        eprintln!("arbiter: warning: cannot write baseline.json: {e}");
+    }
     ctx.events
         .emit(
             EventKind::BaselineFinished,
@@ -193,11 +199,19 @@ pub(super) async fn skip_candidate(ctx: &RunCtx, index: usize, why: String) -> C
     ctx.events
         .emit(EventKind::CandidateFinished, Some(&run.id), json!({"status": run.status, "reason": run.not_run}))
         .await;
+    resume::save(ctx, &run);
     run
 }
 
-/// One candidate from worktree to captured, gated patch.
-pub(super) async fn run_candidate(ctx: &RunCtx, index: usize) -> CandidateRun {
+/// One candidate from worktree to captured, gated patch; its results are saved for a
+/// resume. `restart` is how a resumed run starts an unfinished candidate again.
+pub(super) async fn run_candidate(ctx: &RunCtx, index: usize, restart: Option<Restart>) -> CandidateRun {
+    let run = run_candidate_steps(ctx, index, restart).await;
+    resume::save(ctx, &run);
+    run
+}
+
+async fn run_candidate_steps(ctx: &RunCtx, index: usize, restart: Option<Restart>) -> CandidateRun {
     let id = CandidateId::from_index(index);
     let spec = ctx.settings.runner_for(index).clone();
     let label = ctx.settings.label_for(index);
@@ -228,8 +242,27 @@ pub(super) async fn run_candidate(ctx: &RunCtx, index: usize) -> CandidateRun {
     let prompt_file = cdir.join(paths::PROMPT);
     let tree = ctx.worktrees.join(id.as_str());
     let started_at = ctx.clock.now();
+    let reuse_tree = restart.as_ref().is_some_and(|r| r.reuse_tree) && tree.join(".git").exists();
+    if restart.is_some() {
+        resume::set_aside_output(&cdir);
+        ctx.events
+            .emit(
+                EventKind::CandidatePreparing,
+                Some(&id),
+                json!({"restart": true, "reuses_worktree": reuse_tree, "session": restart.as_ref().and_then(|r| r.session.clone())}),
+            )
+            .await;
+        if !reuse_tree && tree.exists() {
+            // What the interrupted attempt left is unusable: start from a clean checkout.
+            let _ = ctx.repo.worktree_remove(&tree).await;
+            let _ = std::fs::remove_dir_all(&tree);
+            let _ = ctx.repo.worktree_prune().await;
+        }
+    }
     let prepared = match std::fs::write(&prompt_file, ctx.task.candidate_prompt()) {
         Err(e) => Err(format!("cannot write the prompt file: {e}")),
+        // The agent continues in the worktree it left (with its include copy and setup).
+        Ok(()) if reuse_tree => Ok(()),
         Ok(()) => prepare_tree(ctx, &tree, &cdir, Some(&id)).await,
     };
     if let Err(e) = prepared {
@@ -265,6 +298,7 @@ pub(super) async fn run_candidate(ctx: &RunCtx, index: usize) -> CandidateRun {
         redactor: ctx.redactor.clone(),
         events: ctx.events.clone(),
         budget: ctx.budget.clone(),
+        resume_session: restart.and_then(|r| r.session),
     };
     ctx.set_candidate_status(&id, CandidateStatus::Running, None).await;
     ctx.events.emit(EventKind::AgentStarted, Some(&id), json!({"runner": label, "kind": runner.kind()})).await;

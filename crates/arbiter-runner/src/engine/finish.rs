@@ -377,9 +377,9 @@ async fn judge_if_needed(
         ctx.events.emit(EventKind::JudgeDecision, None, json!({"ran": false, "reason": skip})).await;
         return judged;
     };
-    let shortlist: Vec<judge::JudgeInput> = eligible
+    // Every survivor gets a risk review; the best four by the evidence are compared.
+    let survivors: Vec<judge::JudgeInput> = eligible
         .iter()
-        .take(SHORTLIST)
         .filter_map(|r| runs.iter().find(|run| run.id == r.candidate_id))
         .map(|run| judge::JudgeInput {
             id: run.id.clone(),
@@ -387,9 +387,10 @@ async fn judge_if_needed(
             evidence: evidence_words(run, cross),
         })
         .collect();
+    let shortlist = &survivors[..survivors.len().min(SHORTLIST)];
     let judges = judge::Judges { client: &models.client, task: &ctx.task, budget: &ctx.budget };
     if !models.reviewers.is_empty() {
-        let (reviews, calls) = judges.review_all(&models.reviewers, &shortlist).await;
+        let (reviews, calls) = judges.review_all(&models.reviewers, &survivors).await;
         for r in &reviews {
             let rel = format!("{}/{}.json", paths::REVIEWS, r.candidate_id);
             if let Err(e) = ctx.run_dir.write_json(&rel, r) {
@@ -401,7 +402,7 @@ async fn judge_if_needed(
     let result = if models.judges.is_empty() {
         judge::JudgeRun::default()
     } else {
-        judges.compare_all(&models.judges, &shortlist).await
+        judges.compare_all(&models.judges, shortlist).await
     };
     let outcomes: Vec<_> = result.pairs.iter().map(|p| p.outcome.clone()).collect();
     let copeland = arbiter_core::pairwise::copeland(&outcomes);

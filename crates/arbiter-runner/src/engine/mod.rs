@@ -10,6 +10,7 @@
 //! group, records what was gathered with status `interrupted`, and removes the worktrees. A
 //! run budget stops agents and judges once it is spent; the run ends with what it has.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
@@ -46,9 +47,11 @@ use crate::workspace::Workspace;
 mod candidate;
 mod crosstests;
 mod finish;
+mod resume;
 
 use candidate::{BaselineRun, run_baseline, run_candidate, skip_candidate};
 use finish::finish;
+use resume::Restart;
 
 /// What to run.
 pub struct RunRequest {
@@ -98,6 +101,8 @@ pub enum EngineError {
     Io(#[from] std::io::Error),
     #[error("an internal task failed: {0}")]
     Join(String),
+    #[error("run {run} cannot be resumed: {why}")]
+    NotResumable { run: String, why: String },
 }
 
 /// How a run ended.
@@ -175,15 +180,170 @@ impl Engine {
             tokio::spawn(async move { run_baseline(&ctx).await })
         };
         let (runs, baseline) = if ctx.settings.strategy.value.escalates() {
-            escalate(&ctx, baseline_task).await?
+            escalate(&ctx, baseline_task, BTreeMap::new(), BTreeMap::new()).await?
         } else {
-            tournament(&ctx, baseline_task).await?
+            tournament(&ctx, baseline_task, BTreeMap::new(), BTreeMap::new()).await?
         };
         finish(&ctx, runs, baseline).await
     }
 
+    /// Continues an interrupted run under its own id: finished candidates are kept, the
+    /// others start again (see [`resume`]), then evaluation runs as usual.
+    pub async fn resume(&self, workspace: Workspace, run_id: &RunId) -> Result<RunOutcome, EngineError> {
+        let (ctx, kept, restarts, saved_baseline) = self.reopen(workspace, run_id).await?;
+        let ctx = Arc::new(ctx);
+        let baseline_task = {
+            let ctx = ctx.clone();
+            tokio::spawn(async move {
+                match saved_baseline {
+                    Some(baseline) => BaselineRun { baseline, tree: None },
+                    None => run_baseline(&ctx).await,
+                }
+            })
+        };
+        let (runs, baseline) = if ctx.settings.strategy.value.escalates() {
+            escalate(&ctx, baseline_task, kept, restarts).await?
+        } else {
+            tournament(&ctx, baseline_task, kept, restarts).await?
+        };
+        finish(&ctx, runs, baseline).await
+    }
+
+    /// Reopens an interrupted run: its state, settings, event log and worktrees; what it
+    /// kept of each candidate and how the others restart.
+    #[allow(clippy::type_complexity)]
+    async fn reopen(
+        &self,
+        ws: Workspace,
+        run_id: &RunId,
+    ) -> Result<(RunCtx, BTreeMap<usize, CandidateRun>, BTreeMap<usize, Restart>, Option<Baseline>), EngineError> {
+        let not = |why: String| EngineError::NotResumable { run: run_id.to_string(), why };
+        let run_dir = RunDir::open(ws.run_dir(run_id));
+        let mut state: RunState = run_dir
+            .read_text(paths::STATE)
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .ok_or_else(|| not("its state.json is missing or unreadable".into()))?;
+        match state.status {
+            RunStatus::Running
+                if std::path::Path::new(&format!("/proc/{}", state.pid)).exists()
+                    && state.pid != std::process::id() =>
+            {
+                return Err(not(format!("it is still running (process {})", state.pid)));
+            }
+            RunStatus::Running | RunStatus::Interrupted => {}
+            done => {
+                return Err(not(format!("it already finished ({done}); `arbiter runs show {run_id}` shows its result")));
+            }
+        }
+        let settings: RunSettings = run_dir
+            .read_text(paths::SETTINGS)
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .ok_or_else(|| {
+                not("it has no settings.json (it was recorded by an older arbiter); start it again with `arbiter run`"
+                    .into())
+            })?;
+        let repo = Git::new(ws.repo_root().to_path_buf());
+        ws.init(&repo).await?;
+        // Ours before anything prunes it: its worktrees are what the agents continue in.
+        let worktrees = ws.claim_run_worktrees(run_id)?;
+        ws.stop_processes_inside(&worktrees);
+        let pruned = ws.prune_leftovers(&repo).await?;
+        for id in &pruned {
+            let _ = self.store.finish_run(id, RunStatus::Interrupted, None, None).await;
+        }
+        let events = EventLog::new(
+            run_id.clone(),
+            JsonLines::open(&run_dir.path().join(paths::EVENTS))?,
+            self.store.clone(),
+            self.clock.clone(),
+            self.observer.clone(),
+        )
+        .continuing_after(resume::last_event_seq(&run_dir.path().join(paths::EVENTS)));
+
+        let mut kept = BTreeMap::new();
+        let mut restarts = BTreeMap::new();
+        for i in 0..settings.candidates.value as usize {
+            let id = CandidateId::from_index(i);
+            let tree = worktrees.join(id.as_str());
+            match resume::load(run_dir.path(), &id) {
+                Some(saved) => {
+                    let tree = tree.is_dir().then_some(tree);
+                    kept.insert(i, saved.into_run(run_dir.path(), tree));
+                }
+                None => {
+                    let cdir = run_dir.path().join(paths::CANDIDATES).join(id.as_str());
+                    let restart =
+                        Restart { reuse_tree: tree.join(".git").exists(), session: resume::session_of(&cdir) };
+                    restarts.insert(i, restart);
+                }
+            }
+        }
+        let saved_baseline: Option<Baseline> =
+            run_dir.read_text(paths::BASELINE).ok().and_then(|t| serde_json::from_str(&t).ok());
+
+        state.status = RunStatus::Running;
+        state.phase = "candidates".into();
+        state.pid = std::process::id();
+        state.message = None;
+        state.finished_at = None;
+        state.winner = None;
+        for c in state.candidates.iter_mut() {
+            if restarts.contains_key(&c.index) {
+                c.status = CandidateStatus::Queued;
+                c.finished_at = None;
+                c.exit_code = None;
+                c.gates = None;
+            }
+        }
+        run_dir.write_json(paths::STATE, &state)?;
+        self.store
+            .put_run(&RunRecord {
+                id: run_id.clone(),
+                repo: state.repo.clone(),
+                task_title: state.task.title(),
+                status: RunStatus::Running,
+                base_commit: state.base_commit.clone(),
+                run_dir: run_dir.path().display().to_string(),
+                candidates: settings.candidates.value,
+                winner: None,
+                started_at: state.started_at,
+                finished_at: None,
+            })
+            .await?;
+        events
+            .emit(
+                EventKind::RunResumed,
+                None,
+                json!({
+                    "kept": kept.values().map(|r: &CandidateRun| r.id.to_string()).collect::<Vec<_>>(),
+                    "restarting": restarts.iter().map(|(i, r)| json!({
+                        "candidate": CandidateId::from_index(*i).to_string(),
+                        "reuses_worktree": r.reuse_tree,
+                        "session": r.session,
+                    })).collect::<Vec<_>>(),
+                    "baseline_kept": saved_baseline.is_some(),
+                }),
+            )
+            .await;
+        let ctx = self.assemble(RunParts {
+            run_id: run_id.clone(),
+            repo,
+            workspace: ws,
+            run_dir,
+            worktrees,
+            base_commit: state.base_commit.clone(),
+            task: state.task.clone(),
+            settings,
+            events,
+            state,
+            allow_dirty: true,
+        });
+        Ok((ctx, kept, restarts, saved_baseline))
+    }
+
     async fn prepare(&self, req: RunRequest) -> Result<RunCtx, EngineError> {
-        let budget_limit = req.settings.budget_usd.value;
         let ws = req.workspace;
         let repo = Git::new(ws.repo_root().to_path_buf());
         if !req.allow_dirty {
@@ -241,6 +401,7 @@ impl Engine {
             pid: std::process::id(),
         };
         run_dir.write_json(paths::STATE, &state)?;
+        run_dir.write_json(paths::SETTINGS, &settings)?;
         self.store
             .put_run(&RunRecord {
                 id: run_id.clone(),
@@ -270,13 +431,6 @@ impl Engine {
                 })
                 .await?;
         }
-        let redactor = Redactor::new(
-            self.process_env
-                .iter()
-                .filter(|(k, _)| looks_secret(k))
-                .map(|(_, v)| v.clone())
-                .chain(self.secrets.iter().cloned()),
-        );
         events
             .emit(
                 EventKind::RunStarted,
@@ -308,8 +462,7 @@ impl Engine {
             let id = CandidateId::from_index(i);
             events.emit(EventKind::CandidateQueued, Some(&id), json!({"runner": settings.label_for(i)})).await;
         }
-        let budget = Arc::new(RunBudget::new(budget_limit, &self.cancel, events.clone()));
-        Ok(RunCtx {
+        Ok(self.assemble(RunParts {
             run_id,
             repo,
             workspace: ws,
@@ -319,29 +472,77 @@ impl Engine {
             task: req.task,
             settings,
             events,
+            state,
+            allow_dirty: req.allow_dirty,
+        }))
+    }
+
+    /// The shared context of a run's tasks, from its parts and the engine's services.
+    fn assemble(&self, p: RunParts) -> RunCtx {
+        let redactor = Redactor::new(
+            self.process_env
+                .iter()
+                .filter(|(k, _)| looks_secret(k))
+                .map(|(_, v)| v.clone())
+                .chain(self.secrets.iter().cloned()),
+        );
+        let budget = Arc::new(RunBudget::new(p.settings.budget_usd.value, &self.cancel, p.events.clone()));
+        RunCtx {
+            run_id: p.run_id,
+            repo: p.repo,
+            workspace: p.workspace,
+            run_dir: p.run_dir,
+            worktrees: p.worktrees,
+            base_commit: p.base_commit,
+            task: p.task,
+            settings: p.settings,
+            events: p.events,
             store: self.store.clone(),
             clock: self.clock.clone(),
             cancel: self.cancel.clone(),
-            state: Mutex::new(state),
+            state: Mutex::new(p.state),
             redactor,
             process_env: self.process_env.clone(),
-            allow_dirty: req.allow_dirty,
+            allow_dirty: p.allow_dirty,
             models: self.models.clone(),
             budget,
-        })
+        }
     }
+}
+
+/// What a new or reopened run is made of.
+struct RunParts {
+    run_id: RunId,
+    repo: Git,
+    workspace: Workspace,
+    run_dir: RunDir,
+    worktrees: PathBuf,
+    base_commit: String,
+    task: Task,
+    settings: RunSettings,
+    events: EventLog,
+    state: RunState,
+    allow_dirty: bool,
 }
 
 /// Every candidate in a sliding pool of at most `parallel`, started in order.
 async fn tournament(
     ctx: &Arc<RunCtx>,
     baseline_task: tokio::task::JoinHandle<BaselineRun>,
+    mut kept: BTreeMap<usize, CandidateRun>,
+    mut restarts: BTreeMap<usize, Restart>,
 ) -> Result<(Vec<CandidateRun>, BaselineRun), EngineError> {
     let settings = &ctx.settings;
     let n = settings.candidates.value as usize;
     let pool = Arc::new(Semaphore::new(settings.parallel.value.clamp(1, settings.candidates.value) as usize));
     let mut tasks = tokio::task::JoinSet::new();
+    let mut runs = Vec::with_capacity(n);
     for index in 0..n {
+        if let Some(done) = kept.remove(&index) {
+            runs.push(done);
+            continue;
+        }
+        let restart = restarts.remove(&index);
         // A sliding pool: candidates start in order, each as soon as a slot frees up.
         let slot = tokio::select! {
             slot = pool.clone().acquire_owned() => slot.ok(),
@@ -350,10 +551,9 @@ async fn tournament(
         let ctx = ctx.clone();
         tasks.spawn(async move {
             let _slot = slot;
-            run_candidate(&ctx, index).await
+            run_candidate(&ctx, index, restart).await
         });
     }
-    let mut runs = Vec::with_capacity(n);
     while let Some(joined) = tasks.join_next().await {
         runs.push(joined.map_err(|e| EngineError::Join(e.to_string()))?);
     }
@@ -368,6 +568,8 @@ async fn tournament(
 async fn escalate(
     ctx: &Arc<RunCtx>,
     baseline_task: tokio::task::JoinHandle<BaselineRun>,
+    mut kept: BTreeMap<usize, CandidateRun>,
+    mut restarts: BTreeMap<usize, Restart>,
 ) -> Result<(Vec<CandidateRun>, BaselineRun), EngineError> {
     let n = ctx.settings.candidates.value as usize;
     let mut pending = Some(baseline_task);
@@ -380,7 +582,10 @@ async fn escalate(
             runs.push(skip_candidate(ctx, index, why).await);
             continue;
         }
-        let run = run_candidate(ctx, index).await;
+        let run = match kept.remove(&index) {
+            Some(done) => done,
+            None => run_candidate(ctx, index, restarts.remove(&index)).await,
+        };
         if let Some(task) = pending.take() {
             baseline = Some(task.await.map_err(|e| EngineError::Join(e.to_string()))?);
         }

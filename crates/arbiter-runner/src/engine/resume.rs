@@ -1,0 +1,177 @@
+//! Continuing a run that was interrupted (a crash, SIGKILL, Ctrl-C): `arbiter runs resume`.
+//!
+//! A run keeps what a resume needs as it goes: its resolved settings (`settings.json`), the
+//! baseline as soon as it is known (`baseline.json`), and each candidate's results the moment
+//! it finishes (`candidates/<id>/result.json`). A resume reopens the run directory under the
+//! same id, keeps every candidate that finished, and starts the others again: in the
+//! worktree they left, when it is still there, with the agent CLI's own resume flag and the
+//! session id its transcript recorded; otherwise from a fresh worktree. Evaluation, judging
+//! and the reports then run as for any run.
+
+use std::path::{Path, PathBuf};
+
+use arbiter_core::artifact::{AgentOutcome, PatchEvidence, SCHEMA_VERSION, paths};
+use arbiter_core::cost::CallRecord;
+use arbiter_core::crosstest::AuthoredTest;
+use arbiter_core::gate::CommandOutcome;
+use arbiter_core::ids::CandidateId;
+use arbiter_core::status::CandidateStatus;
+use serde::{Deserialize, Serialize};
+
+use super::{CandidateRun, RunCtx};
+
+/// A test file a candidate wrote, as text.
+#[derive(Serialize, Deserialize)]
+struct SavedTest {
+    path: String,
+    text: String,
+}
+
+/// `candidates/<id>/result.json`: a finished candidate, everything but its patch text
+/// (which is `patch.diff`) and its worktree.
+#[derive(Serialize, Deserialize)]
+pub(super) struct SavedCandidate {
+    schema_version: u32,
+    id: CandidateId,
+    index: usize,
+    runner: String,
+    pub(super) status: CandidateStatus,
+    setup_error: Option<String>,
+    agent: AgentOutcome,
+    patch: Option<PatchEvidence>,
+    gate_outcomes: Vec<CommandOutcome>,
+    gates_skipped: Option<String>,
+    protected_changes: Vec<String>,
+    calls: Vec<CallRecord>,
+    not_run: Option<String>,
+    authored_tests: Vec<SavedTest>,
+    agent_details: Option<serde_json::Value>,
+}
+
+/// Writes a candidate's results for a later resume (failing to is only a warning: the run
+/// itself goes on).
+pub(super) fn save(ctx: &RunCtx, run: &CandidateRun) {
+    let saved = SavedCandidate {
+        schema_version: SCHEMA_VERSION,
+        id: run.id.clone(),
+        index: run.index,
+        runner: run.runner.clone(),
+        status: run.status,
+        setup_error: run.setup_error.clone(),
+        agent: run.agent.clone(),
+        patch: run.patch.clone(),
+        gate_outcomes: run.gate_outcomes.clone(),
+        gates_skipped: run.gates_skipped.clone(),
+        protected_changes: run.protected_changes.clone(),
+        calls: run.calls.clone(),
+        not_run: run.not_run.clone(),
+        authored_tests: run
+            .authored_tests
+            .iter()
+            .map(|t| SavedTest { path: t.path.clone(), text: String::from_utf8_lossy(&t.content).into_owned() })
+            .collect(),
+        agent_details: run.agent_details.clone(),
+    };
+    let rel = format!("{}/{}/{}", paths::CANDIDATES, run.id, paths::RESULT);
+    if let Err(e) = ctx.run_dir.write_json(&rel, &saved) {
+        eprintln!("arbiter: warning: cannot write {rel}: {e} (a resume would run this candidate again)");
+    }
+}
+
+/// The saved results of candidate `id`, when it finished (a cancelled candidate did not).
+pub(super) fn load(run_dir: &Path, id: &CandidateId) -> Option<SavedCandidate> {
+    let path = run_dir.join(paths::CANDIDATES).join(id.as_str()).join(paths::RESULT);
+    let saved: SavedCandidate = serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()?;
+    (saved.status.is_terminal() && saved.status != CandidateStatus::Cancelled).then_some(saved)
+}
+
+impl SavedCandidate {
+    /// The candidate as the run had it, with its patch and (when still there) its worktree.
+    pub(super) fn into_run(self, run_dir: &Path, tree: Option<PathBuf>) -> CandidateRun {
+        let patch_text =
+            std::fs::read_to_string(run_dir.join(paths::CANDIDATES).join(self.id.as_str()).join(paths::PATCH))
+                .unwrap_or_default();
+        CandidateRun {
+            id: self.id,
+            index: self.index,
+            runner: self.runner,
+            status: self.status,
+            setup_error: self.setup_error,
+            agent: self.agent,
+            patch: self.patch,
+            patch_text,
+            gate_outcomes: self.gate_outcomes,
+            gates_skipped: self.gates_skipped,
+            protected_changes: self.protected_changes,
+            calls: self.calls,
+            not_run: self.not_run,
+            authored_tests: self
+                .authored_tests
+                .into_iter()
+                .map(|t| AuthoredTest { path: t.path, content: t.text.into_bytes() })
+                .collect(),
+            tree,
+            agent_details: self.agent_details,
+        }
+    }
+}
+
+/// How an unfinished candidate starts again.
+#[derive(Clone, Debug, Default)]
+pub(super) struct Restart {
+    /// Its worktree is still there: the agent continues in it.
+    pub(super) reuse_tree: bool,
+    /// The agent CLI's session to continue (from the transcript).
+    pub(super) session: Option<String>,
+}
+
+/// The last session id an agent CLI reported in the candidate's transcript.
+pub(super) fn session_of(candidate_dir: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(candidate_dir.join(paths::TRANSCRIPT)).ok()?;
+    text.lines()
+        .rev()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["type"] == "session")
+        .find_map(|v| v["id"].as_str().map(str::to_string))
+}
+
+/// Keeps the output of the interrupted attempt beside the new one.
+pub(super) fn set_aside_output(candidate_dir: &Path) {
+    for name in [paths::STDOUT, paths::STDERR] {
+        let from = candidate_dir.join(name);
+        if from.exists() {
+            let to = candidate_dir.join(name.replace(".log", ".interrupted.log"));
+            let _ = std::fs::rename(from, to);
+        }
+    }
+}
+
+/// The highest event number in the run's event log (a resume continues after it).
+pub(super) fn last_event_seq(events_file: &Path) -> u64 {
+    std::fs::read_to_string(events_file)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter_map(|v| v["seq"].as_u64())
+        .max()
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_last_session_of_a_transcript_is_found() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join(paths::TRANSCRIPT),
+            "{\"type\":\"process_started\"}\n{\"type\":\"session\",\"id\":\"s1\"}\nnot json\n{\"type\":\"session\",\"id\":\"s2\"}\n",
+        )
+        .unwrap();
+        assert_eq!(session_of(dir.path()), Some("s2".into()));
+        assert_eq!(session_of(&dir.path().join("missing")), None);
+        std::fs::write(dir.path().join("events.jsonl"), "{\"seq\":3}\n{\"seq\":7}\n").unwrap();
+        assert_eq!(last_event_seq(&dir.path().join("events.jsonl")), 7);
+    }
+}
