@@ -99,6 +99,13 @@ impl From<&RunSettings> for SettingsSnapshot {
     }
 }
 
+/// `settings.json`: every resolved setting of the run, with its origin.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SettingsArtifact {
+    pub schema_version: u32,
+    pub settings: RunSettings,
+}
+
 /// A candidate's line in `state.json`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CandidateState {

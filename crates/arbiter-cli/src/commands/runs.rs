@@ -110,11 +110,12 @@ pub async fn show(repo: Option<&Path>, run: &str, as_json: bool) -> Result<u8, C
 pub async fn resume(repo: Option<&Path>, given: &str, as_json: bool) -> Result<u8, CliError> {
     let ctx = RepoContext::locate(repo).await?;
     let (id, dir) = ctx.resolve_run(given)?;
-    let settings: arbiter_core::settings::RunSettings = read_artifact(&dir, paths::SETTINGS).map_err(|_| {
+    let artifact: arbiter_core::artifact::SettingsArtifact = read_artifact(&dir, paths::SETTINGS).map_err(|_| {
         CliError::usage(format!(
             "run {id} has no settings.json (it was recorded by an older arbiter) and cannot be resumed; start it again with `arbiter run`"
         ))
     })?;
+    let settings = artifact.settings;
     let config = ctx.config()?;
     let secrets = crate::config_file::read_secrets(&ctx.secrets_path())?;
     let endpoints = crate::model_access::endpoints(&config, &secrets)?;

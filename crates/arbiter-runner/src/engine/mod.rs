@@ -239,7 +239,8 @@ impl Engine {
         let settings: RunSettings = run_dir
             .read_text(paths::SETTINGS)
             .ok()
-            .and_then(|t| serde_json::from_str(&t).ok())
+            .and_then(|t| serde_json::from_str::<arbiter_core::artifact::SettingsArtifact>(&t).ok())
+            .map(|a| a.settings)
             .ok_or_else(|| {
                 not("it has no settings.json (it was recorded by an older arbiter); start it again with `arbiter run`"
                     .into())
@@ -401,7 +402,10 @@ impl Engine {
             pid: std::process::id(),
         };
         run_dir.write_json(paths::STATE, &state)?;
-        run_dir.write_json(paths::SETTINGS, &settings)?;
+        run_dir.write_json(
+            paths::SETTINGS,
+            &arbiter_core::artifact::SettingsArtifact { schema_version: SCHEMA_VERSION, settings: settings.clone() },
+        )?;
         self.store
             .put_run(&RunRecord {
                 id: run_id.clone(),
