@@ -806,7 +806,9 @@ sed -i 's/return a - b/return a + b/' calc.py
     let pid_file = scratch.path().join("c03.pid");
     assert!(
         wait_until(Duration::from_secs(60), || pid_file.exists()
-            && repo.run_dirs().first().is_some_and(|d| d.join("candidates/c02/result.json").exists())),
+            && repo.run_dirs().first().is_some_and(|d| {
+                d.join("candidates/c01/result.json").exists() && d.join("candidates/c02/result.json").exists()
+            })),
         "c01 and c02 never finished with c03 waiting"
     );
     child.kill().expect("SIGKILL arbiter");

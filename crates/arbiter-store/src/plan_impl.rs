@@ -12,7 +12,7 @@ use arbiter_core::time::Timestamp;
 use sqlx::{ColumnIndex, Row};
 
 use crate::StoreError;
-use crate::plans::{AttemptRecord, AttemptResult, Lease, PlanEvent, PlanRecord, Retry, TaskRecord};
+use crate::plans::{AttemptRecord, AttemptResult, Claimed, Lease, PlanEvent, PlanRecord, Retry, TaskRecord};
 use crate::rows::Column;
 
 fn get<R, T>(row: &R, column: &str) -> Result<T, StoreError>
@@ -188,6 +188,32 @@ pub(crate) fn fast_outcome(lease: &Lease, result: &AttemptResult, now: Timestamp
         "not_before": (status == TaskStatus::Ready).then_some(not_before.0),
     });
     Some(FastOutcome { status, not_before, attempt_status, kind, reason, run_id, commit, data })
+}
+
+/// The claim a one-round-trip claim returned (`id`, `attempts`, `max_attempts`, `fence`,
+/// `spec`, `retry_backoff_seconds`): those paths reserve nothing.
+pub(crate) fn fast_claim<R>(row: &R, plan: &str, worker: &str, expires: Timestamp) -> Result<Claimed, StoreError>
+where
+    R: Row,
+    for<'a> &'a str: ColumnIndex<R>,
+    String: Column<R::Database>,
+    i64: Column<R::Database>,
+{
+    let task: TaskSpec = json("plan_tasks.spec", get(row, "spec")?)?;
+    Ok(Claimed {
+        lease: Lease {
+            plan_id: plan.to_string(),
+            task_id: get(row, "id")?,
+            attempt: get::<_, i64>(row, "attempts")? as u32,
+            max_attempts: get::<_, i64>(row, "max_attempts")? as u32,
+            fence: get(row, "fence")?,
+            worker: worker.to_string(),
+            expires,
+            reserved: Usd::ZERO,
+            retry_backoff_seconds: get::<_, i64>(row, "retry_backoff_seconds")?.max(0) as u64,
+        },
+        task,
+    })
 }
 
 /// A token naming the rows one claim or report changes, unique in this process.

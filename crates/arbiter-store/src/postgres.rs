@@ -108,23 +108,7 @@ impl PgStore {
         else {
             return Ok(None);
         };
-        let spec: String = row.try_get("spec")?;
-        let task =
-            serde_json::from_str(&spec).map_err(|_| StoreError::Corrupt { column: "plan_tasks.spec", value: spec })?;
-        Ok(Some(Claimed {
-            lease: Lease {
-                plan_id: plan.to_string(),
-                task_id: row.try_get("id")?,
-                attempt: row.try_get::<i64, _>("attempts")? as u32,
-                max_attempts: row.try_get::<i64, _>("max_attempts")? as u32,
-                fence: row.try_get("fence")?,
-                worker: worker.to_string(),
-                expires,
-                reserved: arbiter_core::money::Usd::ZERO,
-                retry_backoff_seconds: row.try_get::<i64, _>("retry_backoff_seconds")?.max(0) as u64,
-            },
-            task,
-        }))
+        crate::plan_impl::fast_claim(&row, plan, worker, expires).map(Some)
     }
 
     /// One statement for a report with nothing to charge or release: end the task and the

@@ -233,7 +233,9 @@ impl Engine {
             }
             RunStatus::Running | RunStatus::Interrupted => {}
             done => {
-                return Err(not(format!("it already finished ({done}); `arbiter runs show {run_id}` shows its result")));
+                return Err(not(format!(
+                    "it already finished ({done}); `arbiter runs show {run_id}` shows its result"
+                )));
             }
         }
         let settings: RunSettings = run_dir
