@@ -36,8 +36,7 @@ use crate::status::{CandidateStatus, RunStatus};
 use crate::task::Task;
 use crate::time::Timestamp;
 
-/// The version every artifact of this build carries.
-pub const SCHEMA_VERSION: u32 = 1;
+pub use crate::SCHEMA_VERSION;
 
 /// File names inside a run directory.
 pub mod paths {

@@ -205,7 +205,7 @@ impl CrossTestMatrix {
     /// A matrix that was not built, and why.
     pub fn skipped(reason: impl Into<String>) -> Self {
         CrossTestMatrix {
-            schema_version: crate::artifact::SCHEMA_VERSION,
+            schema_version: crate::SCHEMA_VERSION,
             skip_reason: Some(reason.into()),
             ..Default::default()
         }
@@ -244,7 +244,7 @@ impl CrossTestMatrix {
         let mut targets = vec![BASE.to_string()];
         targets.extend(candidates.iter().map(|c| c.to_string()));
         CrossTestMatrix {
-            schema_version: crate::artifact::SCHEMA_VERSION,
+            schema_version: crate::SCHEMA_VERSION,
             ran: true,
             skip_reason: None,
             targets,

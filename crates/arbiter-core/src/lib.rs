@@ -56,6 +56,9 @@ pub mod task;
 pub mod time;
 pub mod viewer;
 
+/// The version every artifact of this build carries (`schema_version` in each JSON file).
+pub const SCHEMA_VERSION: u32 = 1;
+
 /// A source of the current time, injected so tests and replays are deterministic.
 pub trait Clock: Send + Sync {
     fn now(&self) -> time::Timestamp;
