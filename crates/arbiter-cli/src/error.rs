@@ -58,7 +58,8 @@ impl From<arbiter_store::StoreError> for CliError {
             | StoreError::NoTask { .. }
             | StoreError::PlanInvalid { .. }
             | StoreError::ImportRefused { .. }
-            | StoreError::NotAllowed { .. } => CliError::usage(e),
+            | StoreError::NotAllowed { .. }
+            | StoreError::LeasesHeld { .. } => CliError::usage(e),
             _ => CliError::environment(e),
         }
     }

@@ -750,3 +750,53 @@ fn a_killed_run_resumes_keeping_finished_candidates_and_continuing_the_cli_sessi
     twice.assert_code(2);
     assert!(twice.stderr.contains("already finished"), "{}", twice.stderr);
 }
+
+#[test]
+fn a_plan_task_s_spending_reaches_the_plan_while_it_runs_and_is_charged_once() {
+    let fakes = FakeClis::new();
+    let repo = calc_repo(
+        "[runners.codex]\nkind = \"codex\"\nmodel = \"spend\"\nbackend = \"pricey\"\n\
+         [backends.pricey]\nprovider = \"openai-compatible\"\nmodel = \"spend\"\nbase_url = \"http://127.0.0.1:9/v1\"\n\
+         input_cost = \"10\"\noutput_cost = \"10\"\n",
+    );
+    let plan = json!({
+        "id": "costly",
+        "name": "Costly",
+        "budget_usd": "100",
+        "defaults": {"candidates": 1, "runners": "codex", "attempt_budget_usd": "50", "verify": ["python3 -m unittest -q"]},
+        "tasks": [{"id": "fix", "title": "Fix add in calc.py"}],
+    });
+    repo.write("plan.json", serde_json::to_string_pretty(&plan).expect("plan JSON"));
+    let mut cmd = repo.arbiter_cmd(&["plan", "import", "plan.json"]);
+    Run::from_output(cmd.output().expect("import")).assert_code(0);
+    let mut child = repo
+        .arbiter_cmd(&["plan", "run", "costly"])
+        .env("PATH", fakes.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start the plan run");
+    let status = || -> Value {
+        let run = repo.arbiter(&["plan", "status", "costly", "--json"]);
+        serde_json::from_str(&run.stdout).unwrap_or(Value::Null)
+    };
+    // The agent reported a turn of 1.1M tokens (11 USD) and keeps working: the plan has
+    // been charged already, on the task's running attempt.
+    let charged = wait_until(Duration::from_secs(60), || {
+        let s = status();
+        s["budget"]["spent"] == "11" && s["tasks"][0]["status"] == "running"
+    });
+    let seen = status();
+    assert!(charged, "the cost did not reach the plan while the task ran: {seen:#}");
+    assert_eq!(seen["tasks"][0]["cost"], "11", "{seen:#}");
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::Signal::SIGINT)
+        .expect("interrupt the plan run");
+    let exit = child.wait().expect("wait for the plan run");
+    assert_eq!(exit.code(), Some(130), "an interrupted plan run exits 130");
+    // The attempt was given back; what it spent is on the plan once, not again at its report.
+    let after = status();
+    assert_eq!(after["budget"]["spent"], "11", "{after:#}");
+    assert_eq!(after["budget"]["reserved"], "0", "{after:#}");
+    assert_eq!(after["tasks"][0]["status"], "ready", "{after:#}");
+    assert!(!fakes.records_dir().join("c01.finished").exists(), "the agent was stopped");
+}

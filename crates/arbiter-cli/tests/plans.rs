@@ -486,3 +486,45 @@ impl Drop for PgDatabase {
             .output();
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_worker_whose_lease_was_taken_commits_nothing() {
+    use arbiter_core::time::Timestamp;
+    use arbiter_store::plans::{ClaimOutcome, PlanStore};
+    let scratch = tempfile::tempdir().expect("temp dir");
+    let hold = scratch.path().join("hold");
+    std::fs::write(&hold, "").expect("marker");
+    let (repo, log) =
+        plan_repo(&format!("  T) while [ -e {hold} ]; do sleep 0.1; done; echo t > t.txt ;;", hold = hold.display()));
+    let plan = plan_of("taken", &log, json!([task("T", &[], "test -f t.txt")]));
+    let file = write_plan(&repo, &plan);
+    repo.arbiter(&["plan", "import", &file]).assert_code(0);
+    let child = repo
+        .arbiter_cmd(&["plan", "run", "taken", "--lease-seconds", "3"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start plan run");
+    assert!(wait_until(Duration::from_secs(60), || !log_lines(&log).is_empty()), "T never started");
+    // Another worker takes the task over (as if the lease had run out).
+    let store = arbiter_store::sqlite::SqliteStore::open(&repo.arbiter_dir().join("arbiter.db")).await.expect("store");
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_micros() as i64;
+    let later = Timestamp(now + 3_600_000_000);
+    assert_eq!(store.sweep_expired(later).await.expect("sweep").len(), 1);
+    let thief = store.claim("taken", "thief", Duration::from_secs(7200), later).await.expect("claim");
+    assert!(matches!(thief, ClaimOutcome::Claimed(_)));
+    std::fs::remove_file(&hold).expect("let the agent finish");
+    let stderr_done = wait_until(Duration::from_secs(60), || {
+        events(&repo, "taken", &[]).iter().any(|e| e["kind"] == "stale_report_refused")
+    });
+    assert!(stderr_done, "the first worker never reported: {:#?}", events(&repo, "taken", &[]));
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::Signal::SIGINT)
+        .expect("interrupt");
+    let out = child.wait_with_output().expect("wait");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("T: its lease was lost"), "{stderr}");
+    assert!(integrated_tasks(&repo, "arbiter/taken").is_empty(), "the worker without its lease committed");
+    let status = status_json(&repo, "taken", &[]);
+    let t = &status["tasks"][0];
+    assert_eq!((t["status"].as_str(), t["lease_owner"].as_str()), (Some("running"), Some("thief")), "{t:#}");
+}

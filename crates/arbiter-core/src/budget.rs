@@ -63,25 +63,6 @@ impl Budget {
         self.limit.map(|l| Usd::from_pico((l.pico() - self.spent.pico() - self.reserved.pico()).max(0)))
     }
 
-    /// Reserves `estimate` when it fits under the limit with everything spent and reserved.
-    pub fn reserve(&mut self, estimate: Usd) -> bool {
-        match self.limit {
-            None => {
-                self.reserved = self.reserved + estimate;
-                true
-            }
-            Some(limit) => {
-                let after = self.spent.pico() as i128 + self.reserved.pico() as i128 + estimate.pico() as i128;
-                if self.exhausted() || after > limit.pico() as i128 {
-                    false
-                } else {
-                    self.reserved = self.reserved + estimate;
-                    true
-                }
-            }
-        }
-    }
-
     /// Returns a reservation (its work ended; its real cost is charged separately).
     pub fn release(&mut self, estimate: Usd) {
         self.reserved = Usd::from_pico((self.reserved.pico() - estimate.pico()).max(0));
@@ -114,16 +95,16 @@ mod tests {
     }
 
     #[test]
-    fn reservations_cannot_overshoot() {
+    fn reservations_count_against_what_is_available() {
         let mut b = Budget::new(Some(usd("1")));
-        assert!(b.reserve(usd("0.4")));
-        assert!(b.reserve(usd("0.4")));
-        assert!(!b.reserve(usd("0.4")), "a third reservation would overshoot");
+        b.reserved = usd("0.8");
         assert_eq!(b.available(), Some(usd("0.2")));
         b.release(usd("0.4"));
         b.charge(usd("0.3"));
-        assert!(b.reserve(usd("0.3")));
-        assert_eq!(b.available(), Some(Usd::ZERO));
+        assert_eq!(b.available(), Some(usd("0.3")));
+        b.release(usd("5"));
+        assert_eq!(b.reserved, Usd::ZERO, "releasing more than is reserved leaves nothing reserved");
+        assert_eq!(Budget::new(None).available(), None);
     }
 
     #[test]
@@ -131,10 +112,10 @@ mod tests {
         let mut b = Budget::new(Some(usd("1")));
         assert_eq!(b.charge(usd("1")), Charge::Crossed);
         b.set_limit(Some(usd("2")));
-        assert!(!b.exhausted() && b.reserve(usd("0.5")));
+        assert!(!b.exhausted() && b.available() == Some(usd("1")));
         assert_eq!(b.charge(usd("1")), Charge::Crossed);
         let mut free = Budget::new(None);
         assert_eq!(free.charge(usd("100")), Charge::Within);
-        assert!(free.reserve(usd("5")) && !free.exhausted());
+        assert!(!free.exhausted());
     }
 }

@@ -4,10 +4,11 @@
 //! limit records one `budget_exceeded` event and cancels the budget's stop token, which every
 //! candidate's agent runs under: running agents stop (their patch so far is still evaluated),
 //! candidates not started yet are skipped, and judges make no further calls. Calls without a
-//! known cost cannot be charged; they are counted and reported.
+//! known cost cannot be charged; they are counted and reported. Each charge is passed on to
+//! the run's [`SpendingSink`] too, when it has one (a plan's budget, for a plan's task).
 
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use arbiter_core::budget::{Budget, Charge};
 use arbiter_core::cost::CallRecord;
@@ -18,22 +19,35 @@ use tokio_util::sync::CancellationToken;
 
 use crate::events::EventLog;
 
+/// Where a run's costs are passed on the moment they are charged.
+#[async_trait::async_trait]
+pub trait SpendingSink: Send + Sync {
+    async fn spent(&self, amount: Usd);
+}
+
 /// One run's budget.
 pub struct RunBudget {
     state: Mutex<Budget>,
     stop: CancellationToken,
     uncharged: AtomicU64,
     events: EventLog,
+    sink: Option<Arc<dyn SpendingSink>>,
 }
 
 impl RunBudget {
     /// A budget whose stop token is cancelled with `run_cancel` too.
-    pub fn new(limit: Option<Usd>, run_cancel: &CancellationToken, events: EventLog) -> Self {
+    pub fn new(
+        limit: Option<Usd>,
+        run_cancel: &CancellationToken,
+        events: EventLog,
+        sink: Option<Arc<dyn SpendingSink>>,
+    ) -> Self {
         RunBudget {
             state: Mutex::new(Budget::new(limit)),
             stop: run_cancel.child_token(),
             uncharged: AtomicU64::new(0),
             events,
+            sink,
         }
     }
 
@@ -48,6 +62,9 @@ impl RunBudget {
             let mut b = self.state.lock().unwrap_or_else(|p| p.into_inner());
             (b.charge(cost), *b)
         };
+        if let Some(sink) = &self.sink {
+            sink.spent(cost).await;
+        }
         if charge == Charge::Crossed {
             self.events
                 .emit(

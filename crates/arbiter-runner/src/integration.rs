@@ -8,6 +8,10 @@
 //! git's reason and the task is retried from the new tip. Each commit carries trailers
 //! naming the plan, the task and the run, which is how a task whose winner was committed
 //! just before its worker died is recognized as done instead of being done twice.
+//!
+//! The commit the branch started from is recorded in `refs/arbiter/plans/<plan>/base` when
+//! the branch is created: the plan's `base_ref` (often `HEAD`) may point elsewhere later,
+//! and recovery and `plan reset` must still know where the plan's own commits begin.
 
 use std::path::Path;
 
@@ -41,18 +45,33 @@ pub struct Committed {
     pub parent: String,
 }
 
-/// The branch's tip, creating the branch at `base` when it does not exist yet.
-pub async fn ensure_branch(repo: &Git, branch: &str, base: &str) -> Result<String, GitError> {
+fn base_ref_name(plan: &str) -> String {
+    format!("refs/arbiter/plans/{plan}/base")
+}
+
+/// The branch's tip, creating the branch at `base` when it does not exist yet (and
+/// recording where it started).
+pub async fn ensure_branch(repo: &Git, plan: &str, branch: &str, base: &str) -> Result<String, GitError> {
     if repo.branch_exists(branch).await? {
         return tip(repo, branch).await;
     }
     let base = repo.resolve_commit(base).await?;
     let r = format!("refs/heads/{branch}");
     // The empty old value: created only if nobody created it meanwhile.
-    if repo.run(["update-ref", r.as_str(), base.as_str(), ""]).await.is_err() && !repo.branch_exists(branch).await? {
+    if repo.run(["update-ref", r.as_str(), base.as_str(), ""]).await.is_ok() {
+        repo.run(["update-ref", base_ref_name(plan).as_str(), base.as_str()]).await?;
+    } else if !repo.branch_exists(branch).await? {
         return Err(GitError::UnknownRevision(branch.to_string()));
     }
     tip(repo, branch).await
+}
+
+/// Where the plan's branch started: the recorded base, else `base_ref` as it resolves now.
+pub async fn plan_base(repo: &Git, plan: &str, base_ref: &str) -> Result<String, GitError> {
+    match repo.resolve_commit(&base_ref_name(plan)).await {
+        Ok(commit) => Ok(commit),
+        Err(_) => repo.resolve_commit(base_ref).await,
+    }
 }
 
 /// The commit the branch points at.
@@ -116,16 +135,22 @@ pub async fn find_task_commit(
     Ok(None)
 }
 
-/// Points the branch back at `base` (a plan reset); returns where it was.
-pub async fn reset_branch(repo: &Git, branch: &str, base: &str) -> Result<Option<String>, GitError> {
+/// Points the branch back where it started (a plan reset); returns where it was and where
+/// it points now.
+pub async fn reset_branch(
+    repo: &Git,
+    plan: &str,
+    branch: &str,
+    base_ref: &str,
+) -> Result<Option<(String, String)>, GitError> {
     if !repo.branch_exists(branch).await? {
         return Ok(None);
     }
     let old = tip(repo, branch).await?;
-    let base = repo.resolve_commit(base).await?;
+    let base = plan_base(repo, plan, base_ref).await?;
     let r = format!("refs/heads/{branch}");
     repo.run(["update-ref", r.as_str(), base.as_str(), old.as_str()]).await?;
-    Ok(Some(old))
+    Ok(Some((old, base)))
 }
 
 #[cfg(test)]

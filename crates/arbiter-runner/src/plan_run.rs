@@ -8,6 +8,11 @@
 //! the tasks back without counting the attempt. A task whose winner was committed just
 //! before its worker died is recognized on the branch and reported done, never run twice;
 //! leases of local workers whose process is gone are taken back when a pool starts.
+//!
+//! Before it commits, a worker renews its lease (so no other attempt can be claimed while
+//! the commit is made) and looks for the task's commit on the branch; a worker whose lease
+//! was taken away commits nothing. Every cost is charged to the plan the moment the
+//! tournament incurs it, so a worker that dies loses none of its spending.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,6 +30,7 @@ use arbiter_store::{Store, StoreError};
 use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
 
+use crate::budget::SpendingSink;
 use crate::engine::{Engine, RunRequest};
 use crate::git::{Git, GitError};
 use crate::integration::{self, IntegrationError};
@@ -112,16 +118,87 @@ pub enum PlanRunError {
     Join(String),
 }
 
-/// `local:<host>:<pid>` for this process.
+/// `local:<host>:<pid>.<start>` for this process: `<start>` is when the process started
+/// (in clock ticks since boot), so a later process that reuses the pid is not mistaken for it.
 pub fn local_worker_prefix() -> String {
     let host =
         nix::unistd::gethostname().map(|h| h.to_string_lossy().into_owned()).unwrap_or_else(|_| "localhost".into());
-    format!("local:{host}:{}", std::process::id())
+    let pid = std::process::id();
+    match process_start(pid as i32) {
+        Some(start) => format!("local:{host}:{pid}.{start}"),
+        None => format!("local:{host}:{pid}"),
+    }
 }
 
-/// The pid in a local worker id on `host`, if it is one.
-fn local_pid(worker: &str, host_prefix: &str) -> Option<i32> {
-    worker.strip_prefix(host_prefix)?.split(':').next()?.parse().ok()
+/// When process `pid` started (`/proc/<pid>/stat` field 22), if it runs.
+fn process_start(pid: i32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces and parentheses: count from its end.
+    let after_name = &stat[stat.rfind(')')? + 1..];
+    after_name.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// The process a local worker id on `host` names: its pid and, when recorded, its start.
+fn local_process(worker: &str, host_prefix: &str) -> Option<(i32, Option<u64>)> {
+    let process = worker.strip_prefix(host_prefix)?.split(':').next()?;
+    match process.split_once('.') {
+        Some((pid, start)) => Some((pid.parse().ok()?, Some(start.parse().ok()?))),
+        None => Some((process.parse().ok()?, None)),
+    }
+}
+
+/// Whether the process a local worker id names is still the one running.
+fn local_process_alive(pid: i32, start: Option<u64>) -> bool {
+    match (process_start(pid), start) {
+        (None, _) => false,
+        (Some(now), Some(recorded)) => now == recorded,
+        (Some(_), None) => true,
+    }
+}
+
+/// Renews one attempt's lease until dropped; `lost` is cancelled when the lease is taken
+/// away. Dropping it (on any way out of the attempt) stops the heartbeat.
+struct Heartbeat {
+    stop: CancellationToken,
+    lost: CancellationToken,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for Heartbeat {
+    fn drop(&mut self) {
+        self.stop.cancel();
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+/// Passes the tournament's costs on to the plan as they are charged, and remembers how
+/// much reached it (the rest is reported with the attempt).
+struct PlanSpending {
+    plans: Arc<dyn PlanStore>,
+    clock: Arc<dyn Clock>,
+    lease: Lease,
+    forwarded: std::sync::Mutex<Usd>,
+}
+
+#[async_trait::async_trait]
+impl SpendingSink for PlanSpending {
+    async fn spent(&self, amount: Usd) {
+        let attempt = Some((self.lease.task_id.as_str(), self.lease.fence));
+        if self.plans.charge(&self.lease.plan_id, attempt, amount, self.clock.now()).await.is_ok() {
+            let mut forwarded = self.forwarded.lock().unwrap_or_else(|p| p.into_inner());
+            *forwarded = *forwarded + amount;
+        }
+    }
+}
+
+impl PlanSpending {
+    /// What of `total` has not reached the plan yet.
+    fn remainder(&self, total: Usd) -> Usd {
+        let forwarded = *self.forwarded.lock().unwrap_or_else(|p| p.into_inner());
+        Usd::from_pico((total.pico() - forwarded.pico()).max(0))
+    }
 }
 
 impl PlanRunner {
@@ -140,7 +217,7 @@ impl PlanRunner {
         let view = self.plans.plan(plan_id).await?.ok_or_else(|| StoreError::NoPlan { id: plan_id.to_string() })?;
         let header = view.plan.header.clone();
         let repo = Git::new(self.workspace.repo_root().to_path_buf());
-        integration::ensure_branch(&repo, &header.integration_branch, &header.base_ref).await?;
+        integration::ensure_branch(&repo, &header.id, &header.integration_branch, &header.base_ref).await?;
         self.reclaim_dead_local_workers(&view).await?;
 
         let sweeper = {
@@ -195,9 +272,7 @@ impl PlanRunner {
             .tasks
             .iter()
             .filter_map(|t| t.lease_owner.clone())
-            .filter(|w| {
-                local_pid(w, &host_prefix).is_some_and(|pid| !std::path::Path::new(&format!("/proc/{pid}")).exists())
-            })
+            .filter(|w| local_process(w, &host_prefix).is_some_and(|(pid, start)| !local_process_alive(pid, start)))
             .collect();
         dead.sort();
         dead.dedup();
@@ -239,35 +314,41 @@ impl PlanRunner {
         }
     }
 
-    /// Renews the lease until `stop`; cancels `lost` when the lease is taken away.
-    fn heartbeat(
-        &self,
-        lease: &Lease,
-        stop: CancellationToken,
-        lost: CancellationToken,
-    ) -> tokio::task::JoinHandle<()> {
+    /// Starts renewing `lease`; `cancel` (the attempt's) is cancelled when it is lost.
+    fn heartbeat(&self, lease: &Lease, cancel: CancellationToken) -> Heartbeat {
+        let (stop, lost) = (CancellationToken::new(), CancellationToken::new());
         let plans = self.plans.clone();
         let clock = self.clock.clone();
         let ttl = self.lease;
-        let lease = lease.clone();
-        tokio::spawn(async move {
-            let every = (ttl / 3).max(Duration::from_millis(50));
-            loop {
-                tokio::select! {
-                    _ = stop.cancelled() => return,
-                    _ = tokio::time::sleep(every) => {}
-                }
-                match plans.heartbeat(&lease, ttl, clock.now()).await {
-                    Ok(Some(_)) => {}
-                    Ok(None) => {
-                        lost.cancel();
-                        return;
+        let beat = {
+            let (lease, stop, lost) = (lease.clone(), stop.clone(), lost.clone());
+            tokio::spawn(async move {
+                let every = (ttl / 3).max(Duration::from_millis(50));
+                loop {
+                    tokio::select! {
+                        _ = stop.cancelled() => return,
+                        _ = tokio::time::sleep(every) => {}
                     }
-                    // A database hiccup: keep trying until the lease runs out.
-                    Err(_) => {}
+                    match plans.heartbeat(&lease, ttl, clock.now()).await {
+                        Ok(Some(_)) => {}
+                        Ok(None) => {
+                            lost.cancel();
+                            return;
+                        }
+                        // A database hiccup: keep trying until the lease runs out.
+                        Err(_) => {}
+                    }
                 }
-            }
-        })
+            })
+        };
+        let watch = {
+            let lost = lost.clone();
+            tokio::spawn(async move {
+                lost.cancelled().await;
+                cancel.cancel();
+            })
+        };
+        Heartbeat { stop, lost, tasks: vec![beat, watch] }
     }
 
     /// One claimed task: its tournament, the winner committed onto the integration branch,
@@ -284,46 +365,45 @@ impl PlanRunner {
             worker: lease.worker.clone(),
             base: base.clone(),
         });
-        let base_commit = repo.resolve_commit(&header.base_ref).await?;
-        if let Some(commit) = integration::find_task_commit(&repo, branch, &base_commit, &header.id, &task.id).await? {
+        if let Some(commit) = self.committed_already(&repo, header, &task.id).await? {
             let result = AttemptResult::Succeeded { run_id: None, commit: Some(commit.clone()) };
             return self.report(&lease, result, Usd::ZERO, Progress::Recovered { task: task.id, commit }).await;
         }
+        let never = |reason: String| {
+            let p = Progress::Failed { task: task.id.clone(), reason: reason.clone(), retry_at: None };
+            (AttemptResult::Failed { reason, retry: Retry::Never, run_id: None }, p)
+        };
         let mut settings = match (self.settings_for)(header, &task) {
             Ok(s) => s,
             Err(why) => {
-                let reason = format!("its run settings are invalid: {why}");
-                let result = AttemptResult::Failed { reason: reason.clone(), retry: Retry::Never, run_id: None };
-                let p = Progress::Failed { task: task.id.clone(), reason, retry_at: None };
+                let (result, p) = never(format!("its run settings are invalid: {why}"));
                 return self.report(&lease, result, Usd::ZERO, p).await;
             }
         };
         // The winner goes onto the integration branch, not into any working tree.
         settings.apply.value = arbiter_core::settings::ApplyMode::None;
         if lease.reserved > Usd::ZERO {
-            // The attempt may spend what the claim reserved from the plan's budget, no more.
-            settings.budget_usd.value = Some(lease.reserved);
+            // The attempt may spend what the claim reserved from the plan's budget, no more
+            // (and no more than its own configuration allows).
+            let own = settings.budget_usd.value;
+            settings.budget_usd.value = Some(own.map_or(lease.reserved, |b| b.min(lease.reserved)));
         }
         let prompt_task = match Task::new(task.prompt(header), task.success_criteria(), settings.verify.value.clone()) {
             Ok(t) => t,
             Err(e) => {
-                let result = AttemptResult::Failed { reason: e.to_string(), retry: Retry::Never, run_id: None };
-                let p = Progress::Failed { task: task.id.clone(), reason: e.to_string(), retry_at: None };
+                let (result, p) = never(e.to_string());
                 return self.report(&lease, result, Usd::ZERO, p).await;
             }
         };
 
         let attempt_cancel = self.cancel.child_token();
-        let lease_lost = CancellationToken::new();
-        let stop_beating = CancellationToken::new();
-        let beat = self.heartbeat(&lease, stop_beating.clone(), lease_lost.clone());
-        let watch_lost = {
-            let (lost, cancel) = (lease_lost.clone(), attempt_cancel.clone());
-            tokio::spawn(async move {
-                lost.cancelled().await;
-                cancel.cancel();
-            })
-        };
+        let heartbeat = self.heartbeat(&lease, attempt_cancel.clone());
+        let spending = Arc::new(PlanSpending {
+            plans: self.plans.clone(),
+            clock: self.clock.clone(),
+            lease: lease.clone(),
+            forwarded: std::sync::Mutex::new(Usd::ZERO),
+        });
         let engine = Engine {
             store: self.runs.clone(),
             clock: self.clock.clone(),
@@ -333,6 +413,7 @@ impl PlanRunner {
             process_env: self.process_env.clone(),
             models: self.models.clone(),
             secrets: self.secrets.clone(),
+            spending: Some(spending.clone()),
         };
         let outcome = engine
             .run(RunRequest {
@@ -345,97 +426,101 @@ impl PlanRunner {
             .await;
         drop(engine);
 
-        let result = match outcome {
+        let run = match outcome {
+            Ok(run) => run,
             Err(e) => {
                 let reason = format!("the tournament could not run: {e}");
-                (
-                    AttemptResult::Failed { reason: reason.clone(), retry: Retry::AfterBackoff, run_id: None },
-                    Usd::ZERO,
-                    Progress::Failed { task: task.id.clone(), reason, retry_at: None },
-                )
-            }
-            Ok(run) => {
-                let cost = run.cost.total.known_cost;
-                let run_id = run.run_id.to_string();
-                match (run.status, &run.decision.winner) {
-                    _ if lease_lost.is_cancelled() => {
-                        stop_beating.cancel();
-                        beat.abort();
-                        watch_lost.abort();
-                        self.tell(Progress::LeaseLost { task: task.id.clone() });
-                        // The report is refused, but what the run spent is charged.
-                        let failed = AttemptResult::Failed {
-                            reason: "its lease was lost".into(),
-                            retry: Retry::AfterBackoff,
-                            run_id: Some(run_id),
-                        };
-                        return match self.plans.finish(&lease, failed, cost, self.now()).await {
-                            Ok(_) | Err(StoreError::StaleLease { .. }) => Ok(()),
-                            Err(e) => Err(e.into()),
-                        };
-                    }
-                    (RunStatus::Interrupted, _) => {
-                        let reason = "the plan run was interrupted".to_string();
-                        (
-                            AttemptResult::Released { reason: reason.clone() },
-                            cost,
-                            Progress::Released { task: task.id.clone(), reason },
-                        )
-                    }
-                    (RunStatus::Succeeded, Some(winner)) => {
-                        let patch = run.run_dir.join(paths::CANDIDATES).join(winner.as_str()).join(paths::PATCH);
-                        let message = integration::message(&task.title, &header.id, &task.id, &run_id, winner.as_str());
-                        let index = self.workspace.scratch_dir().join(format!(
-                            "index-plan-{}-{}-{}",
-                            header.id,
-                            task.id.replace('/', "_"),
-                            lease.fence
-                        ));
-                        match integration::commit_onto(&repo, branch, &patch, &message, &index).await {
-                            Ok(c) => (
-                                AttemptResult::Succeeded {
-                                    run_id: Some(run_id.clone()),
-                                    commit: Some(c.commit.clone()),
-                                },
-                                cost,
-                                Progress::Done { task: task.id.clone(), run: Some(run_id), commit: c.commit },
-                            ),
-                            Err(e @ (IntegrationError::Conflict { .. } | IntegrationError::Contended { .. })) => {
-                                let reason =
-                                    format!("{winner} of run {run_id} won, but {e}; retrying from the new tip");
-                                (
-                                    AttemptResult::Failed {
-                                        reason: reason.clone(),
-                                        retry: Retry::Now,
-                                        run_id: Some(run_id),
-                                    },
-                                    cost,
-                                    Progress::Failed { task: task.id.clone(), reason, retry_at: None },
-                                )
-                            }
-                            Err(IntegrationError::Git(e)) => return Err(e.into()),
-                        }
-                    }
-                    _ => {
-                        let reason = format!("run {run_id}: {}", run.decision.summary);
-                        (
-                            AttemptResult::Failed {
-                                reason: reason.clone(),
-                                retry: Retry::AfterBackoff,
-                                run_id: Some(run_id),
-                            },
-                            cost,
-                            Progress::Failed { task: task.id.clone(), reason, retry_at: None },
-                        )
-                    }
-                }
+                let p = Progress::Failed { task: task.id.clone(), reason: reason.clone(), retry_at: None };
+                let result = AttemptResult::Failed { reason, retry: Retry::AfterBackoff, run_id: None };
+                drop(heartbeat);
+                return self.report(&lease, result, Usd::ZERO, p).await;
             }
         };
-        stop_beating.cancel();
-        beat.abort();
-        watch_lost.abort();
-        let (result, cost, progress) = result;
+        let cost = spending.remainder(run.cost.total.known_cost);
+        let run_id = run.run_id.to_string();
+        let failed = |reason: String, retry: Retry| {
+            let p = Progress::Failed { task: task.id.clone(), reason: reason.clone(), retry_at: None };
+            (AttemptResult::Failed { reason, retry, run_id: Some(run_id.clone()) }, p)
+        };
+        let (result, progress) = match (run.status, &run.decision.winner) {
+            _ if heartbeat.lost.is_cancelled() => return self.lease_lost(heartbeat, &lease, &run_id, cost).await,
+            (RunStatus::Interrupted, _) => {
+                let reason = "the plan run was interrupted".to_string();
+                (
+                    AttemptResult::Released { reason: reason.clone() },
+                    Progress::Released { task: task.id.clone(), reason },
+                )
+            }
+            (RunStatus::Succeeded, Some(winner)) => {
+                // Renewed just now, the lease cannot run out while the commit is made: no
+                // other attempt of this task can start meanwhile.
+                if !matches!(self.plans.heartbeat(&lease, self.lease, self.now()).await, Ok(Some(_))) {
+                    return self.lease_lost(heartbeat, &lease, &run_id, cost).await;
+                }
+                if let Some(commit) = self.committed_already(&repo, header, &task.id).await? {
+                    drop(heartbeat);
+                    let result = AttemptResult::Succeeded { run_id: Some(run_id), commit: Some(commit.clone()) };
+                    return self.report(&lease, result, cost, Progress::Recovered { task: task.id, commit }).await;
+                }
+                let patch = run.run_dir.join(paths::CANDIDATES).join(winner.as_str()).join(paths::PATCH);
+                let message = integration::message(&task.title, &header.id, &task.id, &run_id, winner.as_str());
+                let index = self.workspace.scratch_dir().join(format!(
+                    "index-plan-{}-{}-{}",
+                    header.id,
+                    task.id.replace('/', "_"),
+                    lease.fence
+                ));
+                match integration::commit_onto(&repo, branch, &patch, &message, &index).await {
+                    Ok(c) => (
+                        AttemptResult::Succeeded { run_id: Some(run_id.clone()), commit: Some(c.commit.clone()) },
+                        Progress::Done { task: task.id.clone(), run: Some(run_id.clone()), commit: c.commit },
+                    ),
+                    Err(e @ (IntegrationError::Conflict { .. } | IntegrationError::Contended { .. })) => {
+                        let next = if lease.attempt < lease.max_attempts {
+                            "; retrying from the new tip"
+                        } else {
+                            "; no attempt is left"
+                        };
+                        failed(format!("{winner} of run {run_id} won, but {e}{next}"), Retry::Now)
+                    }
+                    Err(IntegrationError::Git(e)) => failed(
+                        format!("{winner} of run {run_id} won, but committing it failed: {e}"),
+                        Retry::AfterBackoff,
+                    ),
+                }
+            }
+            _ => failed(format!("run {run_id}: {}", run.decision.summary), Retry::AfterBackoff),
+        };
+        drop(heartbeat);
         self.report(&lease, result, cost, progress).await
+    }
+
+    /// The task's winner on the integration branch, if a worker committed it already.
+    async fn committed_already(&self, repo: &Git, header: &PlanSpec, task: &str) -> Result<Option<String>, GitError> {
+        let base = integration::plan_base(repo, &header.id, &header.base_ref).await?;
+        integration::find_task_commit(repo, &header.integration_branch, &base, &header.id, task).await
+    }
+
+    /// The lease was taken away while the tournament ran: nothing is committed; the report
+    /// is refused, but what the run spent is charged.
+    async fn lease_lost(
+        &self,
+        heartbeat: Heartbeat,
+        lease: &Lease,
+        run_id: &str,
+        cost: Usd,
+    ) -> Result<(), PlanRunError> {
+        drop(heartbeat);
+        self.tell(Progress::LeaseLost { task: lease.task_id.clone() });
+        let failed = AttemptResult::Failed {
+            reason: "its lease was lost".into(),
+            retry: Retry::AfterBackoff,
+            run_id: Some(run_id.into()),
+        };
+        match self.plans.finish(lease, failed, cost, self.now()).await {
+            Ok(_) | Err(StoreError::StaleLease { .. }) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// Reports an attempt; a refused (stale) report is not an error of the run.
@@ -472,9 +557,16 @@ mod tests {
 
     #[test]
     fn local_worker_ids_name_their_process() {
-        assert_eq!(local_pid("local:box:4242:1", "local:box:"), Some(4242));
-        assert_eq!(local_pid("local:other:4242:1", "local:box:"), None);
-        assert_eq!(local_pid("remote-7", "local:box:"), None);
-        assert!(local_worker_prefix().starts_with("local:"));
+        assert_eq!(local_process("local:box:4242.977:1", "local:box:"), Some((4242, Some(977))));
+        assert_eq!(local_process("local:box:4242:1", "local:box:"), Some((4242, None)));
+        assert_eq!(local_process("local:other:4242:1", "local:box:"), None);
+        assert_eq!(local_process("remote-7", "local:box:"), None);
+        let me = local_worker_prefix();
+        let host = me.rsplit_once(':').map(|(h, _)| format!("{h}:")).unwrap();
+        let (pid, start) = local_process(&format!("{me}:1"), &host).unwrap();
+        assert_eq!(pid as u32, std::process::id());
+        assert!(start.is_some() && local_process_alive(pid, start));
+        // The same pid with another start time is another process.
+        assert!(!local_process_alive(pid, start.map(|s| s + 1)));
     }
 }

@@ -78,6 +78,8 @@ pub enum StoreError {
         "the lease on task {task} of plan {plan} (fencing token {fence}) is no longer held: its lease expired and another attempt took over, or the plan was cancelled or reset; the report was refused (the cost it reported was charged)"
     )]
     StaleLease { plan: String, task: String, fence: i64 },
+    #[error("plan {plan} has tasks running under live leases: {}; stop their workers or `arbiter plan cancel {plan}` first (a lease that is not renewed also runs out), then reset", .tasks.join(", "))]
+    LeasesHeld { plan: String, tasks: Vec<String> },
     #[error("task {task} of plan {plan} is {status}: {action} is not possible from there")]
     NotAllowed { plan: String, task: String, status: String, action: &'static str },
 }

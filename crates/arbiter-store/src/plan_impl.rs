@@ -138,56 +138,88 @@ pub(crate) fn expiry(now: Timestamp, ttl: std::time::Duration) -> Timestamp {
     Timestamp(now.0.saturating_add(ttl.as_micros().min(i64::MAX as u128) as i64))
 }
 
+/// What a report makes of its task, decided from the task's attempts alone: the general
+/// path and the one-round-trip paths of both stores decide with it.
+pub(crate) struct Decision {
+    pub status: TaskStatus,
+    pub not_before: Timestamp,
+    pub reason: Option<String>,
+    pub run_id: Option<String>,
+    pub commit: Option<String>,
+}
+
+pub(crate) fn decide(
+    result: &AttemptResult,
+    attempts: u32,
+    max_attempts: u32,
+    backoff_base: u64,
+    now: Timestamp,
+) -> Decision {
+    use arbiter_core::plan::spec::backoff_seconds;
+    let left = attempts < max_attempts;
+    let (status, not_before, reason, run_id, commit) = match result {
+        AttemptResult::Succeeded { run_id, commit } => (TaskStatus::Done, now, None, run_id.clone(), commit.clone()),
+        AttemptResult::Released { reason } => (TaskStatus::Ready, now, Some(reason.clone()), None, None),
+        AttemptResult::Failed { reason, retry, run_id } => {
+            let (status, at) = match retry {
+                Retry::Now if left => (TaskStatus::Ready, now),
+                Retry::AfterBackoff if left => {
+                    let wait = backoff_seconds(backoff_base, attempts) as i64 * 1_000_000;
+                    (TaskStatus::Ready, Timestamp(now.0.saturating_add(wait)))
+                }
+                _ => (TaskStatus::Failed, now),
+            };
+            (status, at, Some(reason.clone()), run_id.clone(), None)
+        }
+    };
+    Decision { status, not_before, reason, run_id, commit }
+}
+
+/// The event a report writes, named by how the attempt ended and where its task went.
+pub(crate) fn outcome_kind(attempt: AttemptStatus, task: TaskStatus) -> &'static str {
+    match (attempt, task) {
+        (AttemptStatus::Succeeded, _) => "task_done",
+        (AttemptStatus::Cancelled, _) => "task_released",
+        (AttemptStatus::Expired, TaskStatus::Ready) => "lease_expired_retry",
+        (AttemptStatus::Expired, _) => "lease_expired_failed",
+        (_, TaskStatus::Ready) => "attempt_failed_retry",
+        _ => "task_failed",
+    }
+}
+
+/// That event's data.
+pub(crate) fn outcome_data(fence: i64, d: &Decision, cost: Usd) -> serde_json::Value {
+    serde_json::json!({
+        "fence": fence,
+        "status": d.status.as_str(),
+        "reason": d.reason,
+        "run_id": d.run_id,
+        "commit": d.commit,
+        "cost": cost,
+        "not_before": (d.status == TaskStatus::Ready).then_some(d.not_before.0),
+    })
+}
+
 /// What a report with nothing to charge or release does, decided from its lease alone:
 /// the one-round-trip report paths of both stores use it (and `None` sends a release down
 /// the general path).
 pub(crate) struct FastOutcome {
-    pub status: TaskStatus,
-    pub not_before: Timestamp,
+    pub decision: Decision,
     pub attempt_status: AttemptStatus,
-    /// The event kind, as the general path names it.
     pub kind: &'static str,
-    pub reason: Option<String>,
-    pub run_id: Option<String>,
-    pub commit: Option<String>,
     pub data: serde_json::Value,
 }
 
 pub(crate) fn fast_outcome(lease: &Lease, result: &AttemptResult, now: Timestamp) -> Option<FastOutcome> {
-    use arbiter_core::plan::spec::backoff_seconds;
-    let left = lease.attempt < lease.max_attempts;
-    let (status, not_before, reason, run_id, commit, attempt_status) = match result {
-        AttemptResult::Succeeded { run_id, commit } => {
-            (TaskStatus::Done, now, None, run_id.clone(), commit.clone(), AttemptStatus::Succeeded)
-        }
-        AttemptResult::Failed { reason, retry, run_id } => {
-            let (s, at) = match retry {
-                Retry::Now if left => (TaskStatus::Ready, now),
-                Retry::AfterBackoff if left => {
-                    let wait = backoff_seconds(lease.retry_backoff_seconds, lease.attempt) as i64 * 1_000_000;
-                    (TaskStatus::Ready, Timestamp(now.0 + wait))
-                }
-                _ => (TaskStatus::Failed, now),
-            };
-            (s, at, Some(reason.clone()), run_id.clone(), None, AttemptStatus::Failed)
-        }
+    let attempt_status = match result {
+        AttemptResult::Succeeded { .. } => AttemptStatus::Succeeded,
+        AttemptResult::Failed { .. } => AttemptStatus::Failed,
         AttemptResult::Released { .. } => return None,
     };
-    let kind = match (attempt_status, status) {
-        (AttemptStatus::Succeeded, _) => "task_done",
-        (_, TaskStatus::Ready) => "attempt_failed_retry",
-        _ => "task_failed",
-    };
-    let data = serde_json::json!({
-        "fence": lease.fence,
-        "status": status.as_str(),
-        "reason": reason,
-        "run_id": run_id,
-        "commit": commit,
-        "cost": Usd::ZERO,
-        "not_before": (status == TaskStatus::Ready).then_some(not_before.0),
-    });
-    Some(FastOutcome { status, not_before, attempt_status, kind, reason, run_id, commit, data })
+    let decision = decide(result, lease.attempt, lease.max_attempts, lease.retry_backoff_seconds, now);
+    let kind = outcome_kind(attempt_status, decision.status);
+    let data = outcome_data(lease.fence, &decision, Usd::ZERO);
+    Some(FastOutcome { decision, attempt_status, kind, data })
 }
 
 /// The claim a one-round-trip claim returned (`id`, `attempts`, `max_attempts`, `fence`,
@@ -216,11 +248,16 @@ where
     })
 }
 
-/// A token naming the rows one claim or report changes, unique in this process.
+/// A token naming the rows one claim or report changes (cleared before its transaction
+/// commits), unique across processes: the pid with the moment this process first made one.
 pub(crate) fn token(kind: &str) -> String {
+    use std::sync::OnceLock;
     use std::sync::atomic::{AtomicU64, Ordering};
     static NEXT: AtomicU64 = AtomicU64::new(0);
-    format!("{kind}:{}:{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed))
+    static ORIGIN: OnceLock<u128> = OnceLock::new();
+    let origin = ORIGIN
+        .get_or_init(|| std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()));
+    format!("{kind}:{}:{origin}:{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed))
 }
 
 /// The [`PlanStore`](crate::plans::PlanStore) implementation for `$store` over `$db`. The
@@ -238,7 +275,7 @@ macro_rules! plan_store_impl {
             use arbiter_core::budget::{Budget, Charge};
             use arbiter_core::money::Usd;
             use arbiter_core::plan::check::check;
-            use arbiter_core::plan::spec::{ImportedStatus, backoff_seconds, fallback};
+            use arbiter_core::plan::spec::{ImportedStatus, fallback};
             use arbiter_core::plan::state::{AttemptStatus, TaskEvent, TaskStatus, waiting_status};
             use arbiter_core::plan::{PlanSpec, TaskSpec};
             use arbiter_core::time::Timestamp;
@@ -254,6 +291,18 @@ macro_rules! plan_store_impl {
 
             /// A report that arrived under a lease that is no longer held.
             struct Stale;
+
+            /// How an attempt ends.
+            struct Ending<'a> {
+                plan: &'a str,
+                task: &'a str,
+                fence: i64,
+                result: &'a AttemptResult,
+                status: AttemptStatus,
+                cost: Usd,
+                /// An expiry: only if the lease is still expired at this moment.
+                expired_by: Option<Timestamp>,
+            }
 
             impl $store {
                 async fn event_tx(
@@ -352,6 +401,121 @@ macro_rules! plan_store_impl {
                     Ok(Charged { spent: b.spent, limit: b.limit, crossed })
                 }
 
+                /// Records a cost an attempt incurred on its task and its attempt row.
+                async fn record_cost_tx(
+                    tx: &mut Tx<'_>,
+                    plan: &str,
+                    task: &str,
+                    fence: i64,
+                    amount: Usd,
+                ) -> Result<(), StoreError> {
+                    sqlx::query(q::CHARGE_TASK).bind(plan).bind(task).bind(amount.pico()).execute(&mut **tx).await?;
+                    sqlx::query(q::CHARGE_ATTEMPT)
+                        .bind(plan)
+                        .bind(task)
+                        .bind(fence)
+                        .bind(amount.pico())
+                        .execute(&mut **tx)
+                        .await?;
+                    Ok(())
+                }
+
+                /// A new limit (`None`: none), kept in the plan's header too. Lowering it to
+                /// or below what was spent is a crossing: it is reported once.
+                async fn set_limit_tx(
+                    tx: &mut Tx<'_>,
+                    plan: &str,
+                    limit: Option<Usd>,
+                    now: Timestamp,
+                ) -> Result<Budget, StoreError> {
+                    let (mut b, _, _, _) = Self::budget_tx(tx, plan).await?;
+                    let (before, was_crossed) = (b.limit, b.crossed);
+                    b.set_limit(limit);
+                    Self::save_budget_tx(tx, plan, &b, now).await?;
+                    let row = sqlx::query(q::SELECT_PLAN).bind(plan).fetch_one(&mut **tx).await?;
+                    let mut header = decode::plan(&row)?.header;
+                    header.budget_usd = limit;
+                    sqlx::query(q::SET_HEADER)
+                        .bind(plan)
+                        .bind(serde_json::to_string(&header).unwrap_or_default())
+                        .bind(now.0)
+                        .execute(&mut **tx)
+                        .await?;
+                    Self::event_tx(
+                        tx,
+                        plan,
+                        None,
+                        None,
+                        "budget_changed",
+                        now,
+                        json!({"from": before, "to": limit, "spent": b.spent}),
+                    )
+                    .await?;
+                    if b.crossed && !was_crossed {
+                        Self::event_tx(
+                            tx,
+                            plan,
+                            None,
+                            None,
+                            "budget_exceeded",
+                            now,
+                            json!({"limit": b.limit, "spent": b.spent, "crossing_task": null, "lowered": true}),
+                        )
+                        .await?;
+                    }
+                    Ok(b)
+                }
+
+                /// Inserts a plan row and its `plan_created` event.
+                async fn insert_plan_tx(
+                    tx: &mut Tx<'_>,
+                    header: &PlanSpec,
+                    tasks: usize,
+                    now: Timestamp,
+                ) -> Result<(), StoreError> {
+                    sqlx::query(q::INSERT_PLAN)
+                        .bind(&header.id)
+                        .bind(&header.name)
+                        .bind(serde_json::to_string(header).unwrap_or_default())
+                        .bind(header.budget_usd.map(|b| b.pico()))
+                        .bind(
+                            header.defaults.retry_backoff_seconds.unwrap_or(fallback::RETRY_BACKOFF_SECONDS) as i64,
+                        )
+                        .bind(false)
+                        .bind(0i64)
+                        .bind(now.0)
+                        .execute(&mut **tx)
+                        .await?;
+                    Self::event_tx(
+                        tx,
+                        &header.id,
+                        None,
+                        None,
+                        "plan_created",
+                        now,
+                        json!({"name": header.name, "budget": header.budget_usd, "tasks": tasks}),
+                    )
+                    .await
+                }
+
+                /// Runs a dialect's optional locking statement on `plan` (and `task`).
+                async fn lock_tx(
+                    tx: &mut Tx<'_>,
+                    statement: Option<&'static str>,
+                    plan: &str,
+                    task: Option<&str>,
+                ) -> Result<(), StoreError> {
+                    if let Some(statement) = statement {
+                        let query = sqlx::query(statement).bind(plan);
+                        let query = match task {
+                            Some(t) => query.bind(t),
+                            None => query,
+                        };
+                        query.fetch_all(&mut **tx).await?;
+                    }
+                    Ok(())
+                }
+
                 async fn tasks_tx(tx: &mut Tx<'_>, plan: &str) -> Result<Vec<TaskRecord>, StoreError> {
                     let rows = sqlx::query(q::SELECT_TASKS).bind(plan).fetch_all(&mut **tx).await?;
                     rows.iter().map(decode::task).collect()
@@ -373,19 +537,19 @@ macro_rules! plan_store_impl {
                     Ok(())
                 }
 
-                /// Ends the attempt under `fence` and moves its task on; `Err(Stale)` when
-                /// the fence is no longer the task's (nothing is changed then).
-                #[allow(clippy::too_many_arguments)]
+                /// Ends an attempt and moves its task on; `Err(Stale)` when the fence is no
+                /// longer the task's, or (for an expiry) the lease was renewed meanwhile —
+                /// nothing is changed then. Locks: the plan's ending guard, the plan, then
+                /// the task with its dependents in id order.
                 async fn end_attempt_tx(
                     tx: &mut Tx<'_>,
-                    plan: &str,
-                    task: &str,
-                    fence: i64,
-                    result: &AttemptResult,
-                    attempt_status: AttemptStatus,
-                    cost: Usd,
+                    e: &Ending<'_>,
                     now: Timestamp,
                 ) -> Result<Result<Finished, Stale>, StoreError> {
+                    let (plan, task, fence) = (e.plan, e.task, e.fence);
+                    Self::lock_tx(tx, <$store as PlanDialect>::ENDING_GUARD, plan, None).await?;
+                    let (_, _, _, backoff_base) = Self::budget_tx(tx, plan).await?;
+                    Self::lock_tx(tx, <$store as PlanDialect>::LOCK_ENDING, plan, Some(task)).await?;
                     let Some(row) = sqlx::query(<$store as PlanDialect>::LOCK_TASK)
                         .bind(plan)
                         .bind(task)
@@ -399,35 +563,24 @@ macro_rules! plan_store_impl {
                     if status != TaskStatus::Running.as_str() || current != fence {
                         return Ok(Err(Stale));
                     }
+                    let lease_expires = row.try_get::<Option<i64>, _>("lease_expires")?;
+                    if e.expired_by.is_some_and(|by| lease_expires.is_some_and(|x| x >= by.0)) {
+                        return Ok(Err(Stale));
+                    }
                     let attempts = row.try_get::<i64, _>("attempts")?.max(0) as u32;
                     let max_attempts = row.try_get::<i64, _>("max_attempts")?.max(1) as u32;
                     let reserved = Usd::from_pico(row.try_get("reserved_pico")?);
-                    let (_, _, _, backoff_base) = Self::budget_tx(tx, plan).await?;
-                    let left = attempts < max_attempts;
-                    let uncounted = matches!(result, AttemptResult::Released { .. });
-                    let (new_status, not_before, reason, run_id, commit) = match result {
-                        AttemptResult::Succeeded { run_id, commit } => {
-                            (TaskStatus::Done, now, None, run_id.clone(), commit.clone())
-                        }
-                        AttemptResult::Released { reason } => (TaskStatus::Ready, now, Some(reason.clone()), None, None),
-                        AttemptResult::Failed { reason, retry, run_id } => match retry {
-                            Retry::Now if left => (TaskStatus::Ready, now, Some(reason.clone()), run_id.clone(), None),
-                            Retry::AfterBackoff if left => {
-                                let wait = backoff_seconds(backoff_base, attempts) as i64 * 1_000_000;
-                                (TaskStatus::Ready, Timestamp(now.0 + wait), Some(reason.clone()), run_id.clone(), None)
-                            }
-                            _ => (TaskStatus::Failed, now, Some(reason.clone()), run_id.clone(), None),
-                        },
-                    };
+                    let uncounted = matches!(e.result, AttemptResult::Released { .. });
+                    let d = decode::decide(e.result, attempts, max_attempts, backoff_base, now);
                     let moved = sqlx::query(q::END_TASK)
                         .bind(plan)
                         .bind(task)
-                        .bind(new_status.as_str())
-                        .bind(not_before.0)
-                        .bind(cost.pico())
-                        .bind(run_id.as_deref())
-                        .bind(commit.as_deref())
-                        .bind(reason.as_deref())
+                        .bind(d.status.as_str())
+                        .bind(d.not_before.0)
+                        .bind(e.cost.pico())
+                        .bind(d.run_id.as_deref())
+                        .bind(d.commit.as_deref())
+                        .bind(d.reason.as_deref())
                         .bind(now.0)
                         .bind(fence)
                         .bind(i64::from(uncounted))
@@ -440,16 +593,16 @@ macro_rules! plan_store_impl {
                         .bind(plan)
                         .bind(task)
                         .bind(fence)
-                        .bind(attempt_status.as_str())
+                        .bind(e.status.as_str())
                         .bind(now.0)
-                        .bind(cost.pico())
-                        .bind(run_id.as_deref())
-                        .bind(commit.as_deref())
-                        .bind(reason.as_deref())
+                        .bind(e.cost.pico())
+                        .bind(d.run_id.as_deref())
+                        .bind(d.commit.as_deref())
+                        .bind(d.reason.as_deref())
                         .execute(&mut **tx)
                         .await?;
                     let mut newly_ready = Vec::new();
-                    if new_status == TaskStatus::Done {
+                    if d.status == TaskStatus::Done {
                         let rows = sqlx::query(q::UNBLOCK_DEPENDENTS)
                             .bind(plan)
                             .bind(task)
@@ -464,74 +617,50 @@ macro_rules! plan_store_impl {
                         }
                         newly_ready.sort();
                     }
-                    let outcome_kind = match (attempt_status, new_status) {
-                        (AttemptStatus::Succeeded, _) => "task_done",
-                        (AttemptStatus::Cancelled, _) => "task_released",
-                        (AttemptStatus::Expired, TaskStatus::Ready) => "lease_expired_retry",
-                        (AttemptStatus::Expired, _) => "lease_expired_failed",
-                        (_, TaskStatus::Ready) => "attempt_failed_retry",
-                        _ => "task_failed",
-                    };
                     Self::event_tx(
                         tx,
                         plan,
                         Some(task),
                         Some(attempts),
-                        outcome_kind,
+                        decode::outcome_kind(e.status, d.status),
                         now,
-                        json!({
-                            "fence": fence,
-                            "status": new_status.as_str(),
-                            "reason": reason,
-                            "run_id": run_id,
-                            "commit": commit,
-                            "cost": cost,
-                            "not_before": (new_status == TaskStatus::Ready).then_some(not_before.0),
-                        }),
+                        decode::outcome_data(fence, &d, e.cost),
                     )
                     .await?;
-                    for d in &newly_ready {
-                        Self::event_tx(tx, plan, Some(d), None, "task_ready", now, json!({"after": task})).await?;
+                    for r in &newly_ready {
+                        Self::event_tx(tx, plan, Some(r), None, "task_ready", now, json!({"after": task})).await?;
                     }
-                    let charged = Self::charge_tx(tx, plan, Some(task), cost, reserved, now).await?;
+                    let charged = Self::charge_tx(tx, plan, Some(task), e.cost, reserved, now).await?;
                     Ok(Ok(Finished {
-                        status: new_status,
+                        status: d.status,
                         newly_ready,
-                        not_before: (new_status == TaskStatus::Ready).then_some(not_before),
+                        not_before: (d.status == TaskStatus::Ready).then_some(d.not_before),
                         budget_crossed: charged.crossed,
                     }))
                 }
 
-                /// Ends the leases of `rows` (plan, task, fence, owner): as expired attempts that
-                /// count (`counted`), or as releases that do not.
+                /// Ends the leases of `rows` (task, fence, owner) in one plan: as expired
+                /// attempts that count (`expired_by`: only leases still expired then), or as
+                /// releases that do not.
                 async fn reclaim_tx(
                     tx: &mut Tx<'_>,
-                    rows: Vec<(String, String, i64, String)>,
+                    plan: &str,
+                    rows: Vec<(String, i64, String)>,
                     why: &str,
-                    counted: bool,
+                    expired_by: Option<Timestamp>,
                     now: Timestamp,
                 ) -> Result<Vec<Reclaimed>, StoreError> {
                     let mut out = Vec::new();
-                    for (plan, task, fence, worker) in rows {
+                    for (task, fence, worker) in rows {
                         let reason = format!("{why} (worker {worker})");
-                        let (result, status) = if counted {
+                        let (result, status) = if expired_by.is_some() {
                             (AttemptResult::Failed { reason, retry: Retry::AfterBackoff, run_id: None }, AttemptStatus::Expired)
                         } else {
                             (AttemptResult::Released { reason }, AttemptStatus::Cancelled)
                         };
-                        if let Ok(f) = Self::end_attempt_tx(
-                            tx,
-                            &plan,
-                            &task,
-                            fence,
-                            &result,
-                            status,
-                            Usd::ZERO,
-                            now,
-                        )
-                        .await?
-                        {
-                            out.push(Reclaimed { plan_id: plan, task_id: task, fence, worker, status: f.status });
+                        let ending = Ending { plan, task: &task, fence, result: &result, status, cost: Usd::ZERO, expired_by };
+                        if let Ok(f) = Self::end_attempt_tx(tx, &ending, now).await? {
+                            out.push(Reclaimed { plan_id: plan.to_string(), task_id: task, fence, worker, status: f.status });
                         }
                     }
                     Ok(out)
@@ -639,6 +768,8 @@ macro_rules! plan_store_impl {
                 priority: i64,
                 spec: String,
                 status: &'static str,
+                /// The status an import gave it, which a reset keeps.
+                initial: Option<&'static str>,
                 deps_left: i64,
                 max_attempts: i64,
                 attempt_budget: i64,
@@ -662,30 +793,7 @@ macro_rules! plan_store_impl {
                     if sqlx::query(q::SELECT_PLAN).bind(&header.id).fetch_optional(&mut *tx).await?.is_some() {
                         return Ok(false);
                     }
-                    let header = header.header();
-                    sqlx::query(q::INSERT_PLAN)
-                        .bind(&header.id)
-                        .bind(&header.name)
-                        .bind(serde_json::to_string(&header).unwrap_or_default())
-                        .bind(header.budget_usd.map(|b| b.pico()))
-                        .bind(
-                            header.defaults.retry_backoff_seconds.unwrap_or(fallback::RETRY_BACKOFF_SECONDS) as i64,
-                        )
-                        .bind(false)
-                        .bind(0i64)
-                        .bind(now.0)
-                        .execute(&mut *tx)
-                        .await?;
-                    Self::event_tx(
-                        &mut tx,
-                        &header.id,
-                        None,
-                        None,
-                        "plan_created",
-                        now,
-                        json!({"name": header.name, "budget": header.budget_usd}),
-                    )
-                    .await?;
+                    Self::insert_plan_tx(&mut tx, &header.header(), 0, now).await?;
                     tx.commit().await?;
                     Ok(true)
                 }
@@ -694,9 +802,15 @@ macro_rules! plan_store_impl {
                     let spec = import.spec;
                     let now = import.now;
                     let mut tx = self.write_tx().await?;
+                    // No report ends an attempt of this plan while the import runs: the
+                    // dependency counts it computes stay true until it commits.
+                    Self::lock_tx(&mut tx, <$store as PlanDialect>::IMPORT_GUARD, &spec.id, None).await?;
                     let existing =
                         sqlx::query(q::SELECT_PLAN).bind(&spec.id).fetch_optional(&mut *tx).await?;
                     let existing = existing.as_ref().map(decode::plan).transpose()?;
+                    if existing.is_some() {
+                        Self::budget_tx(&mut tx, &spec.id).await?;
+                    }
                     let stored = Self::tasks_tx(&mut tx, &spec.id).await?;
                     let in_file: BTreeSet<&str> = spec.tasks.iter().map(|t| t.id.as_str()).collect();
                     let others: Vec<(String, Vec<String>)> = stored
@@ -766,10 +880,17 @@ macro_rules! plan_store_impl {
                         let deps: BTreeSet<&String> = t.dependencies.iter().collect();
                         deps.into_iter().filter(|d| status_of.get(d.as_str()) != Some(&TaskStatus::Done)).count() as i64
                     };
-                    let header = match (&existing, import.mode) {
+                    // The budget a plan has stays unless the file states one (and may change it).
+                    let mut header = match (&existing, import.mode) {
                         (Some(p), ImportMode::Add) => p.header.clone(),
                         _ => spec.header(),
                     };
+                    let limit = match &existing {
+                        Some(_) if import.mode == ImportMode::Update && spec.budget_usd.is_some() => spec.budget_usd,
+                        Some(p) => p.budget.limit,
+                        None => spec.budget_usd,
+                    };
+                    header.budget_usd = limit;
                     let mut next_ord = match &existing {
                         Some(_) => {
                             let row = sqlx::query(q::SELECT_PLAN).bind(&spec.id).fetch_one(&mut *tx).await?;
@@ -779,30 +900,7 @@ macro_rules! plan_store_impl {
                     };
                     let mut files_anywhere = stored.iter().any(|t| !t.spec.key_files.is_empty());
                     if existing.is_none() {
-                        sqlx::query(q::INSERT_PLAN)
-                            .bind(&header.id)
-                            .bind(&header.name)
-                            .bind(serde_json::to_string(&header).unwrap_or_default())
-                            .bind(header.budget_usd.map(|b| b.pico()))
-                            .bind(
-                                header.defaults.retry_backoff_seconds.unwrap_or(fallback::RETRY_BACKOFF_SECONDS)
-                                    as i64,
-                            )
-                            .bind(false)
-                            .bind(0i64)
-                            .bind(now.0)
-                            .execute(&mut *tx)
-                            .await?;
-                        Self::event_tx(
-                            &mut tx,
-                            &header.id,
-                            None,
-                            None,
-                            "plan_created",
-                            now,
-                            json!({"name": header.name, "budget": header.budget_usd, "tasks": spec.tasks.len()}),
-                        )
-                        .await?;
+                        Self::insert_plan_tx(&mut tx, &header, spec.tasks.len(), now).await?;
                     }
                     let defaults = &header.defaults;
                     // New tasks, their dependencies, files and events go in in batches: a plan
@@ -820,6 +918,7 @@ macro_rules! plan_store_impl {
                             priority: t.priority.rank(),
                             spec: serde_json::to_string(&t.definition()).unwrap_or_default(),
                             status: status.as_str(),
+                            initial: t.imported_status.map(|_| status.as_str()),
                             deps_left,
                             max_attempts: i64::from(t.max_attempts_with(defaults)),
                             attempt_budget: t.attempt_budget_with(defaults).pico(),
@@ -839,7 +938,7 @@ macro_rules! plan_store_impl {
                     }
                     for chunk in task_rows.chunks(500) {
                         let mut b = sqlx::QueryBuilder::<$db>::new(
-                            "INSERT INTO plan_tasks (plan_id, id, ord, priority, spec, status, deps_left, max_attempts, attempt_budget_pico, has_files, reason, updated_at) ",
+                            "INSERT INTO plan_tasks (plan_id, id, ord, priority, spec, status, initial_status, deps_left, max_attempts, attempt_budget_pico, has_files, reason, updated_at) ",
                         );
                         b.push_values(chunk, |mut row, t| {
                             row.push_bind(spec.id.as_str())
@@ -848,6 +947,7 @@ macro_rules! plan_store_impl {
                                 .push_bind(t.priority)
                                 .push_bind(t.spec.as_str())
                                 .push_bind(t.status)
+                                .push_bind(t.initial)
                                 .push_bind(t.deps_left)
                                 .push_bind(t.max_attempts)
                                 .push_bind(t.attempt_budget)
@@ -922,23 +1022,22 @@ macro_rules! plan_store_impl {
                         report.updated.push(t.id.clone());
                     }
                     files_anywhere |= to_update.iter().any(|t| !t.key_files.is_empty());
-                    let crossed = match (header.budget_usd, &existing) {
-                        (Some(limit), Some(p)) => p.budget.spent >= limit,
-                        _ => false,
-                    };
                     sqlx::query(q::UPDATE_PLAN)
                         .bind(&spec.id)
                         .bind(&header.name)
                         .bind(serde_json::to_string(&header).unwrap_or_default())
-                        .bind(header.budget_usd.map(|b| b.pico()))
                         .bind(header.defaults.retry_backoff_seconds.unwrap_or(fallback::RETRY_BACKOFF_SECONDS) as i64)
                         .bind(files_anywhere)
                         .bind(next_ord)
-                        .bind(crossed)
                         .bind(now.0)
                         .execute(&mut *tx)
                         .await?;
-                    for (task, why) in import.skip {
+                    if existing.as_ref().is_some_and(|p| p.budget.limit != limit) {
+                        Self::set_limit_tx(&mut tx, &spec.id, limit, now).await?;
+                    }
+                    // A gate judges what this import adds or changes, not what was there.
+                    let judged: BTreeSet<String> = report.added.iter().chain(&report.updated).cloned().collect();
+                    for (task, why) in import.skip.iter().filter(|(t, _)| judged.contains(t)) {
                         let done = sqlx::query(q::SKIP_TASK)
                             .bind(&spec.id)
                             .bind(task)
@@ -952,7 +1051,7 @@ macro_rules! plan_store_impl {
                             report.skipped.push(task.clone());
                         }
                     }
-                    for v in import.verdicts {
+                    for v in import.verdicts.iter().filter(|v| judged.contains(&v.task)) {
                         Self::event_tx(
                             &mut tx,
                             &spec.id,
@@ -1042,20 +1141,7 @@ macro_rules! plan_store_impl {
                     now: Timestamp,
                 ) -> Result<Budget, StoreError> {
                     let mut tx = self.write_tx().await?;
-                    let (mut b, _, _, _) = Self::budget_tx(&mut tx, plan_id).await?;
-                    let before = b.limit;
-                    b.set_limit(limit);
-                    Self::save_budget_tx(&mut tx, plan_id, &b, now).await?;
-                    Self::event_tx(
-                        &mut tx,
-                        plan_id,
-                        None,
-                        None,
-                        "budget_changed",
-                        now,
-                        json!({"from": before, "to": limit, "spent": b.spent}),
-                    )
-                    .await?;
+                    let b = Self::set_limit_tx(&mut tx, plan_id, limit, now).await?;
                     tx.commit().await?;
                     self.notify_work(plan_id).await;
                     Ok(b)
@@ -1117,17 +1203,16 @@ macro_rules! plan_store_impl {
                         AttemptResult::Released { .. } => AttemptStatus::Cancelled,
                     };
                     let mut tx = self.write_tx().await?;
-                    let ended = Self::end_attempt_tx(
-                        &mut tx,
-                        &lease.plan_id,
-                        &lease.task_id,
-                        lease.fence,
-                        &result,
+                    let ending = Ending {
+                        plan: &lease.plan_id,
+                        task: &lease.task_id,
+                        fence: lease.fence,
+                        result: &result,
                         status,
                         cost,
-                        now,
-                    )
-                    .await?;
+                        expired_by: None,
+                    };
+                    let ended = Self::end_attempt_tx(&mut tx, &ending, now).await?;
                     match ended {
                         Ok(f) => {
                             tx.commit().await?;
@@ -1138,8 +1223,12 @@ macro_rules! plan_store_impl {
                         }
                         Err(Stale) => {
                             // The money was spent all the same.
-                            Self::charge_tx(&mut tx, &lease.plan_id, Some(&lease.task_id), cost, Usd::ZERO, now)
-                                .await?;
+                            if cost > Usd::ZERO {
+                                Self::charge_tx(&mut tx, &lease.plan_id, Some(&lease.task_id), cost, Usd::ZERO, now)
+                                    .await?;
+                                Self::record_cost_tx(&mut tx, &lease.plan_id, &lease.task_id, lease.fence, cost)
+                                    .await?;
+                            }
                             Self::event_tx(
                                 &mut tx,
                                 &lease.plan_id,
@@ -1163,33 +1252,40 @@ macro_rules! plan_store_impl {
                 async fn charge(
                     &self,
                     plan_id: &str,
-                    task_id: Option<&str>,
+                    attempt: Option<(&str, i64)>,
                     amount: Usd,
                     now: Timestamp,
                 ) -> Result<Charged, StoreError> {
                     let mut tx = self.write_tx().await?;
-                    let charged = Self::charge_tx(&mut tx, plan_id, task_id, amount, Usd::ZERO, now).await?;
+                    let task = attempt.map(|(t, _)| t);
+                    let charged = Self::charge_tx(&mut tx, plan_id, task, amount, Usd::ZERO, now).await?;
+                    if let Some((task, fence)) = attempt.filter(|_| amount > Usd::ZERO) {
+                        Self::record_cost_tx(&mut tx, plan_id, task, fence, amount).await?;
+                    }
                     tx.commit().await?;
                     Ok(charged)
                 }
 
                 async fn sweep_expired(&self, now: Timestamp) -> Result<Vec<Reclaimed>, StoreError> {
-                    let mut tx = self.write_tx().await?;
-                    let rows = sqlx::query(q::EXPIRED_LEASES).bind(now.0).fetch_all(&mut *tx).await?;
-                    let mut leases = Vec::with_capacity(rows.len());
+                    let rows = sqlx::query(q::EXPIRED_LEASES).bind(now.0).fetch_all(&self.pool).await?;
+                    let mut by_plan: BTreeMap<String, Vec<(String, i64, String)>> = BTreeMap::new();
                     for r in rows {
-                        leases.push((
-                            r.try_get::<String, _>("plan_id")?,
+                        by_plan.entry(r.try_get::<String, _>("plan_id")?).or_default().push((
                             r.try_get::<String, _>("id")?,
                             r.try_get::<i64, _>("fence")?,
                             r.try_get::<Option<String>, _>("lease_owner")?.unwrap_or_default(),
                         ));
                     }
-                    let reclaimed = Self::reclaim_tx(&mut tx, leases, "its lease expired", true, now).await?;
-                    tx.commit().await?;
-                    let plans: BTreeSet<&str> = reclaimed.iter().map(|r| r.plan_id.as_str()).collect();
-                    for p in plans {
-                        self.notify_work(p).await;
+                    // One transaction per plan: its locks are taken in the one order.
+                    let mut reclaimed = Vec::new();
+                    for (plan, leases) in by_plan {
+                        let mut tx = self.write_tx().await?;
+                        let taken = Self::reclaim_tx(&mut tx, &plan, leases, "its lease expired", Some(now), now).await?;
+                        tx.commit().await?;
+                        if !taken.is_empty() {
+                            self.notify_work(&plan).await;
+                        }
+                        reclaimed.extend(taken);
                     }
                     Ok(reclaimed)
                 }
@@ -1206,15 +1302,10 @@ macro_rules! plan_store_impl {
                     for w in workers {
                         let rows = sqlx::query(q::LEASES_OF).bind(plan_id).bind(w).fetch_all(&mut *tx).await?;
                         for r in rows {
-                            leases.push((
-                                r.try_get::<String, _>("plan_id")?,
-                                r.try_get::<String, _>("id")?,
-                                r.try_get::<i64, _>("fence")?,
-                                w.clone(),
-                            ));
+                            leases.push((r.try_get::<String, _>("id")?, r.try_get::<i64, _>("fence")?, w.clone()));
                         }
                     }
-                    let reclaimed = Self::reclaim_tx(&mut tx, leases, reason, false, now).await?;
+                    let reclaimed = Self::reclaim_tx(&mut tx, plan_id, leases, reason, None, now).await?;
                     tx.commit().await?;
                     if !reclaimed.is_empty() {
                         self.notify_work(plan_id).await;
@@ -1224,7 +1315,8 @@ macro_rules! plan_store_impl {
 
                 async fn cancel_plan(&self, plan_id: &str, now: Timestamp) -> Result<usize, StoreError> {
                     let mut tx = self.write_tx().await?;
-                    let (mut b, _, _, _) = Self::budget_tx(&mut tx, plan_id).await?;
+                    Self::budget_tx(&mut tx, plan_id).await?;
+                    Self::lock_tx(&mut tx, <$store as PlanDialect>::LOCK_TASKS, plan_id, None).await?;
                     let why = "the plan was cancelled";
                     sqlx::query(q::CANCEL_ATTEMPTS).bind(plan_id).bind(now.0).bind(why).execute(&mut *tx).await?;
                     let rows =
@@ -1234,8 +1326,6 @@ macro_rules! plan_store_impl {
                         ids.push(r.try_get::<String, _>("id")?);
                     }
                     ids.sort();
-                    b.reserved = Usd::ZERO;
-                    Self::save_budget_tx(&mut tx, plan_id, &b, now).await?;
                     sqlx::query(q::SET_CANCELLED).bind(plan_id).bind(true).bind(now.0).execute(&mut *tx).await?;
                     for id in &ids {
                         Self::event_tx(&mut tx, plan_id, Some(id), None, "task_cancelled", now, json!({})).await?;
@@ -1295,6 +1385,16 @@ macro_rules! plan_store_impl {
                 async fn reset_plan(&self, plan_id: &str, hard: bool, now: Timestamp) -> Result<usize, StoreError> {
                     let mut tx = self.write_tx().await?;
                     Self::budget_tx(&mut tx, plan_id).await?;
+                    Self::lock_tx(&mut tx, <$store as PlanDialect>::LOCK_TASKS, plan_id, None).await?;
+                    let live = sqlx::query(q::LIVE_LEASES).bind(plan_id).bind(now.0).fetch_all(&mut *tx).await?;
+                    if !live.is_empty() {
+                        let mut running = Vec::with_capacity(live.len());
+                        for r in live {
+                            let owner = r.try_get::<Option<String>, _>("lease_owner")?.unwrap_or_default();
+                            running.push(format!("{} (worker {owner})", r.try_get::<String, _>("id")?));
+                        }
+                        return Err(StoreError::LeasesHeld { plan: plan_id.to_string(), tasks: running });
+                    }
                     sqlx::query(q::CANCEL_ATTEMPTS)
                         .bind(plan_id)
                         .bind(now.0)

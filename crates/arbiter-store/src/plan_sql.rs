@@ -13,6 +13,20 @@ pub trait PlanDialect {
     /// files overlap a running task's when `$3` is true; other claimers' rows are skipped
     /// where the store can lock rows.
     const PICK: &'static str;
+    /// Taken first by every transaction that ends an attempt (`$1` the plan): it waits
+    /// while an import of the plan is in flight, so dependents an import adds are counted
+    /// either by the import or by the report, never by neither. `None` where writers are
+    /// serialized anyway.
+    const ENDING_GUARD: Option<&'static str>;
+    /// Taken first by an import (`$1` the plan): waits for reports in flight, and holds
+    /// new ones back until the import commits.
+    const IMPORT_GUARD: Option<&'static str>;
+    /// Locks a task and its dependents in id order (`plan_id = $1`, task `$2`): every
+    /// statement that changes several tasks takes their locks in that one order, so
+    /// concurrent reports and bulk changes never deadlock. `None` without row locks.
+    const LOCK_ENDING: Option<&'static str>;
+    /// Locks every task of a plan in id order (`plan_id = $1`), before a bulk change.
+    const LOCK_TASKS: Option<&'static str>;
 }
 
 macro_rules! plan_columns {
@@ -72,7 +86,7 @@ pub(crate) use plan_budget;
 /// The columns [`PlanDialect::LOCK_TASK`] reads.
 macro_rules! task_state {
     () => {
-        "SELECT status, fence, attempts, max_attempts, reserved_pico, version FROM plan_tasks WHERE plan_id = $1 AND id = $2"
+        "SELECT status, fence, attempts, max_attempts, reserved_pico, lease_expires, version FROM plan_tasks WHERE plan_id = $1 AND id = $2"
     };
 }
 pub(crate) use task_state;
@@ -80,9 +94,11 @@ pub(crate) use task_state;
 pub const INSERT_PLAN: &str = "INSERT INTO plans (id, name, header, budget_pico, retry_backoff_seconds, guard_files, next_ord, created_at, updated_at)
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8)";
 
-pub const UPDATE_PLAN: &str = "UPDATE plans SET name = $2, header = $3, budget_pico = $4, retry_backoff_seconds = $5,
-         guard_files = $6, next_ord = $7, budget_crossed = $8, updated_at = $9, version = version + 1
+pub const UPDATE_PLAN: &str = "UPDATE plans SET name = $2, header = $3, retry_backoff_seconds = $4,
+         guard_files = $5, next_ord = $6, updated_at = $7, version = version + 1
      WHERE id = $1";
+
+pub const SET_HEADER: &str = "UPDATE plans SET header = $2, updated_at = $3 WHERE id = $1";
 
 pub const SAVE_BUDGET: &str =
     "UPDATE plans SET budget_pico = $2, spent_pico = $3, reserved_pico = $4, budget_crossed = $5,
@@ -90,7 +106,7 @@ pub const SAVE_BUDGET: &str =
      WHERE id = $1";
 
 pub const UPDATE_TASK_DEFINITION: &str = "UPDATE plan_tasks SET priority = $3, spec = $4, status = $5, deps_left = $6,
-         max_attempts = $7, attempt_budget_pico = $8, has_files = $9, reason = NULL, version = version + 1, updated_at = $10
+         max_attempts = $7, attempt_budget_pico = $8, has_files = $9, reason = NULL, initial_status = NULL, version = version + 1, updated_at = $10
      WHERE plan_id = $1 AND id = $2 AND version = $11 AND attempts = 0 AND status IN ('blocked', 'ready')";
 
 pub const DELETE_DEPS: &str = "DELETE FROM plan_deps WHERE plan_id = $1 AND task_id = $2";
@@ -99,7 +115,7 @@ pub const DELETE_FILES: &str = "DELETE FROM plan_files WHERE plan_id = $1 AND ta
 pub const INSERT_FILE: &str = "INSERT INTO plan_files (plan_id, task_id, path) VALUES ($1, $2, $3)";
 
 pub const SKIP_TASK: &str =
-    "UPDATE plan_tasks SET status = 'skipped', reason = $3, version = version + 1, updated_at = $4
+    "UPDATE plan_tasks SET status = 'skipped', initial_status = 'skipped', reason = $3, version = version + 1, updated_at = $4
      WHERE plan_id = $1 AND id = $2 AND status IN ('blocked', 'ready')";
 
 pub const INSERT_EVENT: &str =
@@ -155,8 +171,14 @@ pub const EXPIRED_LEASES: &str = "SELECT plan_id, id, fence, lease_owner, attemp
 pub const LEASES_OF: &str = "SELECT plan_id, id, fence, lease_owner, attempts, max_attempts
      FROM plan_tasks WHERE plan_id = $1 AND status = 'running' AND lease_owner = $2";
 
-pub const RUNNING_RESERVED: &str =
-    "SELECT id, fence, reserved_pico FROM plan_tasks WHERE plan_id = $1 AND status = 'running'";
+/// Running tasks whose lease is still live at `$2`.
+pub const LIVE_LEASES: &str = "SELECT id, lease_owner FROM plan_tasks
+     WHERE plan_id = $1 AND status = 'running' AND lease_expires >= $2 ORDER BY id";
+
+/// A cost incurred during an attempt, recorded on its task (`$3`) and attempt (fence `$4`).
+pub const CHARGE_TASK: &str = "UPDATE plan_tasks SET cost_pico = cost_pico + $3 WHERE plan_id = $1 AND id = $2";
+pub const CHARGE_ATTEMPT: &str =
+    "UPDATE plan_attempts SET cost_pico = cost_pico + $4 WHERE plan_id = $1 AND task_id = $2 AND fence = $3";
 
 pub const CANCEL_TASKS: &str = "UPDATE plan_tasks SET status = 'cancelled', lease_owner = NULL, lease_expires = NULL,
          reserved_pico = 0, reason = $3, version = version + 1, updated_at = $2
@@ -176,15 +198,31 @@ pub const RETRY_TASK: &str = "UPDATE plan_tasks SET status = CASE WHEN deps_left
 
 pub const UNCANCEL_PLAN: &str = "UPDATE plans SET cancelled = false, updated_at = $2 WHERE id = $1";
 
-pub const RESET_TASKS: &str = "UPDATE plan_tasks SET
-         deps_left = (SELECT COUNT(*) FROM plan_deps d WHERE d.plan_id = plan_tasks.plan_id AND d.task_id = plan_tasks.id),
-         status = CASE WHEN EXISTS (SELECT 1 FROM plan_deps d WHERE d.plan_id = plan_tasks.plan_id AND d.task_id = plan_tasks.id)
-                       THEN 'blocked' ELSE 'ready' END,
+/// The dependencies of the `plan_tasks` row being updated that were not imported as done.
+macro_rules! unmet_at_start {
+    () => {
+        "FROM plan_deps d JOIN plan_tasks u ON u.plan_id = d.plan_id AND u.id = d.depends_on
+         WHERE d.plan_id = plan_tasks.plan_id AND d.task_id = plan_tasks.id AND COALESCE(u.initial_status, '') <> 'done'"
+    };
+}
+
+/// Every task back to how it was imported: the statuses an import or a gate gave
+/// (`initial_status`) stay, the rest wait for their dependencies not imported as done.
+pub const RESET_TASKS: &str = concat!(
+    "UPDATE plan_tasks SET
+         deps_left = (SELECT COUNT(*) ",
+    unmet_at_start!(),
+    "),
+         status = COALESCE(initial_status, CASE WHEN EXISTS (SELECT 1 ",
+    unmet_at_start!(),
+    ") THEN 'blocked' ELSE 'ready' END),
          attempts = 0, not_before = 0, lease_owner = NULL, lease_expires = NULL, reserved_pico = 0, run_id = NULL,
-         commit_sha = NULL, reason = NULL, cost_pico = CASE WHEN $2 THEN 0 ELSE cost_pico END,
+         commit_sha = NULL, reason = CASE WHEN initial_status IS NULL THEN NULL ELSE reason END,
+         cost_pico = CASE WHEN $2 THEN 0 ELSE cost_pico END,
          version = version + 1, updated_at = $3
      WHERE plan_id = $1
-     RETURNING id";
+     RETURNING id"
+);
 
 pub const RESET_PLAN: &str = "UPDATE plans SET cancelled = false, reserved_pico = 0,
          spent_pico = CASE WHEN $2 THEN 0 ELSE spent_pico END,

@@ -333,11 +333,13 @@ pub trait PlanStore: Send + Sync {
         cost: Usd,
         now: Timestamp,
     ) -> Result<Finished, StoreError>;
-    /// Charges a cost to a plan outside any lease.
+    /// Charges a cost to a plan the moment it is incurred: for an attempt (its task and
+    /// fence) it is recorded on the task and the attempt too, and is not reported again at
+    /// [`finish`](PlanStore::finish).
     async fn charge(
         &self,
         plan_id: &str,
-        task_id: Option<&str>,
+        attempt: Option<(&str, i64)>,
         amount: Usd,
         now: Timestamp,
     ) -> Result<Charged, StoreError>;
@@ -355,7 +357,10 @@ pub trait PlanStore: Send + Sync {
     async fn cancel_plan(&self, plan_id: &str, now: Timestamp) -> Result<usize, StoreError>;
     /// Gives a failed, cancelled or skipped task new attempts.
     async fn retry_task(&self, plan_id: &str, task_id: &str, now: Timestamp) -> Result<TaskStatus, StoreError>;
-    /// Every task back to its start; `hard` also forgets attempts and spending. Events stay.
+    /// Every task back to how it was imported (statuses the import or a gate gave stay);
+    /// `hard` also forgets attempts and spending, a soft reset keeps both (and the attempt
+    /// counters restart). Events stay. Refused with [`StoreError::LeasesHeld`] while a task
+    /// runs under a live lease.
     async fn reset_plan(&self, plan_id: &str, hard: bool, now: Timestamp) -> Result<usize, StoreError>;
     /// Waits until the store may have work for `plan_id`, or `timeout`.
     async fn wait_for_work(&self, plan_id: &str, timeout: Duration) -> Wake;

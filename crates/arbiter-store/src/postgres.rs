@@ -6,7 +6,10 @@
 //! each other's rows. A plan without a budget or key files is claimed, and a report without
 //! cost finished, in one statement each; otherwise the plan row is locked for the
 //! transaction, which is what keeps reservations under the budget and overlapping tasks
-//! apart. Waiting claimers are woken by `LISTEN/NOTIFY` on the `arbiter_plans` channel
+//! apart. (The one-statement claim reads the plan's flags without that lock: a budget set
+//! or a cancel committed while it runs takes effect from the next claim.) Locks are taken
+//! in one order everywhere — the plan's ending lock, the plan row, then tasks in id order —
+//! so concurrent claims, reports, imports and cancels do not deadlock. Waiting claimers are woken by `LISTEN/NOTIFY` on the `arbiter_plans` channel
 //! (sent after each commit that may make work), with polling as the safety net.
 
 use std::sync::Arc;
@@ -121,29 +124,27 @@ impl PgStore {
         now: Timestamp,
     ) -> Result<Option<Finished>, StoreError> {
         let Some(o) = crate::plan_impl::fast_outcome(lease, result, now) else { return Ok(None) };
-        let Some(row) = sqlx::query(FINISH_FAST)
+        let d = &o.decision;
+        let row = sqlx::query(FINISH_FAST)
             .bind(&lease.plan_id)
             .bind(&lease.task_id)
-            .bind(o.status.as_str())
-            .bind(o.not_before.0)
-            .bind(o.run_id.as_deref())
-            .bind(o.commit.as_deref())
-            .bind(o.reason.as_deref())
+            .bind(d.status.as_str())
+            .bind(d.not_before.0)
+            .bind(d.run_id.as_deref())
+            .bind(d.commit.as_deref())
+            .bind(d.reason.as_deref())
             .bind(now.0)
             .bind(lease.fence)
             .bind(o.attempt_status.as_str())
             .bind(o.kind)
             .bind(o.data.to_string())
-            .fetch_optional(&self.pool)
-            .await?
-        else {
-            return Ok(None);
-        };
-        let newly_ready: Option<Vec<String>> = row.try_get("newly_ready")?;
+            .fetch_one(&self.pool)
+            .await?;
+        let Some(newly_ready) = row.try_get::<Option<Vec<String>>, _>("newly_ready")? else { return Ok(None) };
         Ok(Some(Finished {
-            status: o.status,
-            newly_ready: newly_ready.unwrap_or_default(),
-            not_before: (o.status == TaskStatus::Ready).then_some(o.not_before),
+            status: d.status,
+            newly_ready,
+            not_before: (d.status == TaskStatus::Ready).then_some(d.not_before),
             budget_crossed: false,
         }))
     }
@@ -166,6 +167,16 @@ impl PlanDialect for PgStore {
     const LOCK_PLAN: &'static str = concat!(plan_budget!(), " FOR UPDATE");
     const LOCK_TASK: &'static str = concat!(task_state!(), " FOR UPDATE");
     const PICK: &'static str = concat!(pick_ready!(), " FOR UPDATE OF t SKIP LOCKED");
+    // The plan's ending lock: (1634886260, hashtext(plan)), as in `arbiter_finish_fast`.
+    const ENDING_GUARD: Option<&'static str> = Some("SELECT pg_advisory_xact_lock_shared(1634886260, hashtext($1))");
+    const IMPORT_GUARD: Option<&'static str> = Some("SELECT pg_advisory_xact_lock(1634886260, hashtext($1))");
+    const LOCK_ENDING: Option<&'static str> = Some(
+        "SELECT id FROM plan_tasks WHERE plan_id = $1
+           AND (id = $2 OR id IN (SELECT task_id FROM plan_deps WHERE plan_id = $1 AND depends_on = $2))
+         ORDER BY id FOR UPDATE",
+    );
+    const LOCK_TASKS: Option<&'static str> =
+        Some("SELECT id FROM plan_tasks WHERE plan_id = $1 ORDER BY id FOR UPDATE");
 }
 
 /// See [`PgStore::claim_fast`].
@@ -191,34 +202,10 @@ const CLAIM_FAST: &str = "WITH picked AS (
     SELECT c.id, c.attempts, c.max_attempts, c.fence, c.spec, p.retry_backoff_seconds
     FROM claimed c JOIN plans p ON p.id = c.plan_id";
 
-/// See [`PgStore::finish_fast`].
-const FINISH_FAST: &str = "WITH done AS (
-        UPDATE plan_tasks SET status = $3, not_before = $4, lease_owner = NULL, lease_expires = NULL, reserved_pico = 0,
-            run_id = COALESCE($5, run_id), commit_sha = COALESCE($6, commit_sha), reason = $7,
-            version = version + 1, updated_at = $8
-        WHERE plan_id = $1 AND id = $2 AND status = 'running' AND fence = $9 AND reserved_pico = 0
-        RETURNING plan_id, id, attempts),
-    att AS (
-        UPDATE plan_attempts a SET status = $10, finished_at = $8, run_id = COALESCE($5, a.run_id), commit_sha = $6,
-            reason = $7
-        FROM done WHERE a.plan_id = done.plan_id AND a.task_id = done.id AND a.fence = $9),
-    ready AS (
-        UPDATE plan_tasks t SET deps_left = t.deps_left - 1,
-            status = CASE WHEN t.deps_left = 1 AND t.status = 'blocked' THEN 'ready' ELSE t.status END,
-            version = t.version + 1, updated_at = $8
-        FROM plan_deps d, done
-        WHERE $3 = 'done' AND d.plan_id = done.plan_id AND d.depends_on = done.id
-          AND t.plan_id = d.plan_id AND t.id = d.task_id
-        RETURNING t.id, t.status),
-    ev AS (
-        INSERT INTO plan_events (plan_id, task_id, attempt, kind, at, data)
-        SELECT plan_id, id, attempts, $11, $8, $12 FROM done),
-    ready_ev AS (
-        INSERT INTO plan_events (plan_id, task_id, attempt, kind, at, data)
-        SELECT $1, id, NULL, 'task_ready', $8, json_build_object('after', $2::text)::text
-        FROM ready WHERE status = 'ready')
-    SELECT d.attempts, (SELECT array_agg(id ORDER BY id) FROM ready WHERE status = 'ready') AS newly_ready
-    FROM done d";
+/// See [`PgStore::finish_fast`]: the function `arbiter_finish_fast` of migration 0002,
+/// which takes its locks in the order the general path does.
+const FINISH_FAST: &str =
+    "SELECT arbiter_finish_fast($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) AS newly_ready";
 
 crate::store_impl!(PgStore);
 crate::plan_store_impl!(PgStore, sqlx::Postgres);

@@ -110,17 +110,18 @@ impl SqliteStore {
         now: Timestamp,
     ) -> Result<Option<Finished>, StoreError> {
         let Some(o) = crate::plan_impl::fast_outcome(lease, result, now) else { return Ok(None) };
+        let d = &o.decision;
         let (done, ready) = (crate::plan_impl::token("finish"), crate::plan_impl::token("ready"));
         let rows = self
             .script(
                 sqlx::query(FINISH_FAST)
                     .bind(&lease.plan_id)
                     .bind(&lease.task_id)
-                    .bind(o.status.as_str())
-                    .bind(o.not_before.0)
-                    .bind(o.run_id.as_deref())
-                    .bind(o.commit.as_deref())
-                    .bind(o.reason.as_deref())
+                    .bind(d.status.as_str())
+                    .bind(d.not_before.0)
+                    .bind(d.run_id.as_deref())
+                    .bind(d.commit.as_deref())
+                    .bind(d.reason.as_deref())
                     .bind(now.0)
                     .bind(lease.fence)
                     .bind(o.attempt_status.as_str())
@@ -142,9 +143,9 @@ impl SqliteStore {
         }
         newly_ready.sort();
         Ok(finished.then(|| Finished {
-            status: o.status,
+            status: d.status,
             newly_ready,
-            not_before: (o.status == arbiter_core::plan::state::TaskStatus::Ready).then_some(o.not_before),
+            not_before: (d.status == arbiter_core::plan::state::TaskStatus::Ready).then_some(d.not_before),
             budget_crossed: false,
         }))
     }
@@ -181,6 +182,7 @@ INSERT INTO plan_events (plan_id, task_id, attempt, kind, at, data)
     FROM plan_tasks WHERE plan_id = $1 AND claim_token = $5;
 SELECT t.id, t.attempts, t.max_attempts, t.fence, t.spec, p.retry_backoff_seconds
     FROM plan_tasks t JOIN plans p ON p.id = t.plan_id WHERE t.plan_id = $1 AND t.claim_token = $5;
+UPDATE plan_tasks SET claim_token = NULL WHERE plan_id = $1 AND claim_token = $5;
 COMMIT;";
 
 /// See [`SqliteStore::finish_fast`]; `$13` marks the reported task, `$14` the dependents it
@@ -208,12 +210,18 @@ INSERT INTO plan_events (plan_id, task_id, attempt, kind, at, data)
 SELECT id, 1 AS finished FROM plan_tasks WHERE plan_id = $1 AND id = $2 AND claim_token = $13
 UNION ALL
 SELECT id, 0 AS finished FROM plan_tasks WHERE plan_id = $1 AND claim_token = $14;
+UPDATE plan_tasks SET claim_token = NULL WHERE plan_id = $1 AND claim_token IN ($13, $14);
 COMMIT;";
 
+/// SQLite has one writer at a time: write transactions need no locks of their own.
 impl PlanDialect for SqliteStore {
     const LOCK_PLAN: &'static str = plan_budget!();
     const LOCK_TASK: &'static str = task_state!();
     const PICK: &'static str = pick_ready!();
+    const ENDING_GUARD: Option<&'static str> = None;
+    const IMPORT_GUARD: Option<&'static str> = None;
+    const LOCK_ENDING: Option<&'static str> = None;
+    const LOCK_TASKS: Option<&'static str> = None;
 }
 
 crate::store_impl!(SqliteStore);

@@ -297,7 +297,7 @@ async fn concurrent_charges(store: Arc<dyn PlanStore>) {
     let mut joins = Vec::new();
     for i in 0..16 {
         let store = store.clone();
-        joins.push(tokio::spawn(async move { store.charge("p", Some("A"), each, t(i)).await }));
+        joins.push(tokio::spawn(async move { store.charge("p", None, each, t(i)).await }));
     }
     let mut crossings = 0;
     for j in joins {
@@ -420,16 +420,210 @@ async fn cancel_and_reset(store: Arc<dyn PlanStore>) {
     assert_eq!(events.iter().filter(|e| e.kind == "task_reset").count(), 2);
     let a = claimed(claim(&*store, "w", t(5)).await);
     assert_eq!(a.lease.attempt, 1);
-    store.reset_plan("p", true, t(6)).await.unwrap();
+    // Not while a worker holds a live lease: its commit could land after the reset.
+    let err = store.reset_plan("p", true, t(6)).await.unwrap_err();
+    assert!(matches!(err, StoreError::LeasesHeld { .. }), "{err}");
+    assert!(err.to_string().contains("A (worker w)"), "{err}");
+    store.reset_plan("p", true, t(36)).await.unwrap();
     let view = store.plan("p").await.unwrap().unwrap();
     assert_eq!(view.plan.budget.spent, Usd::ZERO, "a hard reset forgets the spending");
     assert!(store.attempts("p").await.unwrap().is_empty());
     assert!(store.events("p").await.unwrap().len() > events.len(), "and keeps every event");
-    assert!(matches!(store.finish(&a.lease, success(), Usd::ZERO, t(7)).await, Err(StoreError::StaleLease { .. })));
+    assert!(matches!(store.finish(&a.lease, success(), Usd::ZERO, t(37)).await, Err(StoreError::StaleLease { .. })));
     let listed = store.plans().await.unwrap();
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0].counts.get(&TaskStatus::Ready), Some(&1));
     assert!(matches!(store.claim("nope", "w", LEASE, t(8)).await, Err(StoreError::NoPlan { .. })));
+}
+
+/// A reset puts tasks back as they were imported: a task imported as done stays done (its
+/// dependents do not wait for it), one a gate skipped stays skipped.
+async fn reset_keeps_imported_statuses(store: Arc<dyn PlanStore>) {
+    let spec = plan_with("", &[task("A", &[]), task("B", &["A"]), task("C", &["B"]), task("D", &[])].join(","));
+    let mut spec = spec;
+    spec.tasks[0].imported_status = Some(arbiter_core::plan::spec::ImportedStatus::Done);
+    let skip = vec![("D".to_string(), "the gate rejected it".to_string())];
+    store
+        .import_plan(Import { spec: &spec, mode: ImportMode::Add, skip: &skip, verdicts: &[], apply: None, now: t(0) })
+        .await
+        .unwrap();
+    let b = claimed(claim(&*store, "w", t(1)).await);
+    assert_eq!(b.lease.task_id, "B");
+    store.finish(&b.lease, success(), Usd::ZERO, t(2)).await.unwrap();
+    for hard in [false, true] {
+        store.reset_plan("p", hard, t(3)).await.unwrap();
+        let view = store.plan("p").await.unwrap().unwrap();
+        let statuses: Vec<(&str, TaskStatus, i64)> =
+            view.tasks.iter().map(|t| (t.spec.id.as_str(), t.status, t.deps_left)).collect();
+        assert_eq!(
+            statuses,
+            vec![
+                ("A", TaskStatus::Done, 0),
+                ("B", TaskStatus::Ready, 0),
+                ("C", TaskStatus::Blocked, 1),
+                ("D", TaskStatus::Skipped, 0)
+            ],
+            "hard: {hard}"
+        );
+        assert_eq!(view.task("D").unwrap().reason.as_deref(), Some("the gate rejected it"));
+    }
+}
+
+/// The limit set with `plan budget` survives re-imports whose file states none; a file that
+/// states one changes it with `--update`; lowering it to what was spent is a crossing,
+/// reported once.
+async fn budget_changes(store: Arc<dyn PlanStore>) {
+    let plain = plan_with("", &task("A", &[]));
+    import(&*store, &plain, ImportMode::Add).await.unwrap();
+    store.set_budget("p", Some(usd("2")), t(1)).await.unwrap();
+    for mode in [ImportMode::Add, ImportMode::Update] {
+        import(&*store, &plain, mode).await.unwrap();
+        let view = store.plan("p").await.unwrap().unwrap();
+        assert_eq!((view.plan.budget.limit, view.plan.header.budget_usd), (Some(usd("2")), Some(usd("2"))));
+    }
+    import(&*store, &plan_with(r#""budget_usd": "3","#, &task("A", &[])), ImportMode::Update).await.unwrap();
+    let view = store.plan("p").await.unwrap().unwrap();
+    assert_eq!((view.plan.budget.limit, view.plan.header.budget_usd), (Some(usd("3")), Some(usd("3"))));
+    assert_eq!(store.events("p").await.unwrap().iter().filter(|e| e.kind == "budget_changed").count(), 2);
+
+    let a = claimed(claim(&*store, "w", t(2)).await);
+    store.finish(&a.lease, success(), usd("1"), t(3)).await.unwrap();
+    let b = store.set_budget("p", Some(usd("0.5")), t(4)).await.unwrap();
+    assert!(b.exhausted() && b.crossed);
+    store.set_budget("p", Some(usd("0.4")), t(5)).await.unwrap();
+    let exceeded: Vec<PlanEvent> =
+        store.events("p").await.unwrap().into_iter().filter(|e| e.kind == "budget_exceeded").collect();
+    assert_eq!(exceeded.len(), 1, "{exceeded:?}");
+    assert_eq!(exceeded[0].data["lowered"], true);
+}
+
+/// A cost charged while an attempt runs is on its task and attempt at once (a worker that
+/// dies later loses none of it); a refused report's cost is recorded too.
+async fn costs_as_incurred(store: Arc<dyn PlanStore>) {
+    import(&*store, &plan_with("", &[task("A", &[]), task("B", &[])].join(",")), ImportMode::Add).await.unwrap();
+    let a = claimed(claim(&*store, "w", t(0)).await);
+    store.charge("p", Some(("A", a.lease.fence)), usd("0.25"), t(1)).await.unwrap();
+    let view = store.plan("p").await.unwrap().unwrap();
+    assert_eq!((view.task("A").unwrap().cost, view.plan.budget.spent), (usd("0.25"), usd("0.25")));
+    store.finish(&a.lease, success(), Usd::ZERO, t(2)).await.unwrap();
+    let b = claimed(claim(&*store, "w", t(3)).await);
+    assert_eq!(b.lease.task_id, "B");
+    // B's lease runs out and another attempt takes over; the first one's report comes late.
+    assert_eq!(store.sweep_expired(t(100)).await.unwrap().len(), 1);
+    let b2 = claimed(claim(&*store, "w2", t(101)).await);
+    assert_eq!(b2.lease.task_id, "B");
+    let late = store.finish(&b.lease, success(), usd("0.5"), t(102)).await;
+    assert!(matches!(late, Err(StoreError::StaleLease { .. })), "{late:?}");
+    let view = store.plan("p").await.unwrap().unwrap();
+    assert_eq!((view.task("B").unwrap().cost, view.plan.budget.spent), (usd("0.5"), usd("0.75")));
+    let attempts = store.attempts("p").await.unwrap();
+    let cost_of =
+        |task: &str, fence: i64| attempts.iter().find(|x| x.task_id == task && x.fence == fence).unwrap().cost;
+    assert_eq!(cost_of("A", a.lease.fence), usd("0.25"));
+    assert_eq!(cost_of("B", b.lease.fence), usd("0.5"));
+    assert_eq!(cost_of("B", b2.lease.fence), Usd::ZERO);
+}
+
+/// A dependent imported while its dependency's report is in flight is counted by one of
+/// them: it never stays blocked on a task that is done.
+async fn import_racing_a_report(store: Arc<dyn PlanStore>) {
+    for round in 0..25 {
+        let id = format!("race{round}");
+        let spec = |tasks: &str| {
+            plan(&format!(
+                r#"{{"id": "{id}", "name": "Race", "defaults": {{"retry_backoff_seconds": 0}}, "tasks": [{tasks}]}}"#
+            ))
+        };
+        let first = spec(&task("A", &[]));
+        store
+            .import_plan(Import {
+                spec: &first,
+                mode: ImportMode::Add,
+                skip: &[],
+                verdicts: &[],
+                apply: None,
+                now: t(0),
+            })
+            .await
+            .unwrap();
+        let a = claimed(store.claim(&id, "w", LEASE, t(1)).await.unwrap());
+        let second = spec(&[task("A", &[]), task("B", &["A"])].join(","));
+        let (reporter, importer) = (store.clone(), store.clone());
+        let report = tokio::spawn(async move { reporter.finish(&a.lease, success(), Usd::ZERO, t(2)).await });
+        let added = tokio::spawn(async move {
+            importer
+                .import_plan(Import {
+                    spec: &second,
+                    mode: ImportMode::Add,
+                    skip: &[],
+                    verdicts: &[],
+                    apply: None,
+                    now: t(2),
+                })
+                .await
+        });
+        report.await.unwrap().unwrap();
+        added.await.unwrap().unwrap();
+        let view = store.plan(&id).await.unwrap().unwrap();
+        let b = view.task("B").unwrap();
+        assert_eq!((b.status, b.deps_left), (TaskStatus::Ready, 0), "round {round}");
+    }
+}
+
+/// Reports of tasks that share dependents, on a plan without and one with a budget (the
+/// two report paths), with a cancel of a third plan, all at once: none deadlocks, and
+/// every dependent is counted off once per dependency.
+async fn concurrent_reports_share_dependents(store: Arc<dyn PlanStore>) {
+    let roots: Vec<String> = (0..8).map(|i| format!("R{i}")).collect();
+    let root_refs: Vec<&str> = roots.iter().map(String::as_str).collect();
+    let mut tasks: Vec<String> = roots.iter().map(|r| task(r, &[])).collect();
+    tasks.extend((0..24).map(|i| task(&format!("D{i:02}"), &root_refs)));
+    for (id, budget) in [("fast", ""), ("general", r#""budget_usd": "100","#), ("cancelled", "")] {
+        let spec = plan(&format!(
+            r#"{{"id": "{id}", "name": "Shared", {budget} "defaults": {{"retry_backoff_seconds": 0, "attempt_budget_usd": "0.01"}}, "tasks": [{}]}}"#,
+            tasks.join(",")
+        ));
+        store
+            .import_plan(Import {
+                spec: &spec,
+                mode: ImportMode::Add,
+                skip: &[],
+                verdicts: &[],
+                apply: None,
+                now: t(0),
+            })
+            .await
+            .unwrap();
+    }
+    let mut leases = Vec::new();
+    for id in ["fast", "general", "cancelled"] {
+        for w in 0..8 {
+            leases.push(claimed(store.claim(id, &format!("w{w}"), LEASE, t(1)).await.unwrap()).lease);
+        }
+    }
+    let mut joins = Vec::new();
+    for lease in leases.into_iter().filter(|l| l.plan_id != "cancelled") {
+        let store = store.clone();
+        joins.push(tokio::spawn(async move {
+            let cost = if lease.plan_id == "general" { usd("0.001") } else { Usd::ZERO };
+            store.finish(&lease, success(), cost, t(2)).await.map(|_| ())
+        }));
+    }
+    let canceller = store.clone();
+    joins.push(tokio::spawn(async move { canceller.cancel_plan("cancelled", t(2)).await.map(|_| ()) }));
+    for j in joins {
+        j.await.unwrap().unwrap();
+    }
+    for id in ["fast", "general"] {
+        let view = store.plan(id).await.unwrap().unwrap();
+        for t in view.tasks.iter().filter(|t| t.spec.id.starts_with('D')) {
+            assert_eq!((t.status, t.deps_left), (TaskStatus::Ready, 0), "{id}/{}", t.spec.id);
+        }
+        let ready = store.events(id).await.unwrap().iter().filter(|e| e.kind == "task_ready").count();
+        assert_eq!(ready, 24, "{id}: each dependent became ready once");
+    }
+    let view = store.plan("cancelled").await.unwrap().unwrap();
+    assert!(view.tasks.iter().all(|t| t.status == TaskStatus::Cancelled));
 }
 
 /// A claimer waiting for work is woken when work appears (not only by its poll).
@@ -493,6 +687,11 @@ both!(
     budget_reservations,
     retries,
     cancel_and_reset,
+    reset_keeps_imported_statuses,
+    budget_changes,
+    costs_as_incurred,
+    import_racing_a_report,
+    concurrent_reports_share_dependents,
 );
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

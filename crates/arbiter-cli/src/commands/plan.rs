@@ -172,12 +172,12 @@ pub async fn plan(repo: Option<&Path>, database_url: Option<&str>, cmd: &PlanCom
             let header = &view.plan.header;
             let workspace = workspace_for(&ctx, header).await?;
             let git = Git::new(workspace.repo_root().to_path_buf());
-            match integration::reset_branch(&git, &header.integration_branch, &header.base_ref).await? {
-                Some(old) => println!(
-                    "Reset {n} task(s) of plan {id}; {} was at {} and now points at the base ({})",
+            match integration::reset_branch(&git, &header.id, &header.integration_branch, &header.base_ref).await? {
+                Some((old, base)) => println!(
+                    "Reset {n} task(s) of plan {id}; {} was at {} and now points where the plan started ({})",
                     header.integration_branch,
                     short(&old),
-                    header.base_ref
+                    short(&base)
                 ),
                 None => println!("Reset {n} task(s) of plan {id}."),
             }
@@ -340,6 +340,9 @@ async fn import(
     let report = plans
         .import_plan(Import { spec: &spec, mode, skip: &skip, verdicts: &verdicts, apply, now: SystemClock.now() })
         .await?;
+    // The gate judged the tasks this import added or changed; the others were there already.
+    let verdicts: Vec<gate::GateResult> =
+        verdicts.into_iter().filter(|v| report.added.contains(&v.task) || report.updated.contains(&v.task)).collect();
     if as_json {
         let v = json!({
             "plan": spec.id, "report": report,
@@ -628,8 +631,28 @@ async fn run(
         );
         print!("{}", render_table(&view, SystemClock.now()));
         println!("Spent {} · integration branch {}", view.plan.budget.spent, header.integration_branch);
+        if let Some(why) = stopped_because(&view) {
+            println!("{why}");
+        }
     }
     Ok(code)
+}
+
+/// Why unfinished tasks did not run, when the plan itself stopped them.
+fn stopped_because(view: &PlanView) -> Option<String> {
+    let p = &view.plan;
+    let unfinished = view.tasks.iter().any(|t| !t.status.is_terminal());
+    if p.cancelled {
+        Some(format!("The plan was cancelled; `arbiter plan retry {} TASK` runs a task again.", p.header.id))
+    } else if unfinished && p.budget.exhausted() {
+        Some(format!(
+            "The plan's budget ({}) is spent, so no more tasks were claimed; `arbiter plan budget {} USD` raises it.",
+            p.budget.limit.unwrap_or_default(),
+            p.header.id
+        ))
+    } else {
+        None
+    }
 }
 
 /// One progress line of `plan run`.

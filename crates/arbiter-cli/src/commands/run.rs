@@ -117,6 +117,7 @@ where
         process_env: std::env::vars().collect(),
         models,
         secrets,
+        spending: None,
     };
     let result = go(engine).await;
     let _ = renderer.await;

@@ -8,6 +8,7 @@ use std::fmt;
 
 use super::dag;
 use super::spec::PlanSpec;
+use crate::money::Usd;
 
 /// One problem, with what to do about it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -19,6 +20,7 @@ pub enum Problem {
     UnknownDependency { task: String, dependency: String },
     Cycle { path: Vec<String> },
     BadValue { task: String, field: &'static str, problem: String },
+    BadDefault { field: &'static str, problem: String },
 }
 
 impl fmt::Display for Problem {
@@ -42,6 +44,7 @@ impl fmt::Display for Problem {
                 write!(f, "dependency cycle: {}; remove one of these dependencies", path.join(" → "))
             }
             Problem::BadValue { task, field, problem } => write!(f, "task {task}: {field} {problem}"),
+            Problem::BadDefault { field, problem } => write!(f, "defaults: {field} {problem}"),
         }
     }
 }
@@ -70,6 +73,11 @@ pub fn check(spec: &PlanSpec, stored: &[(String, Vec<String>)]) -> Vec<Problem> 
     if spec.name.trim().is_empty() {
         problems.push(Problem::EmptyName);
     }
+    const NOTHING_TO_SPEND: &str =
+        "is 0: an attempt with nothing to spend cannot run; give it an amount or leave it out";
+    if spec.defaults.attempt_budget_usd == Some(Usd::ZERO) {
+        problems.push(Problem::BadDefault { field: "attempt_budget_usd", problem: NOTHING_TO_SPEND.into() });
+    }
     let mut seen = BTreeSet::new();
     for t in &spec.tasks {
         if !task_id_ok(&t.id) {
@@ -88,6 +96,13 @@ pub fn check(spec: &PlanSpec, stored: &[(String, Vec<String>)]) -> Vec<Problem> 
         problems.extend(zero("candidates", t.candidates.map(u64::from)));
         problems.extend(zero("max_attempts", t.max_attempts.map(u64::from)));
         problems.extend(zero("timeout_seconds", t.timeout_seconds));
+        if t.attempt_budget_usd == Some(Usd::ZERO) {
+            problems.push(Problem::BadValue {
+                task: t.id.clone(),
+                field: "attempt_budget_usd",
+                problem: NOTHING_TO_SPEND.into(),
+            });
+        }
         if t.title.trim().is_empty() {
             problems.push(Problem::BadValue { task: t.id.clone(), field: "title", problem: "is empty".into() });
         }
@@ -143,6 +158,28 @@ mod tests {
         assert!(!check(&p, &[]).is_empty());
         let cyc = check(&p, &[("A".into(), vec!["C".into()])]);
         assert_eq!(cyc, vec![Problem::Cycle { path: vec!["C".into(), "A".into(), "C".into()] }]);
+    }
+
+    #[test]
+    fn an_attempt_budget_of_zero_is_refused() {
+        let p = plan(
+            r#"{"id": "A", "title": "a", "attempt_budget_usd": "0"}, {"id": "B", "title": "b", "attempt_budget_usd": "0.5"}"#,
+        );
+        let text: Vec<String> = check(&p, &[]).iter().map(|p| p.to_string()).collect();
+        assert_eq!(text.len(), 1, "{text:#?}");
+        assert!(text[0].starts_with("task A: attempt_budget_usd is 0"), "{text:#?}");
+        let d = parse(
+            r#"{"id": "p", "name": "P", "defaults": {"attempt_budget_usd": "0"}, "tasks": [{"id": "A", "title": "a"}]}"#,
+            Syntax::Json,
+        )
+        .unwrap();
+        let text: Vec<String> = check(&d, &[]).iter().map(|p| p.to_string()).collect();
+        assert_eq!(
+            text,
+            vec![
+                "defaults: attempt_budget_usd is 0: an attempt with nothing to spend cannot run; give it an amount or leave it out"
+            ]
+        );
     }
 
     #[test]

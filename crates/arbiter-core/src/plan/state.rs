@@ -9,6 +9,9 @@
 //!    │                                       └──fail, none left──▶ failed
 //!    └──retry / reset── failed, cancelled, skipped        (skip: gate --strict)
 //! ```
+//!
+//! A reset returns every task to how it was imported: the statuses an import or a gate
+//! gave (done, skipped) stay; any other task waits again for its dependencies.
 
 use serde::{Deserialize, Serialize};
 

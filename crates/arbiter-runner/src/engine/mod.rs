@@ -82,6 +82,8 @@ pub struct Engine {
     /// Secret values known to the caller (backend keys from the secrets file), redacted
     /// from everything the run writes, like secret-looking environment variables.
     pub secrets: Vec<String>,
+    /// Receives each cost as it is charged (a plan's budget); `None` for a plain run.
+    pub spending: Option<Arc<dyn crate::budget::SpendingSink>>,
 }
 
 /// A run that could not start, or stopped for a reason outside the candidates.
@@ -492,7 +494,12 @@ impl Engine {
                 .map(|(_, v)| v.clone())
                 .chain(self.secrets.iter().cloned()),
         );
-        let budget = Arc::new(RunBudget::new(p.settings.budget_usd.value, &self.cancel, p.events.clone()));
+        let budget = Arc::new(RunBudget::new(
+            p.settings.budget_usd.value,
+            &self.cancel,
+            p.events.clone(),
+            self.spending.clone(),
+        ));
         RunCtx {
             run_id: p.run_id,
             repo: p.repo,

@@ -38,16 +38,14 @@ CREATE TABLE plan_tasks (
     run_id               TEXT,
     commit_sha           TEXT,
     reason               TEXT,
-    -- Marks the row a claim or report just changed, for the statements after it in the
-    -- same transaction (one-round-trip paths).
-    claim_token          TEXT,
+    -- The status an import or a gate gave the task ('done', 'skipped'), which a reset keeps.
+    initial_status       TEXT,
     version              BIGINT NOT NULL DEFAULT 1,
     updated_at           BIGINT NOT NULL,
     PRIMARY KEY (plan_id, id)
 );
 CREATE INDEX plan_tasks_ready ON plan_tasks (plan_id, priority, ord) WHERE status = 'ready';
 CREATE INDEX plan_tasks_running ON plan_tasks (lease_expires) WHERE status = 'running';
-CREATE INDEX plan_tasks_token ON plan_tasks (plan_id, claim_token) WHERE claim_token IS NOT NULL;
 
 CREATE TABLE plan_deps (
     plan_id    TEXT NOT NULL,
@@ -94,3 +92,55 @@ CREATE TABLE plan_events (
     data    TEXT NOT NULL
 );
 CREATE INDEX plan_events_plan ON plan_events (plan_id, id);
+
+-- A report with nothing to charge or release, in one call: end the task and its attempt,
+-- count the dependency off its dependents, write the events. Returns the dependents that
+-- became ready, or NULL when the lease is no longer held (nothing changes then).
+--
+-- It takes the plan's shared ending lock first (an import holds it exclusively: a
+-- dependent being added is counted by the import or here, never by neither), then the
+-- task and its dependents in id order (the one order every multi-row change uses). Each
+-- statement sees what committed before it started, including a just-committed import.
+-- The lock key (1634886260, hashtext(plan)) is the one `PgStore` uses.
+CREATE FUNCTION arbiter_finish_fast(
+    p_plan TEXT, p_task TEXT, p_status TEXT, p_not_before BIGINT, p_run_id TEXT, p_commit TEXT,
+    p_reason TEXT, p_now BIGINT, p_fence BIGINT, p_attempt_status TEXT, p_kind TEXT, p_data TEXT
+) RETURNS TEXT[] LANGUAGE plpgsql AS $$
+DECLARE
+    v_attempts BIGINT;
+    v_ready TEXT[];
+BEGIN
+    PERFORM pg_advisory_xact_lock_shared(1634886260, hashtext(p_plan));
+    PERFORM 1 FROM plan_tasks t
+     WHERE t.plan_id = p_plan
+       AND (t.id = p_task OR t.id IN (SELECT d.task_id FROM plan_deps d WHERE d.plan_id = p_plan AND d.depends_on = p_task))
+     ORDER BY t.id FOR UPDATE;
+    UPDATE plan_tasks t SET status = p_status, not_before = p_not_before, lease_owner = NULL, lease_expires = NULL,
+           run_id = COALESCE(p_run_id, t.run_id), commit_sha = COALESCE(p_commit, t.commit_sha), reason = p_reason,
+           version = t.version + 1, updated_at = p_now
+     WHERE t.plan_id = p_plan AND t.id = p_task AND t.status = 'running' AND t.fence = p_fence AND t.reserved_pico = 0
+     RETURNING t.attempts INTO v_attempts;
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    UPDATE plan_attempts a SET status = p_attempt_status, finished_at = p_now, run_id = COALESCE(p_run_id, a.run_id),
+           commit_sha = p_commit, reason = p_reason
+     WHERE a.plan_id = p_plan AND a.task_id = p_task AND a.fence = p_fence;
+    INSERT INTO plan_events (plan_id, task_id, attempt, kind, at, data)
+    VALUES (p_plan, p_task, v_attempts, p_kind, p_now, p_data);
+    IF p_status = 'done' THEN
+        WITH ready AS (
+            UPDATE plan_tasks t SET deps_left = t.deps_left - 1,
+                   status = CASE WHEN t.deps_left = 1 AND t.status = 'blocked' THEN 'ready' ELSE t.status END,
+                   version = t.version + 1, updated_at = p_now
+             WHERE t.plan_id = p_plan
+               AND t.id IN (SELECT d.task_id FROM plan_deps d WHERE d.plan_id = p_plan AND d.depends_on = p_task)
+            RETURNING t.id, t.status)
+        SELECT array_agg(r.id ORDER BY r.id) INTO v_ready FROM ready r WHERE r.status = 'ready';
+        INSERT INTO plan_events (plan_id, task_id, attempt, kind, at, data)
+        SELECT p_plan, r, NULL, 'task_ready', p_now, json_build_object('after', p_task)::text
+          FROM unnest(COALESCE(v_ready, '{}'::TEXT[])) AS r;
+    END IF;
+    RETURN COALESCE(v_ready, '{}'::TEXT[]);
+END
+$$;

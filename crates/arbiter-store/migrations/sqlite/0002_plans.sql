@@ -38,6 +38,8 @@ CREATE TABLE plan_tasks (
     run_id               TEXT,
     commit_sha           TEXT,
     reason               TEXT,
+    -- The status an import or a gate gave the task ('done', 'skipped'), which a reset keeps.
+    initial_status       TEXT,
     -- Marks the row a claim or report just changed, for the statements after it in the
     -- same transaction (one-round-trip paths).
     claim_token          TEXT,
