@@ -6,6 +6,7 @@
 //! ```text
 //! cargo bench -p arbiter-store --bench queue              # both stores (Postgres at DATABASE_URL)
 //! cargo bench -p arbiter-store --bench queue -- --sqlite  # SQLite only
+//! cargo bench -p arbiter-store --bench queue -- --postgres  # Postgres only
 //! ```
 //!
 //! Prints one markdown table (the rows of docs/BENCHMARKS.md). Each figure is the median of
@@ -221,9 +222,14 @@ async fn pg_rows() -> (Vec<Row>, f64) {
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let sqlite_only = std::env::args().any(|a| a == "--sqlite");
+    let postgres_only = std::env::args().any(|a| a == "--postgres");
     let dir = tempfile::tempdir().expect("temp dir");
-    let (mut rows, sqlite_import) = sqlite_rows(dir.path()).await;
-    let mut imports = vec![("SQLite", sqlite_import)];
+    let (mut rows, mut imports) = (Vec::new(), Vec::new());
+    if !postgres_only {
+        let (sqlite, sqlite_import) = sqlite_rows(dir.path()).await;
+        rows.extend(sqlite);
+        imports.push(("SQLite", sqlite_import));
+    }
     if !sqlite_only {
         let (pg, pg_import) = pg_rows().await;
         rows.extend(pg);

@@ -172,7 +172,7 @@ impl PlanDialect for PgStore {
     const IMPORT_GUARD: Option<&'static str> = Some("SELECT pg_advisory_xact_lock(1634886260, hashtext($1))");
     const LOCK_ENDING: Option<&'static str> = Some(
         "SELECT id FROM plan_tasks WHERE plan_id = $1
-           AND (id = $2 OR id IN (SELECT task_id FROM plan_deps WHERE plan_id = $1 AND depends_on = $2))
+           AND id IN (SELECT $2 UNION ALL SELECT task_id FROM plan_deps WHERE plan_id = $1 AND depends_on = $2)
          ORDER BY id FOR UPDATE",
     );
     const LOCK_TASKS: Option<&'static str> =

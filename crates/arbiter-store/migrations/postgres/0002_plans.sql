@@ -113,7 +113,7 @@ BEGIN
     PERFORM pg_advisory_xact_lock_shared(1634886260, hashtext(p_plan));
     PERFORM 1 FROM plan_tasks t
      WHERE t.plan_id = p_plan
-       AND (t.id = p_task OR t.id IN (SELECT d.task_id FROM plan_deps d WHERE d.plan_id = p_plan AND d.depends_on = p_task))
+       AND t.id IN (SELECT p_task UNION ALL SELECT d.task_id FROM plan_deps d WHERE d.plan_id = p_plan AND d.depends_on = p_task)
      ORDER BY t.id FOR UPDATE;
     UPDATE plan_tasks t SET status = p_status, not_before = p_not_before, lease_owner = NULL, lease_expires = NULL,
            run_id = COALESCE(p_run_id, t.run_id), commit_sha = COALESCE(p_commit, t.commit_sha), reason = p_reason,
