@@ -23,6 +23,7 @@ use arbiter_store::CandidateRecord;
 use serde_json::json;
 
 use crate::materialize::{self, describe_paths};
+use crate::workspace::{KEEP_FILE, OWNER_FILE};
 
 use super::candidate::BaselineRun;
 use super::crosstests::cross_test;
@@ -233,8 +234,9 @@ pub(super) async fn finish(
 
     // Worktrees go last: a crash before this point leaves them for the next run to prune.
     if ctx.settings.keep_worktrees.value {
-        let _ = std::fs::remove_file(ctx.worktrees.join("owner.pid"));
-        let _ = std::fs::write(ctx.worktrees.join("keep"), "kept by --keep-worktrees\n");
+        // Marked kept before it is disowned, so no pruning run takes it for a leftover.
+        let _ = std::fs::write(ctx.worktrees.join(KEEP_FILE), "kept by --keep-worktrees\n");
+        let _ = std::fs::remove_file(ctx.worktrees.join(OWNER_FILE));
     } else {
         let _ = std::fs::remove_dir_all(&ctx.worktrees);
         let _ = ctx.repo.worktree_prune().await;
