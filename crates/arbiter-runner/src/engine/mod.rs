@@ -343,6 +343,7 @@ impl Engine {
             state,
             allow_dirty: true,
         });
+        resume::charge_kept(&ctx, kept.values()).await;
         Ok((ctx, kept, restarts, saved_baseline))
     }
 
