@@ -35,7 +35,8 @@ pub struct CandidateFacts {
     /// `None` when the gates did not run.
     pub gates: Option<GateSummary>,
     pub cost: Option<Usd>,
-    /// Protected files (tests, CI, build configuration) the patch modified or deleted.
+    /// Protected files the patch modified or deleted, and protected configuration it added
+    /// (see [`crate::protect::weakened`]).
     #[serde(default)]
     pub protected_changes: Vec<String>,
     /// Pairwise judge scores, when a judge compared this candidate.
@@ -117,7 +118,7 @@ impl Rejection {
             Rejection::GatesNotRun => "its verify commands did not run".into(),
             Rejection::NotRun { reason } => format!("not run: {reason}"),
             Rejection::ProtectedChanged { paths } => format!(
-                "it modified or deleted protected files ({}); its gates ran with the base versions restored; pass --allow-test-changes if the task requires changing them",
+                "it changed protected files ({}): it modified or deleted tests or configuration, or added configuration of how the tests run; its gates ran on the base's versions, without the added configuration; pass --allow-test-changes if the task requires changing them",
                 paths.join(", ")
             ),
             Rejection::AgentFailed { status, exit_code } => match (status, exit_code) {
