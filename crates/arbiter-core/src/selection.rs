@@ -4,7 +4,8 @@
 //! exist, passes every gate (no regression, every baseline failure fixed). Without verify
 //! commands there is no evidence beyond the agent's own word, so the agent must also have
 //! exited successfully. Eligible candidates are ordered by gates passed, then cross-tests
-//! passed (tests other candidates wrote that fail on the base), then votes (independent
+//! passed (the discriminating tests the candidates wrote, each candidate's own included:
+//! tests that fail on the base and pass on some candidate), then votes (independent
 //! candidates that produced the same normalized patch), then the pairwise judge (Copeland,
 //! then Bradley–Terry), then smaller patch, then lower cost, then candidate index. The
 //! decision is a pure function of these facts.
@@ -401,7 +402,7 @@ fn cross_text(first: &Scored<'_>, second: &Scored<'_>) -> String {
 fn loss_reason(l: &Scored<'_>, w: &Scored<'_>, why: &str) -> String {
     match why {
         "cross-tests" => format!(
-            "eligible, lost to {} on cross-tests ({}): it fails tests another candidate wrote for behaviour the base lacks",
+            "eligible, lost to {} on cross-tests ({}): it fails tests the candidates wrote for behaviour the base lacks",
             w.facts.id,
             cross_text(l, w)
         ),

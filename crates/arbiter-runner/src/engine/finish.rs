@@ -379,7 +379,8 @@ async fn judge_if_needed(
         ctx.events.emit(EventKind::JudgeDecision, None, json!({"ran": false, "reason": skip})).await;
         return judged;
     };
-    // Every survivor gets a risk review; the best four by the evidence are compared.
+    // Judging runs: every survivor gets a risk review (reviews run only here, where the
+    // evidence cannot decide), and the best four by the evidence are compared.
     let survivors: Vec<judge::JudgeInput> = eligible
         .iter()
         .filter_map(|r| runs.iter().find(|run| run.id == r.candidate_id))
