@@ -279,8 +279,8 @@ pub struct SettingsArgs {
     #[arg(long)]
     pub keep_worktrees: bool,
     /// The task may change tests and other protected files (otherwise such a candidate is
-    /// flagged and not eligible; its gates always run with the base versions restored
-    /// unless this is given).
+    /// flagged and not eligible; its gates always run with the base versions restored, and
+    /// without configuration it added, unless this is given).
     #[arg(long)]
     pub allow_test_changes: bool,
     /// Never ask a judge model (the evidence and the deterministic ranking decide).

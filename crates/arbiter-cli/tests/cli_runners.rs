@@ -701,8 +701,10 @@ fn a_killed_run_resumes_keeping_finished_candidates_and_continuing_the_cli_sessi
     let repo = calc_repo(
         "\n[runners.fixer]\nkind = \"claude-code\"\nmodel = \"fix\"\n[runners.hanger]\nkind = \"claude-code\"\nmodel = \"hang\"\n",
     );
-    let mut cmd =
-        repo.arbiter_cmd(&run_args("fixer,hanger", &["--candidates", "2", "--verify", VERIFY_PY, "--apply", "none"]));
+    let mut cmd = repo.arbiter_cmd(&run_args(
+        "fixer,hanger",
+        &["--candidates", "2", "--verify", VERIFY_PY, "--apply", "none", "--budget-usd", "1"],
+    ));
     cmd.env("PATH", fakes.path()).env("ANTHROPIC_API_KEY", ANTHROPIC_KEY).stdout(Stdio::null()).stderr(Stdio::null());
     let mut child = cmd.spawn().expect("start the run");
     let pid_file = fakes.records_dir().join("claude-c02.pid");
@@ -745,6 +747,19 @@ fn a_killed_run_resumes_keeping_finished_candidates_and_continuing_the_cli_sessi
     let ranking = read_json(&dir.join("comparisons/ranking.json"));
     assert_eq!(ranked(&ranking, "c01")["eligible"], true, "{ranking:#}");
     assert_eq!(ranked(&ranking, "c02")["eligible"], true, "{ranking:#}");
+    // The kept c01 cost as much before the interruption as the resumed c02 now: each is in the
+    // spending report once, and the budget was charged with both (nothing was exceeded).
+    let spending = &selection["spending"];
+    assert_eq!(spending["candidates"][0]["candidate_id"], "c01", "{spending:#}");
+    assert_eq!(spending["candidates"][0]["cost"], "0.0123", "{spending:#}");
+    assert_eq!(spending["candidates"][1]["cost"], "0.0123", "{spending:#}");
+    assert_eq!(spending["spent"], "0.0246", "{spending:#}");
+    assert_eq!(spending["budget"]["spent"], "0.0246", "{spending:#}");
+    assert_eq!(spending["budget"]["reached"], false, "{spending:#}");
+    assert_eq!(spending["budget"]["uncharged_calls"], 0, "{spending:#}");
+    let cost = read_json(&dir.join("cost_summary.json"));
+    assert_eq!(cost["by_candidate"]["c01"]["calls"], 1, "{cost:#}");
+    assert!(!events.iter().any(|e| e["kind"] == "budget_exceeded"), "{events:#?}");
     // A finished run is not resumed again.
     let twice = arbiter_with(&repo, &fakes, &["runs", "resume", "latest"], &[]);
     twice.assert_code(2);

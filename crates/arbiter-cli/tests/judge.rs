@@ -185,3 +185,97 @@ fn risk_reviews_are_validated_repaired_once_and_written_per_candidate() {
     // Reviews inform; with no selection backend the pairwise judge did not run.
     assert_eq!(read_json(&dir.join("comparisons/pairwise.json")), json!([]));
 }
+
+/// Ctrl-C while the cross-tests run stops the run there: the judge the evidence would have
+/// needed is never asked, nothing is selected or applied, and the run ends `interrupted`.
+#[test]
+fn an_interrupt_during_the_cross_tests_asks_no_judge_and_applies_nothing() {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+    use std::time::Duration;
+
+    // Two different fixes, each with the same test of its own: the cross-tests run, and
+    // they cannot separate the two, so the judge would be next.
+    let repo = python_repo(
+        r#"set -e
+if [ "$ARBITER_CANDIDATE_INDEX" = 0 ]; then
+  sed -i 's/return a - b/return a + b/' calc.py
+else
+  sed -i 's/return a - b/return b + a/' calc.py
+fi
+printf 'import unittest\nfrom calc import add\n\n\nclass More(unittest.TestCase):\n    def test_more(self):\n        self.assertEqual(add(10, 5), 15)\n' > test_more.py
+"#,
+    );
+    repo.arbiter(&["init"]).assert_code(0);
+    let mut mock = MockLlm::start(&json!({"responses": [verdict(None, "first")]}));
+    add_judge(&repo, &mock);
+    let markers = tempfile::tempdir().expect("temp dir");
+    let started = markers.path().join("cross-test-started");
+    // Each cross-test says it started, then waits to be interrupted.
+    let config = repo.arbiter_dir().join("config.toml");
+    let mut text = std::fs::read_to_string(&config).expect("config.toml");
+    text.push_str(&format!(
+        "\n[[cross_tests.rules]]\npattern = \"**/test_*.py\"\ncommand = \"touch '{}' && sleep 300\"\n",
+        started.display()
+    ));
+    std::fs::write(&config, text).expect("write config.toml");
+    let logs = tempfile::tempdir().expect("temp dir");
+    let mut child = repo
+        .arbiter_cmd(&[
+            "run",
+            "--task",
+            "Fix add",
+            "--candidates",
+            "2",
+            "--command",
+            "./agent.sh",
+            "--verify",
+            VERIFY_PY,
+        ])
+        .stdout(std::fs::File::create(logs.path().join("stdout")).expect("stdout file"))
+        .stderr(std::fs::File::create(logs.path().join("stderr")).expect("stderr file"))
+        .spawn()
+        .expect("spawn arbiter");
+    let reached =
+        wait_until(Duration::from_secs(120), || started.exists() || child.try_wait().ok().flatten().is_some());
+    if !reached || !started.exists() {
+        let _ = kill(Pid::from_raw(child.id() as i32), Signal::SIGINT);
+        if !wait_until(Duration::from_secs(30), || child.try_wait().ok().flatten().is_some()) {
+            let _ = child.kill();
+        }
+        let _ = child.wait();
+        let stderr = std::fs::read_to_string(logs.path().join("stderr")).unwrap_or_default();
+        panic!("the cross-tests never started\nstderr:\n{stderr}");
+    }
+    kill(Pid::from_raw(child.id() as i32), Signal::SIGINT).expect("send SIGINT");
+    let mut status = None;
+    let exited = wait_until(Duration::from_secs(60), || {
+        status = child.try_wait().expect("wait for arbiter");
+        status.is_some()
+    });
+    if !exited {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("arbiter did not exit after SIGINT");
+    }
+    let stderr = std::fs::read_to_string(logs.path().join("stderr")).unwrap_or_default();
+    assert_eq!(status.and_then(|s| s.code()), Some(130), "stderr:\n{stderr}");
+
+    assert_eq!(mock.chat_requests(), Vec::<String>::new(), "the judge was asked after the interrupt");
+    let dir = repo.run_dir();
+    assert_eq!(read_json(&dir.join("state.json"))["status"], "interrupted");
+    let selection = read_json(&dir.join("selection.json"));
+    assert_eq!(selection["outcome"], "interrupted", "{selection:#}");
+    assert_eq!(selection["winner"], Value::Null, "{selection:#}");
+    assert_eq!(read_json(&dir.join("comparisons/pairwise.json")), json!([]));
+    let cross = read_json(&dir.join("comparisons/cross_tests.json"));
+    assert_eq!(cross["ran"], false, "{cross:#}");
+    assert!(cross["skip_reason"].as_str().unwrap_or("").contains("interrupted"), "{cross:#}");
+    let events = read_json_lines(&dir.join("runtime_events.jsonl"));
+    assert!(!events.iter().any(|e| e["kind"] == "judge_decision" && e["data"]["ran"] == true), "{events:#?}");
+    assert!(!events.iter().any(|e| e["kind"] == "materialized"), "{events:#?}");
+    // Nothing was applied: the repository is as it was.
+    assert!(repo.read("calc.py").contains("return a - b"));
+    assert!(!repo.path().join("test_more.py").exists());
+    assert_eq!(repo.status(), Vec::<String>::new());
+}

@@ -766,6 +766,68 @@ fi
     assert!(repo.read("calc.py").contains("return a + b"));
 }
 
+/// A test runner that, like pytest, loads `conftest.py` before it collects the tests.
+const RUN_TESTS_PY: &str = r#"import os
+import sys
+import unittest
+
+if os.path.exists("conftest.py"):
+    import conftest  # noqa: F401 (hooks, loaded before the tests as pytest loads them)
+
+program = unittest.main(module=None, argv=["run_tests", "discover", "-q"], exit=False)
+sys.exit(0 if program.result.wasSuccessful() else 1)
+"#;
+
+/// A candidate that adds a `conftest.py` making every test skip changes how the tests run,
+/// not what they test: it is flagged and loses to a real fix, its gates having run without
+/// the conftest.py it added (so the failing test failed). The test file the real fix adds
+/// is its own and does not count against it.
+#[test]
+fn adding_a_conftest_that_skips_the_tests_loses_to_a_real_fix_and_is_flagged() {
+    let repo = python_repo(
+        r#"set -e
+if [ "$ARBITER_CANDIDATE_INDEX" = 0 ]; then
+  printf 'import unittest\n\nunittest.TestCase.setUp = lambda self: self.skipTest("skipped by conftest.py")\n' > conftest.py
+else
+  sed -i 's/return a - b/return a + b/' calc.py
+  printf 'import unittest\nfrom calc import add\n\n\nclass More(unittest.TestCase):\n    def test_zero(self):\n        self.assertEqual(add(0, 0), 0)\n' > test_more.py
+fi
+"#,
+    );
+    repo.write("run_tests.py", RUN_TESTS_PY);
+    repo.commit_all("a test runner that loads conftest.py");
+    repo.arbiter(&run_args("Fix add", &["--candidates", "2", "--verify", "python3 run_tests.py"])).assert_code(0);
+    let dir = repo.run_dir();
+    assert_candidates_prepared(&dir);
+    assert_eq!(read_json(&dir.join("selection.json"))["winner"], "c02");
+    let ranking = read_json(&dir.join("comparisons/ranking.json"));
+    let cheat = ranked(&ranking, "c01");
+    assert_eq!(cheat["eligible"], false, "{cheat:#}");
+    assert_eq!(cheat["rejection"]["code"], "protected_changed", "{cheat:#}");
+    let evidence = read_json(&dir.join("candidates/c01/evidence.json"));
+    assert_eq!(evidence["protected_changes"], serde_json::json!(["conftest.py"]), "{evidence:#}");
+    // The gates ran without the added conftest.py: the test it skipped failed.
+    assert_eq!(evidence["gate_summary"]["all_passed"], false, "{evidence:#}");
+    let log = fs::read_to_string(dir.join("candidates/c01/gates/verify-1.log")).expect("gate log");
+    assert!(log.contains("FAIL") && !log.contains("skipped by conftest.py"), "{log}");
+    // Its patch is what it did, conftest.py included.
+    let patch = fs::read_to_string(dir.join("candidates/c01/patch.diff")).expect("patch");
+    assert!(patch.contains("b/conftest.py"), "{patch}");
+    let events = read_json_lines(&dir.join("runtime_events.jsonl"));
+    let warning = events
+        .iter()
+        .find(|e| e["kind"] == "warning" && e["candidate"] == "c01" && e["data"]["protected_changes"].is_array())
+        .unwrap_or_else(|| panic!("no protected-changes warning: {events:#?}"));
+    assert_eq!(warning["data"]["removed"], serde_json::json!(["conftest.py"]), "{warning:#}");
+    assert_eq!(warning["data"]["restored"], serde_json::json!([]), "{warning:#}");
+    let fix = read_json(&dir.join("candidates/c02/evidence.json"));
+    assert_eq!(fix["protected_changes"], serde_json::json!([]), "a new test file is the candidate's own");
+    assert_eq!(fix["gate_summary"]["all_passed"], true, "{fix:#}");
+    assert!(fs::read_to_string(dir.join("final_report.md")).expect("report").contains("Protected files changed"));
+    assert!(repo.read("calc.py").contains("return a + b"));
+    assert!(!repo.path().join("conftest.py").exists(), "the loser's conftest.py reached the repository");
+}
+
 #[test]
 fn a_killed_run_resumes_from_a_fresh_worktree_when_its_own_is_gone() {
     let scratch = tempfile::tempdir().expect("temp dir");

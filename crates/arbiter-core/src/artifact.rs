@@ -220,8 +220,9 @@ pub struct Evidence {
     pub gates: Vec<GateResult>,
     pub gate_summary: Option<GateSummary>,
     pub cost: Option<Usd>,
-    /// Protected files (tests, CI, build configuration) the patch modified or deleted; unless
-    /// test changes were allowed, their base versions were restored while the gates ran.
+    /// Protected files (tests, CI, test configuration) the patch modified or deleted, and
+    /// configuration of how the tests run it added; unless test changes were allowed, the
+    /// gates ran with the base versions restored and the added configuration removed.
     #[serde(default)]
     pub protected_changes: Vec<String>,
     /// Why it never started, when it did not.

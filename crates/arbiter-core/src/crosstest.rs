@@ -6,7 +6,8 @@
 //! and in the tree of every surviving candidate, the pooled file copied in. A test that
 //! fails on the base and passes on at least one candidate *discriminates*: it shows a
 //! behaviour the base lacks. A candidate's cross-test score is the number of discriminating
-//! tests it passes (every candidate faces the same set, so counts compare like fractions).
+//! tests it passes, its own tests among them (every candidate faces the same set, so counts
+//! compare like fractions).
 //! A candidate that special-cases the visible test cannot pass a test another candidate
 //! wrote for the real behaviour.
 //!

@@ -1,10 +1,18 @@
-//! Evidence integrity: the paths a candidate must not change to pass its gates (tests,
-//! CI and build configuration), and glob matching for them.
+//! Evidence integrity: the paths a candidate must not change to pass its gates, and glob
+//! matching for them.
 //!
-//! A candidate that modified or deleted a protected file that exists at the base has its
-//! gates run with the base version of those files restored, is flagged, and is eligible only
-//! when the task explicitly allows test changes. Protected files it adds are its own tests
-//! and stay.
+//! Protected paths are of two kinds ([`Protection`]). *Tests* check the code: a candidate
+//! that modifies or deletes one that exists at the base weakens them, but a test file it
+//! adds is its own test and stays. *Configuration* decides how the tests run (CI files,
+//! `conftest.py`, `pytest.ini`, `jest.config.*`, ...): changing or deleting one weakens the
+//! checks, and so does adding one, since a new `conftest.py` can skip every test as surely
+//! as an edited one. Project files that ordinary changes edit (`pyproject.toml`,
+//! `setup.cfg`) are not protected, but adding one where the base has none counts too: it
+//! can change how the tests are collected and run ([`ADDED_CONFIGURATION`]).
+//!
+//! A candidate that weakened the checks has its gates run on the base's versions (changed
+//! files restored, added configuration removed), is flagged, and is eligible only when the
+//! task explicitly allows test changes.
 
 use serde::{Deserialize, Serialize};
 
@@ -35,6 +43,36 @@ pub const DEFAULT_PROTECTED: &[&str] = &[
     "jest.config.*",
     "vitest.config.*",
 ];
+
+/// Which protected paths are configuration rather than tests: wherever a protected path
+/// matches one of these, adding it counts as weakening the checks.
+pub const CONFIGURATION: &[&str] = &[
+    "**/conftest.py",
+    "**/pytest.ini",
+    "**/tox.ini",
+    "**/jest.config.*",
+    "**/vitest.config.*",
+    ".github/**",
+    ".gitlab-ci.yml",
+    ".circleci/**",
+    ".ci/**",
+];
+
+/// Configuration that counts only when added (where the base has none): files ordinary
+/// changes edit (dependencies, metadata), which are not protected, but which a candidate
+/// can add to change how the tests run (`[tool.pytest.ini_options]`, `[tool:pytest]`).
+/// Counted whenever protection is on (`protected_paths` is not empty).
+pub const ADDED_CONFIGURATION: &[&str] = &["pyproject.toml", "setup.cfg"];
+
+/// What kind of protected path a path is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Protection {
+    /// A test: modifying or deleting it weakens the checks; adding one does not.
+    Test,
+    /// Configuration of how the tests run: modifying, deleting or adding it weakens them.
+    Configuration,
+}
 
 /// How a patch touched a path.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -78,12 +116,28 @@ pub fn is_protected(patterns: &[String], path: &str) -> bool {
     patterns.iter().any(|p| glob_match(p, path))
 }
 
-/// The protected files a patch modified or deleted (additions are the candidate's own tests).
-pub fn weakened(patterns: &[String], touched: &[(String, Touch)]) -> Vec<String> {
+/// What kind of protected path `path` is under `patterns`, or `None` when it is not protected.
+pub fn protection(patterns: &[String], path: &str) -> Option<Protection> {
+    if !is_protected(patterns, path) {
+        return None;
+    }
+    Some(if CONFIGURATION.iter().any(|c| glob_match(c, path)) { Protection::Configuration } else { Protection::Test })
+}
+
+/// The changes of a patch that weaken the checks, in the patch's order: protected files it
+/// modified or deleted, and configuration it added (see the module docs). Test files it
+/// added are its own tests and are not among them.
+pub fn weakened(patterns: &[String], touched: &[(String, Touch)]) -> Vec<(String, Touch)> {
     touched
         .iter()
-        .filter(|(path, how)| *how != Touch::Added && is_protected(patterns, path))
-        .map(|(path, _)| path.clone())
+        .filter(|(path, how)| match how {
+            Touch::Modified | Touch::Deleted => protection(patterns, path).is_some(),
+            Touch::Added => {
+                protection(patterns, path) == Some(Protection::Configuration)
+                    || (!patterns.is_empty() && ADDED_CONFIGURATION.iter().any(|c| glob_match(c, path)))
+            }
+        })
+        .cloned()
         .collect()
 }
 
@@ -108,17 +162,99 @@ mod tests {
     }
 
     #[test]
-    fn only_changes_to_existing_protected_files_count() {
+    fn changes_to_existing_protected_files_count_and_new_tests_do_not() {
         let touched = vec![
             ("test_calc.py".to_string(), Touch::Modified),
             ("tests/test_new.py".to_string(), Touch::Added),
+            ("pkg/calc_test.go".to_string(), Touch::Added),
             ("calc.py".to_string(), Touch::Modified),
             (".github/workflows/ci.yml".to_string(), Touch::Deleted),
         ];
         assert_eq!(
             weakened(&defaults(), &touched),
-            vec!["test_calc.py".to_string(), ".github/workflows/ci.yml".to_string()]
+            vec![
+                ("test_calc.py".to_string(), Touch::Modified),
+                (".github/workflows/ci.yml".to_string(), Touch::Deleted)
+            ]
         );
+    }
+
+    #[test]
+    fn added_configuration_counts() {
+        let added = |p: &str| (p.to_string(), Touch::Added);
+        let touched = vec![
+            added("conftest.py"),
+            added("tests/conftest.py"),
+            added("pytest.ini"),
+            added("tox.ini"),
+            added("jest.config.js"),
+            added("vitest.config.ts"),
+            added(".github/workflows/skip.yml"),
+            added(".gitlab-ci.yml"),
+            added(".circleci/config.yml"),
+            added(".ci/run.sh"),
+            added("pyproject.toml"),
+            added("setup.cfg"),
+            // Tests, and files that decide nothing about how tests run.
+            added("tests/test_more.py"),
+            added("test_extra.py"),
+            added("src/feature.py"),
+            added("pkg/pyproject.toml"),
+        ];
+        let flagged: Vec<String> = weakened(&defaults(), &touched).into_iter().map(|(p, _)| p).collect();
+        assert_eq!(
+            flagged,
+            [
+                "conftest.py",
+                "tests/conftest.py",
+                "pytest.ini",
+                "tox.ini",
+                "jest.config.js",
+                "vitest.config.ts",
+                ".github/workflows/skip.yml",
+                ".gitlab-ci.yml",
+                ".circleci/config.yml",
+                ".ci/run.sh",
+                "pyproject.toml",
+                "setup.cfg",
+            ]
+        );
+        // Editing the project's own pyproject.toml is an ordinary change.
+        assert!(weakened(&defaults(), &[("pyproject.toml".to_string(), Touch::Modified)]).is_empty());
+    }
+
+    #[test]
+    fn protection_kinds_follow_the_patterns() {
+        let d = defaults();
+        assert_eq!(protection(&d, "tests/test_a.py"), Some(Protection::Test));
+        assert_eq!(protection(&d, "tests/conftest.py"), Some(Protection::Configuration));
+        assert_eq!(protection(&d, ".github/workflows/ci.yml"), Some(Protection::Configuration));
+        assert_eq!(protection(&d, "calc.py"), None);
+        // Configuration that the patterns leave unprotected is not protected: adding it is fine.
+        let only_tests = vec!["tests/**".to_string()];
+        assert_eq!(protection(&only_tests, "conftest.py"), None);
+        assert_eq!(weakened(&only_tests, &[("conftest.py".to_string(), Touch::Added)]), Vec::new());
+        // No patterns: protection is off, added project files included.
+        assert!(weakened(&[], &[("pyproject.toml".to_string(), Touch::Added)]).is_empty());
+    }
+
+    #[test]
+    fn every_configuration_pattern_names_protected_files() {
+        // A representative of each configuration pattern is protected by default, so its
+        // addition is caught without changing `protected_paths`.
+        for path in [
+            "conftest.py",
+            "pytest.ini",
+            "tox.ini",
+            "jest.config.js",
+            "vitest.config.ts",
+            ".github/x",
+            ".gitlab-ci.yml",
+            ".circleci/x",
+            ".ci/x",
+        ] {
+            assert_eq!(protection(&defaults(), path), Some(Protection::Configuration), "{path}");
+        }
     }
 }
 

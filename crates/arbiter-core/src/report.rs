@@ -191,7 +191,7 @@ pub fn render_markdown(r: &ReportInput<'_>) -> String {
             if !e.protected_changes.is_empty() {
                 let _ = writeln!(
                     out,
-                    "- **Protected files changed:** {} (tests, CI or build configuration)",
+                    "- **Protected files changed:** {} (tests, CI or test configuration)",
                     e.protected_changes.join(", ")
                 );
             }

@@ -4,7 +4,8 @@
 //! exist, passes every gate (no regression, every baseline failure fixed). Without verify
 //! commands there is no evidence beyond the agent's own word, so the agent must also have
 //! exited successfully. Eligible candidates are ordered by gates passed, then cross-tests
-//! passed (tests other candidates wrote that fail on the base), then votes (independent
+//! passed (the discriminating tests the candidates wrote, each candidate's own included:
+//! tests that fail on the base and pass on some candidate), then votes (independent
 //! candidates that produced the same normalized patch), then the pairwise judge (Copeland,
 //! then Bradley–Terry), then smaller patch, then lower cost, then candidate index. The
 //! decision is a pure function of these facts.
@@ -35,7 +36,8 @@ pub struct CandidateFacts {
     /// `None` when the gates did not run.
     pub gates: Option<GateSummary>,
     pub cost: Option<Usd>,
-    /// Protected files (tests, CI, build configuration) the patch modified or deleted.
+    /// Protected files the patch modified or deleted, and protected configuration it added
+    /// (see [`crate::protect::weakened`]).
     #[serde(default)]
     pub protected_changes: Vec<String>,
     /// Pairwise judge scores, when a judge compared this candidate.
@@ -117,7 +119,7 @@ impl Rejection {
             Rejection::GatesNotRun => "its verify commands did not run".into(),
             Rejection::NotRun { reason } => format!("not run: {reason}"),
             Rejection::ProtectedChanged { paths } => format!(
-                "it modified or deleted protected files ({}); its gates ran with the base versions restored; pass --allow-test-changes if the task requires changing them",
+                "it changed protected files ({}): it modified or deleted tests or configuration, or added configuration of how the tests run; its gates ran on the base's versions, without the added configuration; pass --allow-test-changes if the task requires changing them",
                 paths.join(", ")
             ),
             Rejection::AgentFailed { status, exit_code } => match (status, exit_code) {
@@ -400,7 +402,7 @@ fn cross_text(first: &Scored<'_>, second: &Scored<'_>) -> String {
 fn loss_reason(l: &Scored<'_>, w: &Scored<'_>, why: &str) -> String {
     match why {
         "cross-tests" => format!(
-            "eligible, lost to {} on cross-tests ({}): it fails tests another candidate wrote for behaviour the base lacks",
+            "eligible, lost to {} on cross-tests ({}): it fails tests the candidates wrote for behaviour the base lacks",
             w.facts.id,
             cross_text(l, w)
         ),

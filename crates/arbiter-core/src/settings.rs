@@ -61,11 +61,13 @@ pub const DEFAULT_CONFIG_TOML: &str = r#"# arbiter configuration. Command-line f
 # Extra environment variables passed to agents, setup and verify commands. Agents get an
 # allowlist (PATH, HOME, locale, proxies) and never arbiter's own secrets.
 # env_passthrough = []
-# Files a candidate must not modify or delete to pass its gates (tests, CI and build
+# Files a candidate must not modify or delete to pass its gates (tests, CI and test
 # configuration; globs). Changed ones are restored to the base version when arbiter runs the
 # verify commands, and the candidate is flagged and not eligible unless test changes are
-# allowed. New test files a candidate adds stay and count. Default: tests/**, **/test_*.py,
-# **/*_test.go, **/*.spec.ts, .github/**, ... (see docs/configuration.md).
+# allowed. New test files a candidate adds stay and count; new configuration (conftest.py,
+# pytest.ini, CI files, a pyproject.toml or setup.cfg the base lacks) is removed for the
+# gates and counts against it. Default: tests/**, **/test_*.py, **/*_test.go, **/*.spec.ts,
+# .github/**, ... (see docs/configuration.md).
 # protected_paths = ["tests/**", "**/test_*.py"]
 # allow_test_changes = false
 # How candidates are spent: "tournament" (all at once), "escalate" (one at a time, cheapest
@@ -172,7 +174,8 @@ pub struct RunSection {
     pub apply: Option<String>,
     pub keep_worktrees: Option<bool>,
     pub env_passthrough: Option<Vec<String>>,
-    /// Globs of files a candidate must not modify or delete to pass (tests, CI, build).
+    /// Globs of files a candidate must not modify or delete to pass (tests, CI, test
+    /// configuration); adding configuration of how the tests run counts too.
     pub protected_paths: Option<Vec<String>>,
     /// Let candidates change protected files (their gates then run on their versions).
     pub allow_test_changes: Option<bool>,

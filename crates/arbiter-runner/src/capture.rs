@@ -60,9 +60,37 @@ pub async fn touched_paths(worktree: &Git, base: &str) -> Result<Vec<(String, To
 /// Puts the base version of `paths` back in the worktree (the captured patch is unaffected:
 /// it was taken before).
 pub async fn restore_from_base(worktree: &Git, base: &str, paths: &[String]) -> Result<(), GitError> {
+    if paths.is_empty() {
+        return Ok(());
+    }
     let mut args = vec!["checkout".to_string(), base.to_string(), "--".to_string()];
-    args.extend(paths.iter().cloned());
+    args.extend(paths.iter().map(|p| literal(p)));
     worktree.run(args).await.map(|_| ())
+}
+
+/// Removes `paths`, files the base does not have, from the worktree and its index: the
+/// counterpart of [`restore_from_base`] for additions (the captured patch is unaffected).
+/// A path already gone is fine.
+pub async fn remove_added(worktree: &Git, paths: &[String]) -> Result<(), GitError> {
+    if paths.is_empty() {
+        return Ok(());
+    }
+    let mut args = ["rm", "--quiet", "--force", "--ignore-unmatch", "--"].map(str::to_string).to_vec();
+    args.extend(paths.iter().map(|p| literal(p)));
+    worktree.run(args).await?;
+    // Not in the index (an agent that unstaged it after the capture): still not in the tree.
+    for p in paths {
+        match std::fs::remove_file(worktree.dir().join(p)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// `path` as a pathspec that means exactly that path (no glob or magic).
+fn literal(path: &str) -> String {
+    format!(":(literal){path}")
 }
 
 /// Checks that `patch_file` applies cleanly to `base`, without touching any working tree:

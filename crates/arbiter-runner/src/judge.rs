@@ -4,7 +4,9 @@
 //! repair request; after that, or when every backend fails, the order counts as a tie and
 //! the fallback is recorded. Every call is a cost record under the `selection` role, charged
 //! to the run's budget as it is made; once the budget is spent no further call is made and
-//! the orders left count as ties, with the reason recorded.
+//! the orders left count as ties, with the reason recorded. An interrupted run (Ctrl-C,
+//! SIGTERM) makes no further call either: every request is preceded by a check of the run's
+//! cancel token, and a request in flight is abandoned when the token is cancelled.
 
 use arbiter_core::cost::CallRecord;
 use arbiter_core::ids::CandidateId;
@@ -12,15 +14,21 @@ use arbiter_core::pairwise::{OrderVerdict, PairRecord, SlotVerdict, combine};
 use arbiter_core::task::Task;
 use arbiter_llm::{ChatRequest, Endpoint, LlmClient, Message, ToolSpec, call_record, chat_with_fallback};
 use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
 
 use crate::budget::RunBudget;
 
-/// What judging needs: the model client, the task, and the run's budget.
+/// What judging needs: the model client, the task, the run's budget, and its cancel token.
 pub struct Judges<'a> {
     pub client: &'a LlmClient,
     pub task: &'a Task,
     pub budget: &'a RunBudget,
+    /// Cancelled when the run is interrupted: no request is made after that.
+    pub cancel: &'a CancellationToken,
 }
+
+/// Why a judge or reviewer was not asked, or not heard out, after an interruption.
+const INTERRUPTED: &str = "the run was interrupted";
 
 /// One candidate as the judge sees it.
 pub struct JudgeInput {
@@ -128,6 +136,9 @@ impl Judges<'_> {
         };
         let mut last_problem = String::new();
         for attempt in 0..2 {
+            if self.cancel.is_cancelled() {
+                return verdict(SlotVerdict::Tie, String::new(), None, Some(format!("{INTERRUPTED}; not asked")));
+            }
             if self.budget.exhausted() {
                 let why = format!("{}; not asked; counted as a tie", self.budget.reached_reason());
                 return verdict(SlotVerdict::Tie, String::new(), None, Some(why));
@@ -139,7 +150,12 @@ impl Judges<'_> {
                 temperature: Some(0.0),
                 max_tokens: Some(512),
             };
-            match chat_with_fallback(self.client, chain, &request, |_| {}).await {
+            let Some(answer) = self.unless_cancelled(chat_with_fallback(self.client, chain, &request, |_| {})).await
+            else {
+                let why = format!("{INTERRUPTED} while the judge was asked");
+                return verdict(SlotVerdict::Tie, String::new(), None, Some(why));
+            };
+            match answer {
                 Ok((i, response)) => {
                     let call = call_record("selection", &chain[i], None, response.usage.as_ref());
                     self.budget.charge(&call).await;
@@ -168,11 +184,24 @@ impl Judges<'_> {
         )
     }
 
-    /// Judges every pair of `shortlist` in both orders.
+    /// `work`, unless the run is interrupted first (`None`: the work is dropped).
+    async fn unless_cancelled<T>(&self, work: impl std::future::Future<Output = T>) -> Option<T> {
+        tokio::select! {
+            biased;
+            _ = self.cancel.cancelled() => None,
+            done = work => Some(done),
+        }
+    }
+
+    /// Judges every pair of `shortlist` in both orders; an interruption ends it after the
+    /// pairs already judged.
     pub async fn compare_all(&self, chain: &[Endpoint], shortlist: &[JudgeInput]) -> JudgeRun {
         let mut run = JudgeRun::default();
         for i in 0..shortlist.len() {
             for j in (i + 1)..shortlist.len() {
+                if self.cancel.is_cancelled() {
+                    return run;
+                }
                 let (a, b) = (&shortlist[i], &shortlist[j]);
                 let a_first = self.ask(chain, a, b, &mut run.calls).await;
                 let b_first = self.ask(chain, b, a, &mut run.calls).await;
@@ -184,7 +213,8 @@ impl Judges<'_> {
     }
 
     /// Reviews each candidate (role `review`): structured output validated against the review
-    /// schema, one repair request on a malformed answer, then a recorded fallback.
+    /// schema, one repair request on a malformed answer, then a recorded fallback. An
+    /// interruption ends it after the reviews already made.
     pub async fn review_all(
         &self,
         chain: &[Endpoint],
@@ -195,6 +225,9 @@ impl Judges<'_> {
         let mut calls = Vec::new();
         let mut out = Vec::new();
         for c in candidates {
+            if self.cancel.is_cancelled() {
+                break;
+            }
             let mut messages = vec![Message::User(format!(
                 "# Task\n\n{}\n\n# Success criteria\n\n{}\n\n# Candidate {}\n\nEvidence: {}\n\n```diff\n{}\n```\n",
                 task.prompt.trim(),
@@ -212,6 +245,10 @@ impl Judges<'_> {
                 repaired: false,
             };
             for attempt in 0..2 {
+                if self.cancel.is_cancelled() {
+                    artifact.fallback = Some(format!("{INTERRUPTED}; no review was asked"));
+                    break;
+                }
                 if self.budget.exhausted() {
                     artifact.fallback = Some(format!("{}; no review was asked", self.budget.reached_reason()));
                     break;
@@ -227,7 +264,13 @@ impl Judges<'_> {
                     temperature: Some(0.0),
                     max_tokens: Some(1024),
                 };
-                match chat_with_fallback(self.client, chain, &request, |_| {}).await {
+                let Some(answer) =
+                    self.unless_cancelled(chat_with_fallback(self.client, chain, &request, |_| {})).await
+                else {
+                    artifact.fallback = Some(format!("{INTERRUPTED} while the reviewer was asked"));
+                    break;
+                };
+                match answer {
                     Ok((i, response)) => {
                         let call = call_record("review", &chain[i], Some(c.id.clone()), response.usage.as_ref());
                         self.budget.charge(&call).await;

@@ -463,21 +463,39 @@ pub(super) async fn evaluate_candidate(ctx: &RunCtx, run: &mut CandidateRun, tre
     if run.gates_skipped.is_some() {
         return;
     }
-    // A candidate must not pass by weakening the checks: protected files it modified or
-    // deleted get their base version back while the gates run.
-    run.protected_changes = protect::weakened(&ctx.settings.protected_paths.value, touched.as_deref().unwrap_or(&[]));
-    if !run.protected_changes.is_empty() && !ctx.settings.allow_test_changes.value {
-        if let Err(e) = capture::restore_from_base(&wt, &ctx.base_commit, &run.protected_changes).await {
+    // A candidate must not pass by weakening the checks: the gates run on the base's
+    // versions of the protected files it modified or deleted, and without the configuration
+    // it added (there is no base version of it).
+    let weakened = protect::weakened(&ctx.settings.protected_paths.value, touched.as_deref().unwrap_or(&[]));
+    run.protected_changes = weakened.iter().map(|(path, _)| path.clone()).collect();
+    if !weakened.is_empty() && !ctx.settings.allow_test_changes.value {
+        let (added, changed): (Vec<_>, Vec<_>) = weakened.into_iter().partition(|(_, how)| *how == Touch::Added);
+        let added: Vec<String> = added.into_iter().map(|(path, _)| path).collect();
+        let changed: Vec<String> = changed.into_iter().map(|(path, _)| path).collect();
+        if let Err(e) = capture::restore_from_base(&wt, &ctx.base_commit, &changed).await {
             run.gates_skipped = Some(format!("cannot restore protected files: {e}"));
             return;
+        }
+        if let Err(e) = capture::remove_added(&wt, &added).await {
+            run.gates_skipped = Some(format!("cannot remove the configuration it added: {e}"));
+            return;
+        }
+        let mut done = Vec::new();
+        if !changed.is_empty() {
+            done.push(format!("the base versions of {} are restored", changed.join(", ")));
+        }
+        if !added.is_empty() {
+            done.push(format!("the configuration it added ({}) is removed", added.join(", ")));
         }
         ctx.events
             .emit(
                 EventKind::Warning,
                 Some(&run.id),
                 json!({
-                    "message": format!("{} changed protected files ({}); their base versions are restored for the gates", run.id, run.protected_changes.join(", ")),
+                    "message": format!("{} changed protected files ({}); for the gates, {}", run.id, run.protected_changes.join(", "), done.join(" and ")),
                     "protected_changes": run.protected_changes,
+                    "restored": changed,
+                    "removed": added,
                 }),
             )
             .await;

@@ -94,11 +94,17 @@ async fn build(
             let log_dir = ctx.run_dir.path().join(LOG_DIR);
             let _ = std::fs::create_dir_all(&log_dir);
             if let Err(e) = prepare_tree(ctx, &t, &log_dir, None).await {
+                if ctx.cancel.is_cancelled() {
+                    return CrossTestMatrix::skipped("the run was interrupted");
+                }
                 return CrossTestMatrix::skipped(format!("the base tree for cross-tests could not be prepared: {e}"));
             }
             t
         }
     };
+    if ctx.cancel.is_cancelled() {
+        return CrossTestMatrix::skipped("the run was interrupted");
+    }
 
     let mut targets: Vec<(String, PathBuf)> = vec![(BASE.to_string(), base_tree)];
     targets.extend(representative.into_values().map(|(id, tree)| (id.to_string(), tree)));
@@ -108,7 +114,10 @@ async fn build(
     for (target, tree) in targets {
         let (ctx, pool, limit) = (ctx.clone(), pool.clone(), limit.clone());
         tasks.spawn(async move {
-            let _slot = limit.acquire_owned().await;
+            let _slot = tokio::select! {
+                slot = limit.acquire_owned() => slot.ok(),
+                _ = ctx.cancel.cancelled() => None,
+            };
             let mut results = Vec::with_capacity(pool.len());
             for test in pool.iter() {
                 if ctx.cancel.is_cancelled() {

@@ -23,6 +23,7 @@ use arbiter_store::CandidateRecord;
 use serde_json::json;
 
 use crate::materialize::{self, describe_paths};
+use crate::workspace::{KEEP_FILE, OWNER_FILE};
 
 use super::candidate::BaselineRun;
 use super::crosstests::cross_test;
@@ -104,7 +105,9 @@ pub(super) async fn finish(
     runs: Vec<CandidateRun>,
     baseline_run: BaselineRun,
 ) -> Result<RunOutcome, EngineError> {
-    let interrupted = ctx.cancel.is_cancelled();
+    // Checked again after each step that takes time: an interruption during the cross-tests
+    // or the judging stops the run there, with nothing selected, applied or asked after it.
+    let mut interrupted = ctx.cancel.is_cancelled();
     ctx.update_state(|s| s.phase = "evaluation".into());
     let baseline = baseline_run.baseline;
 
@@ -141,12 +144,14 @@ pub(super) async fn finish(
         }
         decision = selection::decide(&facts, policy);
     }
+    interrupted |= ctx.cancel.is_cancelled();
     let judged = if interrupted {
         Judged::default()
     } else {
         ctx.update_state(|s| s.phase = "judging".into());
         judge_if_needed(ctx, &runs, &mut facts, &mut decision, policy, &cross).await
     };
+    interrupted |= ctx.cancel.is_cancelled();
     if interrupted {
         decision.winner = None;
         decision.summary =
@@ -233,8 +238,9 @@ pub(super) async fn finish(
 
     // Worktrees go last: a crash before this point leaves them for the next run to prune.
     if ctx.settings.keep_worktrees.value {
-        let _ = std::fs::remove_file(ctx.worktrees.join("owner.pid"));
-        let _ = std::fs::write(ctx.worktrees.join("keep"), "kept by --keep-worktrees\n");
+        // Marked kept before it is disowned, so no pruning run takes it for a leftover.
+        let _ = std::fs::write(ctx.worktrees.join(KEEP_FILE), "kept by --keep-worktrees\n");
+        let _ = std::fs::remove_file(ctx.worktrees.join(OWNER_FILE));
     } else {
         let _ = std::fs::remove_dir_all(&ctx.worktrees);
         let _ = ctx.repo.worktree_prune().await;
@@ -336,10 +342,11 @@ fn evidence_words(run: &CandidateRun, cross: &CrossTestMatrix) -> String {
     words
 }
 
-/// Asks the pairwise judge (role `selection`) only where the evidence cannot decide: at
-/// least two eligible candidates, different patches, and the top two not already separated
-/// by gates, cross-tests or votes. The shortlist is the top four eligible candidates; every
-/// decision, run or skipped, is an event with its reason. A spent budget stops judging.
+/// Asks the pairwise judge (role `selection`) and the risk reviewers (role `review`) only
+/// where the evidence cannot decide: at least two eligible candidates, different patches,
+/// and the top two not already separated by gates, cross-tests or votes. The shortlist is
+/// the top four eligible candidates; every decision, run or skipped, is an event with its
+/// reason. A spent budget stops judging; so does an interruption, before the next request.
 async fn judge_if_needed(
     ctx: &RunCtx,
     runs: &[CandidateRun],
@@ -377,7 +384,8 @@ async fn judge_if_needed(
         ctx.events.emit(EventKind::JudgeDecision, None, json!({"ran": false, "reason": skip})).await;
         return judged;
     };
-    // Every survivor gets a risk review; the best four by the evidence are compared.
+    // Judging runs: every survivor gets a risk review (reviews run only here, where the
+    // evidence cannot decide), and the best four by the evidence are compared.
     let survivors: Vec<judge::JudgeInput> = eligible
         .iter()
         .filter_map(|r| runs.iter().find(|run| run.id == r.candidate_id))
@@ -388,7 +396,7 @@ async fn judge_if_needed(
         })
         .collect();
     let shortlist = &survivors[..survivors.len().min(SHORTLIST)];
-    let judges = judge::Judges { client: &models.client, task: &ctx.task, budget: &ctx.budget };
+    let judges = judge::Judges { client: &models.client, task: &ctx.task, budget: &ctx.budget, cancel: &ctx.cancel };
     if !models.reviewers.is_empty() {
         let (reviews, calls) = judges.review_all(&models.reviewers, &survivors).await;
         for r in &reviews {
@@ -433,6 +441,7 @@ async fn judge_if_needed(
                 "pairs": result.pairs.len(),
                 "fallbacks": fallbacks,
                 "budget_stopped": judged.budget_stopped,
+                "interrupted": ctx.cancel.is_cancelled(),
             }),
         )
         .await;

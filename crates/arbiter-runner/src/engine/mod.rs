@@ -345,6 +345,7 @@ impl Engine {
             state,
             allow_dirty: true,
         });
+        resume::charge_kept(&ctx, kept.values()).await;
         Ok((ctx, kept, restarts, saved_baseline))
     }
 

@@ -5,8 +5,9 @@
 //! it finishes (`candidates/<id>/result.json`). A resume reopens the run directory under the
 //! same id, keeps every candidate that finished, and starts the others again: in the
 //! worktree they left, when it is still there, with the agent CLI's own resume flag and the
-//! session id its transcript recorded; otherwise from a fresh worktree. Evaluation, judging
-//! and the reports then run as for any run.
+//! session id its transcript recorded; otherwise from a fresh worktree. What the kept
+//! candidates spent is charged to the run's budget again ([`charge_kept`]). Evaluation,
+//! judging and the reports then run as for any run.
 
 use std::path::{Path, PathBuf};
 
@@ -112,6 +113,19 @@ impl SavedCandidate {
                 .collect(),
             tree,
             agent_details: self.agent_details,
+        }
+    }
+}
+
+/// Charges the budget of the reopened run with what the kept candidates spent: their calls,
+/// as they were charged when they ran, so the limit holds for the whole run and not only for
+/// what runs after the resume. Nothing is reported unless these charges reach the limit
+/// (then `budget_exceeded` is recorded once, and nothing new starts). Their costs reach the
+/// cost summary and the spending report once, through their calls, like any candidate's.
+pub(super) async fn charge_kept(ctx: &RunCtx, kept: impl IntoIterator<Item = &CandidateRun>) {
+    for run in kept {
+        for call in &run.calls {
+            ctx.budget.charge(call).await;
         }
     }
 }
