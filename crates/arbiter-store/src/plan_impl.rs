@@ -12,7 +12,7 @@ use arbiter_core::time::Timestamp;
 use sqlx::{ColumnIndex, Row};
 
 use crate::StoreError;
-use crate::plans::{AttemptRecord, AttemptResult, Claimed, Lease, PlanEvent, PlanRecord, Retry, TaskRecord};
+use crate::plans::{AttemptRecord, AttemptResult, Claimed, Finished, Lease, PlanEvent, PlanRecord, Retry, TaskRecord};
 use crate::rows::Column;
 
 fn get<R, T>(row: &R, column: &str) -> Result<T, StoreError>
@@ -43,15 +43,26 @@ where
     let header: PlanSpec = json("plans.header", get(row, "header")?)?;
     Ok(PlanRecord {
         header,
-        budget: Budget {
-            limit: get::<_, Option<i64>>(row, "budget_pico")?.map(usd),
-            spent: usd(get(row, "spent_pico")?),
-            reserved: usd(get(row, "reserved_pico")?),
-            crossed: get(row, "budget_crossed")?,
-        },
+        budget: budget(row)?,
         cancelled: get(row, "cancelled")?,
         created_at: Timestamp(get(row, "created_at")?),
         updated_at: Timestamp(get(row, "updated_at")?),
+    })
+}
+
+/// A plan row's budget columns.
+pub(crate) fn budget<R>(row: &R) -> Result<Budget, StoreError>
+where
+    R: Row,
+    for<'a> &'a str: ColumnIndex<R>,
+    i64: Column<R::Database>,
+    bool: Column<R::Database>,
+{
+    Ok(Budget {
+        limit: get::<_, Option<i64>>(row, "budget_pico")?.map(usd),
+        spent: usd(get(row, "spent_pico")?),
+        reserved: usd(get(row, "reserved_pico")?),
+        crossed: get(row, "budget_crossed")?,
     })
 }
 
@@ -210,6 +221,43 @@ pub(crate) struct FastOutcome {
     pub data: serde_json::Value,
 }
 
+impl FastOutcome {
+    /// What the report did, once the store says it ended the attempt.
+    pub fn finished(&self, newly_ready: Vec<String>) -> Finished {
+        let d = &self.decision;
+        Finished {
+            status: d.status,
+            newly_ready,
+            not_before: (d.status == TaskStatus::Ready).then_some(d.not_before),
+            budget_crossed: false,
+        }
+    }
+}
+
+/// Binds `$1`–`$12` of a one-round-trip report (both stores' `FINISH_FAST` take them in
+/// this order): plan, task, status, not_before, run, commit, reason, now, fence, attempt
+/// status, event kind, event data.
+macro_rules! bind_fast_report {
+    ($query:expr, $lease:expr, $o:expr, $now:expr) => {{
+        let (lease, o) = ($lease, $o);
+        let d = &o.decision;
+        $query
+            .bind(&lease.plan_id)
+            .bind(&lease.task_id)
+            .bind(d.status.as_str())
+            .bind(d.not_before.0)
+            .bind(d.run_id.as_deref())
+            .bind(d.commit.as_deref())
+            .bind(d.reason.as_deref())
+            .bind($now.0)
+            .bind(lease.fence)
+            .bind(o.attempt_status.as_str())
+            .bind(o.kind)
+            .bind(o.data.to_string())
+    }};
+}
+pub(crate) use bind_fast_report;
+
 pub(crate) fn fast_outcome(lease: &Lease, result: &AttemptResult, now: Timestamp) -> Option<FastOutcome> {
     let attempt_status = match result {
         AttemptResult::Succeeded { .. } => AttemptStatus::Succeeded,
@@ -332,14 +380,8 @@ macro_rules! plan_store_impl {
                         .fetch_optional(&mut **tx)
                         .await?
                         .ok_or_else(|| StoreError::NoPlan { id: plan.to_string() })?;
-                    let budget = Budget {
-                        limit: row.try_get::<Option<i64>, _>("budget_pico")?.map(Usd::from_pico),
-                        spent: Usd::from_pico(row.try_get("spent_pico")?),
-                        reserved: Usd::from_pico(row.try_get("reserved_pico")?),
-                        crossed: row.try_get("budget_crossed")?,
-                    };
                     Ok((
-                        budget,
+                        decode::budget(&row)?,
                         row.try_get("guard_files")?,
                         row.try_get("cancelled")?,
                         row.try_get::<i64, _>("retry_backoff_seconds")?.max(0) as u64,
@@ -1103,12 +1145,7 @@ macro_rules! plan_store_impl {
                         if out.last().is_none_or(|p| p.id != id) {
                             out.push(PlanSummary {
                                 name: r.try_get("name")?,
-                                budget: Budget {
-                                    limit: r.try_get::<Option<i64>, _>("budget_pico")?.map(Usd::from_pico),
-                                    spent: Usd::from_pico(r.try_get("spent_pico")?),
-                                    reserved: Usd::from_pico(r.try_get("reserved_pico")?),
-                                    crossed: r.try_get("budget_crossed")?,
-                                },
+                                budget: decode::budget(&r)?,
                                 cancelled: r.try_get("cancelled")?,
                                 counts: BTreeMap::new(),
                                 id,

@@ -15,7 +15,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use arbiter_core::plan::state::TaskStatus;
 use arbiter_core::time::Timestamp;
 use sqlx::Row;
 use sqlx::postgres::{PgListener, PgPool, PgPoolOptions};
@@ -124,29 +123,10 @@ impl PgStore {
         now: Timestamp,
     ) -> Result<Option<Finished>, StoreError> {
         let Some(o) = crate::plan_impl::fast_outcome(lease, result, now) else { return Ok(None) };
-        let d = &o.decision;
-        let row = sqlx::query(FINISH_FAST)
-            .bind(&lease.plan_id)
-            .bind(&lease.task_id)
-            .bind(d.status.as_str())
-            .bind(d.not_before.0)
-            .bind(d.run_id.as_deref())
-            .bind(d.commit.as_deref())
-            .bind(d.reason.as_deref())
-            .bind(now.0)
-            .bind(lease.fence)
-            .bind(o.attempt_status.as_str())
-            .bind(o.kind)
-            .bind(o.data.to_string())
-            .fetch_one(&self.pool)
-            .await?;
-        let Some(newly_ready) = row.try_get::<Option<Vec<String>>, _>("newly_ready")? else { return Ok(None) };
-        Ok(Some(Finished {
-            status: d.status,
-            newly_ready,
-            not_before: (d.status == TaskStatus::Ready).then_some(d.not_before),
-            budget_crossed: false,
-        }))
+        let row =
+            crate::plan_impl::bind_fast_report!(sqlx::query(FINISH_FAST), lease, &o, now).fetch_one(&self.pool).await?;
+        let newly_ready = row.try_get::<Option<Vec<String>>, _>("newly_ready")?;
+        Ok(newly_ready.map(|ready| o.finished(ready)))
     }
 
     async fn migrate(&self) -> Result<(), StoreError> {

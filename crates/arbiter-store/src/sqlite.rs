@@ -110,27 +110,9 @@ impl SqliteStore {
         now: Timestamp,
     ) -> Result<Option<Finished>, StoreError> {
         let Some(o) = crate::plan_impl::fast_outcome(lease, result, now) else { return Ok(None) };
-        let d = &o.decision;
         let (done, ready) = (crate::plan_impl::token("finish"), crate::plan_impl::token("ready"));
-        let rows = self
-            .script(
-                sqlx::query(FINISH_FAST)
-                    .bind(&lease.plan_id)
-                    .bind(&lease.task_id)
-                    .bind(d.status.as_str())
-                    .bind(d.not_before.0)
-                    .bind(d.run_id.as_deref())
-                    .bind(d.commit.as_deref())
-                    .bind(d.reason.as_deref())
-                    .bind(now.0)
-                    .bind(lease.fence)
-                    .bind(o.attempt_status.as_str())
-                    .bind(o.kind)
-                    .bind(o.data.to_string())
-                    .bind(&done)
-                    .bind(&ready),
-            )
-            .await?;
+        let query = crate::plan_impl::bind_fast_report!(sqlx::query(FINISH_FAST), lease, &o, now);
+        let rows = self.script(query.bind(&done).bind(&ready)).await?;
         let mut finished = false;
         let mut newly_ready = Vec::new();
         for row in rows {
@@ -142,12 +124,7 @@ impl SqliteStore {
             }
         }
         newly_ready.sort();
-        Ok(finished.then(|| Finished {
-            status: d.status,
-            newly_ready,
-            not_before: (d.status == arbiter_core::plan::state::TaskStatus::Ready).then_some(d.not_before),
-            budget_crossed: false,
-        }))
+        Ok(finished.then(|| o.finished(newly_ready)))
     }
 
     async fn migrate(&self) -> Result<(), StoreError> {
