@@ -6,8 +6,6 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::invocation::EndpointProvider;
-
 /// One supported agent CLI.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -170,6 +168,22 @@ impl fmt::Display for CliAgent {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
     }
+}
+
+/// The wire protocol an endpoint serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EndpointProvider {
+    /// Anthropic Messages (`POST /v1/messages`).
+    Anthropic,
+    /// OpenAI Chat Completions (`POST /v1/chat/completions`).
+    #[serde(rename = "openai-compatible")]
+    OpenAiCompatible,
+    /// OpenAI Responses (`POST /v1/responses`), the only protocol current Codex speaks.
+    #[serde(rename = "openai-responses")]
+    OpenAiResponses,
+    /// Gemini API (`POST /v1beta/models/{model}:streamGenerateContent`).
+    Gemini,
 }
 
 #[cfg(test)]

@@ -8,9 +8,6 @@ use serde::{Deserialize, Serialize};
 
 use arbiter_core::money::Usd;
 
-use crate::agent::CliAgent;
-use crate::clis;
-
 /// One thing an agent run reported.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -91,26 +88,6 @@ pub trait StreamParser: Send {
     /// The events only known once the stream has ended (a verdict that depends on the
     /// whole stream, totals, buffered text).
     fn finish(&mut self) -> Vec<AgentEvent>;
-}
-
-/// A fresh parser for `agent`'s output (stdout).
-pub fn parser(agent: CliAgent) -> Box<dyn StreamParser> {
-    match agent {
-        CliAgent::ClaudeCode => Box::new(clis::claude_code::Parser::default()),
-        CliAgent::Codex => Box::new(clis::codex::Parser::default()),
-        CliAgent::Gemini => Box::new(clis::gemini::Parser::default()),
-        CliAgent::Aider => Box::new(clis::aider::Parser::default()),
-        CliAgent::OpenCode => Box::new(clis::opencode::Parser::default()),
-        CliAgent::VillaniCode => Box::new(clis::villani_code::Parser::default()),
-    }
-}
-
-/// Runs `agent`'s parser over a whole captured output.
-pub fn parse_all(agent: CliAgent, output: &str) -> Vec<AgentEvent> {
-    let mut p = parser(agent);
-    let mut events: Vec<AgentEvent> = output.lines().flat_map(|l| p.line(l)).collect();
-    events.extend(p.finish());
-    events
 }
 
 /// Reports a session id the first time it is seen (and again only if it changes), for

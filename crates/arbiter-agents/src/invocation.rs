@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::agent::CliAgent;
-use crate::clis;
+pub use crate::agent::EndpointProvider;
 
 /// Everything needed to build one invocation.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -56,22 +56,6 @@ pub struct EndpointSpec {
     /// an endpoint that takes no key.
     pub key_env: Option<String>,
     pub provider: EndpointProvider,
-}
-
-/// The wire protocol an endpoint serves.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum EndpointProvider {
-    /// Anthropic Messages (`POST /v1/messages`).
-    Anthropic,
-    /// OpenAI Chat Completions (`POST /v1/chat/completions`).
-    #[serde(rename = "openai-compatible")]
-    OpenAiCompatible,
-    /// OpenAI Responses (`POST /v1/responses`), the only protocol current Codex speaks.
-    #[serde(rename = "openai-responses")]
-    OpenAiResponses,
-    /// Gemini API (`POST /v1beta/models/{model}:streamGenerateContent`).
-    Gemini,
 }
 
 impl EndpointSpec {
@@ -186,18 +170,6 @@ pub fn validate(agent: CliAgent, spec: &InvocationSpec) -> Result<(), Invocation
         return Err(InvocationError::KeyNotDeliverable);
     }
     Ok(())
-}
-
-/// The invocation of `agent` for `spec`.
-pub fn invocation(agent: CliAgent, spec: &InvocationSpec) -> Invocation {
-    match agent {
-        CliAgent::ClaudeCode => clis::claude_code::invocation(spec),
-        CliAgent::Codex => clis::codex::invocation(spec),
-        CliAgent::Gemini => clis::gemini::invocation(spec),
-        CliAgent::Aider => clis::aider::invocation(spec),
-        CliAgent::OpenCode => clis::opencode::invocation(spec),
-        CliAgent::VillaniCode => clis::villani_code::invocation(spec),
-    }
 }
 
 /// Prompts up to this many bytes may go on the command line; longer ones go through

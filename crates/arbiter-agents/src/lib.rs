@@ -19,7 +19,8 @@
 //! - [`event`]: the normalized event vocabulary and the stream parser seam.
 //! - [`summary`]: the fold of a run's events into its summary.
 //! - [`mod@ending`]: the verdict on one run.
-//! - `clis`: one module per CLI, owning its command line and its output format.
+//! - `clis`: one module per CLI, owning its command line and its output format, and the
+//!   choice of the one for an agent ([`invocation()`], [`parser()`]).
 
 #![forbid(unsafe_code)]
 
@@ -35,10 +36,11 @@ mod reported_cost;
 mod tool_effects;
 
 pub use agent::CliAgent;
+pub use clis::{invocation, parse_all, parser};
 pub use ending::{AgentEnding, ending};
-pub use event::{AgentEvent, EXCERPT_LIMIT, FinalStatus, StreamParser, parse_all, parser};
+pub use event::{AgentEvent, EXCERPT_LIMIT, FinalStatus, StreamParser};
 pub use invocation::{
     ENDPOINT_KEY_VAR, EndpointProvider, EndpointSpec, INLINE_PROMPT_LIMIT, Invocation, InvocationError, InvocationSpec,
-    PLACEHOLDER_KEY, PromptInput, invocation, validate,
+    PLACEHOLDER_KEY, PromptInput, validate,
 };
 pub use summary::{AgentSummary, CommandRecord};
