@@ -10,6 +10,7 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+use arbiter_core::command_line::shell_word;
 use serde::{Deserialize, Serialize};
 
 use crate::agent::CliAgent;
@@ -282,17 +283,12 @@ impl Invocation {
     /// The command line for people (each argument shell-quoted when it needs it), e.g. for
     /// a runner summary. It holds no secret because `args` never does.
     pub fn display_command(&self) -> String {
-        let mut line = shell_quote(&self.program);
+        let mut line = shell_word(&self.program);
         for arg in &self.args {
-            let _ = write!(line, " {}", shell_quote(arg));
+            let _ = write!(line, " {}", shell_word(arg));
         }
         line
     }
-}
-
-fn shell_quote(word: &str) -> String {
-    let plain = !word.is_empty() && word.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_./=:,@+%".contains(&b));
-    if plain { word.to_string() } else { format!("'{}'", word.replace('\'', r"'\''")) }
 }
 
 fn check_option_value(what: &'static str, value: &str) -> Result<(), InvocationError> {

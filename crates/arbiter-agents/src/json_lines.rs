@@ -46,6 +46,16 @@ impl JsonLines {
         };
         JsonLine::Unreadable(AgentEvent::Unparsed { line: self.line_no, reason })
     }
+
+    /// The next line as a JSON object, or the events to report instead (none for a blank
+    /// line, the reason for an unreadable one).
+    pub(crate) fn object(&mut self, line: &str) -> Result<Value, Vec<AgentEvent>> {
+        match self.read(line) {
+            JsonLine::Object(obj) => Ok(Value::Object(obj)),
+            JsonLine::Blank => Err(Vec::new()),
+            JsonLine::Unreadable(event) => Err(vec![event]),
+        }
+    }
 }
 
 /// The start of `text`, for a diagnostic.

@@ -17,6 +17,20 @@ use crate::error::CliError;
 /// Default request timeout when a backend sets none.
 const DEFAULT_TIMEOUT_SECONDS: u64 = 300;
 
+/// What a run needs from the configured backends (keys from the environment, else the
+/// secrets file at `secrets_path`): the keys to redact, and model access (`None` when no
+/// backend is configured).
+pub fn for_run(
+    secrets_path: &std::path::Path,
+    config: &ConfigFile,
+    settings: &arbiter_core::settings::RunSettings,
+) -> Result<(Vec<String>, Option<Arc<ModelAccess>>), CliError> {
+    let secrets = crate::config_file::read_secrets(secrets_path)?;
+    let endpoints = endpoints(config, &secrets)?;
+    let keys = keys(&endpoints);
+    Ok((keys, access(endpoints, config, settings)?))
+}
+
 /// Every configured backend as an endpoint, keys resolved.
 pub fn endpoints(config: &ConfigFile, secrets: &SecretsFile) -> Result<BTreeMap<String, Endpoint>, CliError> {
     let mut out = BTreeMap::new();

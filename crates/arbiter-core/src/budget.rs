@@ -60,12 +60,12 @@ impl Budget {
 
     /// What is left to spend or reserve (`None`: no limit).
     pub fn available(&self) -> Option<Usd> {
-        self.limit.map(|l| Usd::from_pico((l.pico() - self.spent.pico() - self.reserved.pico()).max(0)))
+        self.limit.map(|l| l.saturating_sub(self.spent).saturating_sub(self.reserved))
     }
 
     /// Returns a reservation (its work ended; its real cost is charged separately).
     pub fn release(&mut self, estimate: Usd) {
-        self.reserved = Usd::from_pico((self.reserved.pico() - estimate.pico()).max(0));
+        self.reserved = self.reserved.saturating_sub(estimate);
     }
 
     /// A new limit: a budget raised above what was spent can be crossed again.

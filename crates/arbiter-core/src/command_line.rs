@@ -1,5 +1,5 @@
-//! The program a shell command line starts, for checking it exists before a run spends
-//! anything.
+//! Shell command lines: the program one starts (for checking it exists before a run
+//! spends anything), and quoting a word for one.
 //!
 //! Only the simple, common shape is understood: optional `NAME=value` assignments, then a
 //! program word. Anything more complex (a subshell, a compound command) yields `None` and is
@@ -14,6 +14,13 @@ pub enum Program<'a> {
     Path(&'a str),
     /// A bare name looked up on `PATH`.
     Name(&'a str),
+}
+
+/// `word` as one `sh` word: as it is when it holds only characters the shell takes
+/// literally, else single-quoted.
+pub fn shell_word(word: &str) -> String {
+    let plain = !word.is_empty() && word.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_./=:,@+%".contains(&b));
+    if plain { word.to_string() } else { format!("'{}'", word.replace('\'', r"'\''")) }
 }
 
 const BUILTINS: &[&str] = &[

@@ -19,6 +19,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use crate::command_line::shell_word;
 use crate::ids::CandidateId;
 use crate::protect::glob_match;
 
@@ -116,15 +117,6 @@ pub fn pool(
     tests
 }
 
-/// Quotes a word for `sh` when it needs it.
-fn sh_word(s: &str) -> String {
-    if !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"/._-+:=@,".contains(&b)) {
-        s.to_string()
-    } else {
-        format!("'{}'", s.replace('\'', "'\\''"))
-    }
-}
-
 /// Expands a command template for a test at `path`:
 ///
 /// | placeholder | value for `pkg/tests/test_calc.py` |
@@ -142,10 +134,10 @@ pub fn expand(template: &str, path: &str, verify: &[String]) -> String {
     let module = path.rsplit_once('.').map_or(path, |(m, _)| m).replace('/', ".");
     template
         .replace("{verify}", verify.first().map_or("", String::as_str))
-        .replace("{path}", &sh_word(path))
-        .replace("{dir}", &sh_word(dir))
-        .replace("{stem}", &sh_word(stem))
-        .replace("{module}", &sh_word(&module))
+        .replace("{path}", &shell_word(path))
+        .replace("{dir}", &shell_word(dir))
+        .replace("{stem}", &shell_word(stem))
+        .replace("{module}", &shell_word(&module))
 }
 
 /// One pooled test run in one tree.
@@ -169,6 +161,28 @@ pub struct CrossTestRow {
     pub discriminating: bool,
     /// Keyed by [`BASE`] or a candidate id.
     pub results: BTreeMap<String, CrossTestResult>,
+}
+
+/// How one pooled test did on one tree.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CellOutcome {
+    Pass,
+    Timeout,
+    Fail,
+    /// Not run there.
+    Missing,
+}
+
+impl CrossTestRow {
+    /// How the test did on `target` ([`BASE`] or a candidate id).
+    pub fn outcome(&self, target: &str) -> CellOutcome {
+        match self.results.get(target) {
+            Some(r) if r.passed => CellOutcome::Pass,
+            Some(r) if r.timed_out => CellOutcome::Timeout,
+            Some(_) => CellOutcome::Fail,
+            None => CellOutcome::Missing,
+        }
+    }
 }
 
 /// The key of the base tree in a row's results.

@@ -66,6 +66,13 @@ impl Usd {
     }
 }
 
+impl Usd {
+    /// `self - other`, or zero when `other` is more.
+    pub fn saturating_sub(self, other: Usd) -> Usd {
+        Usd::from_pico(self.pico.saturating_sub(other.pico).max(0))
+    }
+}
+
 impl Add for Usd {
     type Output = Usd;
     fn add(self, rhs: Usd) -> Usd {

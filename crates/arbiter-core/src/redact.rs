@@ -24,6 +24,11 @@ impl Redactor {
         Redactor { secrets }
     }
 
+    /// This redactor's secrets and `more`.
+    pub fn with<I: IntoIterator<Item = String>>(&self, more: I) -> Self {
+        Redactor::new(self.secrets.iter().cloned().chain(more))
+    }
+
     pub fn redact(&self, text: &str) -> String {
         let mut out = text.to_string();
         for s in &self.secrets {

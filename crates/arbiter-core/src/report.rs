@@ -5,6 +5,7 @@ use std::fmt::Write;
 
 use crate::artifact::{Baseline, Evidence, RankingArtifact, RunState, SelectionArtifact};
 use crate::cost::CostSummary;
+use crate::crosstest::CellOutcome;
 use crate::gate::GateVerdict;
 use crate::time::human_duration;
 
@@ -246,11 +247,11 @@ fn cross_test_section(out: &mut String, m: &crate::crosstest::CrossTestMatrix) {
         let cells: Vec<&str> = m
             .targets
             .iter()
-            .map(|t| match row.results.get(t) {
-                Some(r) if r.passed => "pass",
-                Some(r) if r.timed_out => "timeout",
-                Some(_) => "FAIL",
-                None => "—",
+            .map(|t| match row.outcome(t) {
+                CellOutcome::Pass => "pass",
+                CellOutcome::Timeout => "timeout",
+                CellOutcome::Fail => "FAIL",
+                CellOutcome::Missing => "—",
             })
             .collect();
         let authors: Vec<String> = row.test.authors.iter().map(|a| a.to_string()).collect();

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::crosstest::CrossTestRule;
 use crate::money::Usd;
-use crate::strategy::{CandidateOption, Strategy, cheapest_first, strongest_first};
+use crate::strategy::{CandidateOption, Strategy, capable, cheapest_first, strongest_first};
 
 /// Built-in defaults.
 pub mod defaults {
@@ -452,20 +452,9 @@ impl RunSettings {
     /// Every distinct way to produce a candidate: each runner, and for the built-in agent
     /// with one backend per candidate, each of its backends; priced from the backends.
     fn options(&self, config: &ConfigFile) -> Vec<CandidateOption> {
-        let priced = |runner: usize, backends: Vec<String>| option_for(config, runner, backends);
         let mut options = Vec::new();
         for (i, spec) in self.runners.iter().enumerate() {
-            match &spec.kind {
-                RunnerKind::Builtin { backends, round_robin: true } => {
-                    options.extend(backends.iter().map(|b| priced(i, vec![b.clone()])));
-                }
-                RunnerKind::Builtin { backends, .. } => options.push(priced(i, backends.clone())),
-                // A CLI on a backend is priced by it; on its own provider it is unpriced.
-                RunnerKind::Agent(agent) if !agent.backends.is_empty() => {
-                    options.extend(agent.backends.iter().map(|b| priced(i, vec![b.clone()])));
-                }
-                RunnerKind::Agent(_) | RunnerKind::Command { .. } => options.push(priced(i, Vec::new())),
-            }
+            options.extend(backend_choices(&spec.kind).into_iter().map(|backends| option_for(config, i, backends)));
         }
         options
     }
@@ -478,9 +467,7 @@ impl RunSettings {
         let min = self.min_capability.value;
         let options = self.options(config);
         let ordered = match strategy {
-            Strategy::Tournament => {
-                options.into_iter().filter(|o| o.capability.is_none_or(|c| c >= min)).collect::<Vec<_>>()
-            }
+            Strategy::Tournament => capable(&options, min),
             s if s.escalates() => cheapest_first(&options, min),
             _ => strongest_first(&options, min),
         };
@@ -513,13 +500,8 @@ impl RunSettings {
     /// agent with one backend per candidate or an agent CLI, backend `(i / r) mod b`.
     fn round_robin(&self, config: &ConfigFile, index: usize) -> CandidateOption {
         let r = index % self.runners.len();
-        let one_of = |backends: &[String]| vec![backends[(index / self.runners.len()) % backends.len()].clone()];
-        let backends = match &self.runners[r].kind {
-            RunnerKind::Builtin { backends, round_robin: true } if !backends.is_empty() => one_of(backends),
-            RunnerKind::Builtin { backends, .. } => backends.clone(),
-            RunnerKind::Agent(agent) if !agent.backends.is_empty() => one_of(&agent.backends),
-            RunnerKind::Agent(_) | RunnerKind::Command { .. } => Vec::new(),
-        };
+        let mut choices = backend_choices(&self.runners[r].kind);
+        let backends = choices.swap_remove((index / self.runners.len()) % choices.len());
         option_for(config, r, backends)
     }
 
@@ -680,7 +662,7 @@ impl RunSettings {
     /// its own provider the model it asks for (`claude-code/sonnet`).
     pub fn label_for(&self, index: usize) -> String {
         let spec = self.runner_for(index);
-        match self.backend_chain_for(index).first() {
+        match self.slot(index).backends.first() {
             Some(backend) => format!("{}/{backend}", spec.name),
             None => match &spec.kind {
                 RunnerKind::Agent(AgentCliSpec { model: Some(model), .. }) => format!("{}/{model}", spec.name),
@@ -830,6 +812,23 @@ fn named_backends(config: &ConfigFile, list: Option<&str>, key: &'static str) ->
         }
     }
     Ok(named)
+}
+
+/// The backend chains a runner can produce a candidate with (never none): each backend on
+/// its own for a built-in agent with one backend per candidate or an agent CLI on
+/// backends, else its one chain (empty for a CLI on its own provider, which is unpriced,
+/// and for a command).
+fn backend_choices(kind: &RunnerKind) -> Vec<Vec<String>> {
+    match kind {
+        RunnerKind::Builtin { backends, round_robin: true } if !backends.is_empty() => {
+            backends.iter().map(|b| vec![b.clone()]).collect()
+        }
+        RunnerKind::Builtin { backends, .. } => vec![backends.clone()],
+        RunnerKind::Agent(agent) if !agent.backends.is_empty() => {
+            agent.backends.iter().map(|b| vec![b.clone()]).collect()
+        }
+        RunnerKind::Agent(_) | RunnerKind::Command { .. } => vec![Vec::new()],
+    }
 }
 
 fn builtin_kind(config: &ConfigFile, backend: Option<&str>) -> Result<RunnerKind, SettingsError> {

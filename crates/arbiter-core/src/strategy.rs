@@ -105,15 +105,19 @@ impl CandidateOption {
 }
 
 /// Options whose capability is known and below `min_capability` are left out; an unknown
-/// capability is not held against an option.
-fn capable(options: &[CandidateOption], min_capability: u32) -> Vec<(usize, &CandidateOption)> {
+/// capability is not held against an option. In configured order.
+pub fn capable(options: &[CandidateOption], min_capability: u32) -> Vec<CandidateOption> {
+    indexed_capable(options, min_capability).into_iter().map(|(_, o)| o.clone()).collect()
+}
+
+fn indexed_capable(options: &[CandidateOption], min_capability: u32) -> Vec<(usize, &CandidateOption)> {
     options.iter().enumerate().filter(|(_, o)| o.capability.is_none_or(|c| c >= min_capability)).collect()
 }
 
 /// Cheapest first: priced options by price (then the more capable first), then unpriced
 /// ones in configured order. Options below `min_capability` are dropped.
 pub fn cheapest_first(options: &[CandidateOption], min_capability: u32) -> Vec<CandidateOption> {
-    let mut capable = capable(options, min_capability);
+    let mut capable = indexed_capable(options, min_capability);
     capable.sort_by(|(ia, a), (ib, b)| match (a.price(), b.price()) {
         (Some(pa), Some(pb)) => pa.cmp(&pb).then(b.capability.cmp(&a.capability)).then(ia.cmp(ib)),
         (Some(_), None) => std::cmp::Ordering::Less,
@@ -126,7 +130,7 @@ pub fn cheapest_first(options: &[CandidateOption], min_capability: u32) -> Vec<C
 /// Strongest first: by capability (unknown last), then the configured order. Options below
 /// `min_capability` are dropped.
 pub fn strongest_first(options: &[CandidateOption], min_capability: u32) -> Vec<CandidateOption> {
-    let mut capable = capable(options, min_capability);
+    let mut capable = indexed_capable(options, min_capability);
     capable.sort_by(|(ia, a), (ib, b)| b.capability.cmp(&a.capability).then(ia.cmp(ib)));
     capable.into_iter().map(|(_, o)| o.clone()).collect()
 }

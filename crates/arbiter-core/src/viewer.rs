@@ -4,6 +4,7 @@
 
 use std::fmt::Write;
 
+use crate::crosstest::CellOutcome;
 use crate::gate::GateVerdict;
 use crate::ids::CandidateId;
 use crate::report::{ReportInput, exit_text};
@@ -252,11 +253,11 @@ fn cross_test_matrix(h: &mut String, m: &crate::crosstest::CrossTestMatrix) {
             if row.discriminating { "yes" } else { "no" }
         );
         for t in &m.targets {
-            let (class, word) = match row.results.get(t) {
-                Some(x) if x.passed => ("pass", "pass"),
-                Some(x) if x.timed_out => ("fail", "timeout"),
-                Some(_) => ("fail", "fail"),
-                None => ("", "—"),
+            let (class, word) = match row.outcome(t) {
+                CellOutcome::Pass => ("pass", "pass"),
+                CellOutcome::Timeout => ("fail", "timeout"),
+                CellOutcome::Fail => ("fail", "fail"),
+                CellOutcome::Missing => ("", "—"),
             };
             let _ = write!(h, "<td class=\"c {class}\">{word}</td>");
         }

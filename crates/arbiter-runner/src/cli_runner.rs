@@ -248,14 +248,11 @@ fn prepare_home(home: &Path, inv: &Invocation) -> std::io::Result<()> {
 
 /// A redactor that also masks the keys this runner hands to the CLI.
 #[derive(Clone)]
-struct Masks {
-    run: Redactor,
-    keys: Redactor,
-}
+struct Masks(Redactor);
 
 impl Masks {
     fn redact(&self, text: &str) -> String {
-        self.keys.redact(&self.run.redact(text))
+        self.0.redact(text)
     }
 
     /// Every string in `value`, redacted in place.
@@ -504,7 +501,7 @@ impl CliRunner {
             .filter(|(k, _)| targets.contains(&k.as_str()) || self.agent.key_env_vars().contains(&k.as_str()))
             .map(|(_, v)| v.clone())
             .chain(self.endpoint.as_ref().and_then(|e| e.api_key.clone()));
-        Masks { run: ctx.redactor.clone(), keys: Redactor::new(keys) }
+        Masks(ctx.redactor.with(keys))
     }
 }
 
@@ -730,8 +727,7 @@ impl AgentRunner for CliRunner {
             "stderr_excerpt": stderr_excerpt.filter(|s| !s.is_empty()),
         }))?;
         for log in [&stdout, &stderr] {
-            process::redact_file(log, &masks.run)?;
-            process::redact_file(log, &masks.keys)?;
+            process::redact_file(log, &masks.0)?;
         }
         Ok(AgentReport { outcome, calls: vec![call], details: Some(details) })
     }

@@ -18,6 +18,18 @@ use tokio_util::sync::CancellationToken;
 
 use crate::budget::RunBudget;
 
+/// Why a judge or reviewer request got no answer.
+enum NotAnswered {
+    /// The run was interrupted before it was sent.
+    Interrupted,
+    /// The run's budget was spent before it was sent.
+    BudgetSpent,
+    /// The run was interrupted while it was in flight (it was dropped).
+    InterruptedInFlight,
+    /// Every backend of the chain failed.
+    Failed(String),
+}
+
 /// What judging needs: the model client, the task, the run's budget, and its cancel token.
 pub struct Judges<'a> {
     pub client: &'a LlmClient,
@@ -136,13 +148,6 @@ impl Judges<'_> {
         };
         let mut last_problem = String::new();
         for attempt in 0..2 {
-            if self.cancel.is_cancelled() {
-                return verdict(SlotVerdict::Tie, String::new(), None, Some(format!("{INTERRUPTED}; not asked")));
-            }
-            if self.budget.exhausted() {
-                let why = format!("{}; not asked; counted as a tie", self.budget.reached_reason());
-                return verdict(SlotVerdict::Tie, String::new(), None, Some(why));
-            }
             let request = ChatRequest {
                 system: Some(SYSTEM.into()),
                 messages: messages.clone(),
@@ -150,16 +155,8 @@ impl Judges<'_> {
                 temperature: Some(0.0),
                 max_tokens: Some(512),
             };
-            let Some(answer) = self.unless_cancelled(chat_with_fallback(self.client, chain, &request, |_| {})).await
-            else {
-                let why = format!("{INTERRUPTED} while the judge was asked");
-                return verdict(SlotVerdict::Tie, String::new(), None, Some(why));
-            };
-            match answer {
+            match self.request(chain, &request, "selection", None, calls).await {
                 Ok((i, response)) => {
-                    let call = call_record("selection", &chain[i], None, response.usage.as_ref());
-                    self.budget.charge(&call).await;
-                    calls.push(call);
                     if let Some((preferred, rationale)) = parse_verdict(&response.text, &response.tool_calls) {
                         return verdict(preferred, rationale, Some(chain[i].name.clone()), None);
                     }
@@ -171,8 +168,16 @@ impl Judges<'_> {
                     ));
                     }
                 }
-                Err(e) => {
-                    return verdict(SlotVerdict::Tie, String::new(), None, Some(format!("no judge answered: {e}")));
+                Err(not) => {
+                    let why = match not {
+                        NotAnswered::Interrupted => format!("{INTERRUPTED}; not asked"),
+                        NotAnswered::BudgetSpent => {
+                            format!("{}; not asked; counted as a tie", self.budget.reached_reason())
+                        }
+                        NotAnswered::InterruptedInFlight => format!("{INTERRUPTED} while the judge was asked"),
+                        NotAnswered::Failed(e) => format!("no judge answered: {e}"),
+                    };
+                    return verdict(SlotVerdict::Tie, String::new(), None, Some(why));
                 }
             }
         }
@@ -182,6 +187,32 @@ impl Judges<'_> {
             None,
             Some(format!("{last_problem} after one repair request; counted as a tie")),
         )
+    }
+
+    /// One request down `chain`, unless the run is interrupted or its budget spent; the
+    /// answer's call is charged under `role` and recorded in `calls`.
+    async fn request(
+        &self,
+        chain: &[Endpoint],
+        request: &ChatRequest,
+        role: &str,
+        candidate: Option<CandidateId>,
+        calls: &mut Vec<CallRecord>,
+    ) -> Result<(usize, arbiter_llm::ChatResponse), NotAnswered> {
+        if self.cancel.is_cancelled() {
+            return Err(NotAnswered::Interrupted);
+        }
+        if self.budget.exhausted() {
+            return Err(NotAnswered::BudgetSpent);
+        }
+        let Some(answer) = self.unless_cancelled(chat_with_fallback(self.client, chain, request, |_| {})).await else {
+            return Err(NotAnswered::InterruptedInFlight);
+        };
+        let (i, response) = answer.map_err(|e| NotAnswered::Failed(e.to_string()))?;
+        let call = call_record(role, &chain[i], candidate, response.usage.as_ref());
+        self.budget.charge(&call).await;
+        calls.push(call);
+        Ok((i, response))
     }
 
     /// `work`, unless the run is interrupted first (`None`: the work is dropped).
@@ -245,14 +276,6 @@ impl Judges<'_> {
                 repaired: false,
             };
             for attempt in 0..2 {
-                if self.cancel.is_cancelled() {
-                    artifact.fallback = Some(format!("{INTERRUPTED}; no review was asked"));
-                    break;
-                }
-                if self.budget.exhausted() {
-                    artifact.fallback = Some(format!("{}; no review was asked", self.budget.reached_reason()));
-                    break;
-                }
                 let request = ChatRequest {
                     system: Some(REVIEW_SYSTEM.into()),
                     messages: messages.clone(),
@@ -264,17 +287,8 @@ impl Judges<'_> {
                     temperature: Some(0.0),
                     max_tokens: Some(1024),
                 };
-                let Some(answer) =
-                    self.unless_cancelled(chat_with_fallback(self.client, chain, &request, |_| {})).await
-                else {
-                    artifact.fallback = Some(format!("{INTERRUPTED} while the reviewer was asked"));
-                    break;
-                };
-                match answer {
+                match self.request(chain, &request, "review", Some(c.id.clone()), &mut calls).await {
                     Ok((i, response)) => {
-                        let call = call_record("review", &chain[i], Some(c.id.clone()), response.usage.as_ref());
-                        self.budget.charge(&call).await;
-                        calls.push(call);
                         artifact.backend = Some(chain[i].name.clone());
                         let value = response
                             .tool_calls
@@ -306,8 +320,15 @@ impl Judges<'_> {
                             }
                         }
                     }
-                    Err(e) => {
-                        artifact.fallback = Some(format!("no reviewer answered: {e}"));
+                    Err(not) => {
+                        artifact.fallback = Some(match not {
+                            NotAnswered::Interrupted => format!("{INTERRUPTED}; no review was asked"),
+                            NotAnswered::BudgetSpent => {
+                                format!("{}; no review was asked", self.budget.reached_reason())
+                            }
+                            NotAnswered::InterruptedInFlight => format!("{INTERRUPTED} while the reviewer was asked"),
+                            NotAnswered::Failed(e) => format!("no reviewer answered: {e}"),
+                        });
                         break;
                     }
                 }

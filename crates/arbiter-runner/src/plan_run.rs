@@ -34,6 +34,7 @@ use crate::budget::SpendingSink;
 use crate::engine::{Engine, RunRequest};
 use crate::git::{Git, GitError};
 use crate::integration::{self, IntegrationError};
+use crate::process::process_start;
 use crate::runners::ModelAccess;
 use crate::workspace::Workspace;
 
@@ -130,14 +131,6 @@ pub fn local_worker_prefix() -> String {
     }
 }
 
-/// When process `pid` started (`/proc/<pid>/stat` field 22), if it runs.
-fn process_start(pid: i32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name (field 2) may hold spaces and parentheses: count from its end.
-    let after_name = &stat[stat.rfind(')')? + 1..];
-    after_name.split_whitespace().nth(19)?.parse().ok()
-}
-
 /// The process a local worker id on `host` names: its pid and, when recorded, its start.
 fn local_process(worker: &str, host_prefix: &str) -> Option<(i32, Option<u64>)> {
     let process = worker.strip_prefix(host_prefix)?.split(':').next()?;
@@ -156,20 +149,24 @@ fn local_process_alive(pid: i32, start: Option<u64>) -> bool {
     }
 }
 
+/// The plan a worker slot runs tasks of, and the commit its integration branch started from.
+struct Target {
+    header: PlanSpec,
+    base: String,
+}
+
 /// Renews one attempt's lease until dropped; `lost` is cancelled when the lease is taken
 /// away. Dropping it (on any way out of the attempt) stops the heartbeat.
 struct Heartbeat {
     stop: CancellationToken,
     lost: CancellationToken,
-    tasks: Vec<tokio::task::JoinHandle<()>>,
+    beat: tokio::task::JoinHandle<()>,
 }
 
 impl Drop for Heartbeat {
     fn drop(&mut self) {
         self.stop.cancel();
-        for t in &self.tasks {
-            t.abort();
-        }
+        self.beat.abort();
     }
 }
 
@@ -197,7 +194,7 @@ impl PlanSpending {
     /// What of `total` has not reached the plan yet.
     fn remainder(&self, total: Usd) -> Usd {
         let forwarded = *self.forwarded.lock().unwrap_or_else(|p| p.into_inner());
-        Usd::from_pico((total.pico() - forwarded.pico()).max(0))
+        total.saturating_sub(forwarded)
     }
 }
 
@@ -218,6 +215,8 @@ impl PlanRunner {
         let header = view.plan.header.clone();
         let repo = Git::new(self.workspace.repo_root().to_path_buf());
         integration::ensure_branch(&repo, &header.id, &header.integration_branch, &header.base_ref).await?;
+        // Where the plan's own commits begin: fixed once the branch exists.
+        let plan_base = integration::plan_base(&repo, &header.id, &header.base_ref).await?;
         self.reclaim_dead_local_workers(&view).await?;
 
         let sweeper = {
@@ -241,8 +240,8 @@ impl PlanRunner {
         for n in 1..=workers.max(1) {
             let me = self.clone();
             let plan = plan_id.to_string();
-            let header = header.clone();
-            slots.spawn(async move { me.slot(&plan, &header, &format!("{}:{n}", me.worker_prefix)).await });
+            let target = Target { header: header.clone(), base: plan_base.clone() };
+            slots.spawn(async move { me.slot(&plan, &target, &format!("{}:{n}", me.worker_prefix)).await });
         }
         let mut first_error = None;
         while let Some(joined) = slots.join_next().await {
@@ -288,13 +287,13 @@ impl PlanRunner {
     }
 
     /// One worker slot: claim, run, report, until nothing more can run.
-    async fn slot(&self, plan: &str, header: &PlanSpec, worker: &str) -> Result<(), PlanRunError> {
+    async fn slot(&self, plan: &str, target: &Target, worker: &str) -> Result<(), PlanRunError> {
         loop {
             if self.cancel.is_cancelled() {
                 return Ok(());
             }
             match self.plans.claim(plan, worker, self.lease, self.now()).await? {
-                ClaimOutcome::Claimed(c) => self.attempt(header, *c).await?,
+                ClaimOutcome::Claimed(c) => self.attempt(target, *c).await?,
                 ClaimOutcome::Idle(idle) if idle.finished() => return Ok(()),
                 ClaimOutcome::Idle(idle) => {
                     let now = self.now();
@@ -333,6 +332,7 @@ impl PlanRunner {
                         Ok(Some(_)) => {}
                         Ok(None) => {
                             lost.cancel();
+                            cancel.cancel();
                             return;
                         }
                         // A database hiccup: keep trying until the lease runs out.
@@ -341,20 +341,14 @@ impl PlanRunner {
                 }
             })
         };
-        let watch = {
-            let lost = lost.clone();
-            tokio::spawn(async move {
-                lost.cancelled().await;
-                cancel.cancel();
-            })
-        };
-        Heartbeat { stop, lost, tasks: vec![beat, watch] }
+        Heartbeat { stop, lost, beat }
     }
 
     /// One claimed task: its tournament, the winner committed onto the integration branch,
     /// the report.
-    async fn attempt(&self, header: &PlanSpec, claimed: Claimed) -> Result<(), PlanRunError> {
+    async fn attempt(&self, target: &Target, claimed: Claimed) -> Result<(), PlanRunError> {
         let Claimed { lease, task } = claimed;
+        let header = &target.header;
         let repo = Git::new(self.workspace.repo_root().to_path_buf());
         let branch = &header.integration_branch;
         let base = integration::tip(&repo, branch).await?;
@@ -365,7 +359,7 @@ impl PlanRunner {
             worker: lease.worker.clone(),
             base: base.clone(),
         });
-        if let Some(commit) = self.committed_already(&repo, header, &task.id).await? {
+        if let Some(commit) = self.committed_already(&repo, target, &task.id).await? {
             let result = AttemptResult::Succeeded { run_id: None, commit: Some(commit.clone()) };
             return self.report(&lease, result, Usd::ZERO, Progress::Recovered { task: task.id, commit }).await;
         }
@@ -457,7 +451,7 @@ impl PlanRunner {
                 if !matches!(self.plans.heartbeat(&lease, self.lease, self.now()).await, Ok(Some(_))) {
                     return self.lease_lost(heartbeat, &lease, &run_id, cost).await;
                 }
-                if let Some(commit) = self.committed_already(&repo, header, &task.id).await? {
+                if let Some(commit) = self.committed_already(&repo, target, &task.id).await? {
                     drop(heartbeat);
                     let result = AttemptResult::Succeeded { run_id: Some(run_id), commit: Some(commit.clone()) };
                     return self.report(&lease, result, cost, Progress::Recovered { task: task.id, commit }).await;
@@ -496,9 +490,9 @@ impl PlanRunner {
     }
 
     /// The task's winner on the integration branch, if a worker committed it already.
-    async fn committed_already(&self, repo: &Git, header: &PlanSpec, task: &str) -> Result<Option<String>, GitError> {
-        let base = integration::plan_base(repo, &header.id, &header.base_ref).await?;
-        integration::find_task_commit(repo, &header.integration_branch, &base, &header.id, task).await
+    async fn committed_already(&self, repo: &Git, target: &Target, task: &str) -> Result<Option<String>, GitError> {
+        let header = &target.header;
+        integration::find_task_commit(repo, &header.integration_branch, &target.base, &header.id, task).await
     }
 
     /// The lease was taken away while the tournament ran: nothing is committed; the report

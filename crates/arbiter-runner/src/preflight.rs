@@ -1,9 +1,11 @@
 //! Checks made before a run spends anything: every program a verify, setup or runner
 //! command starts must exist, so a typo fails in a second with the fix, not after agents ran.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use arbiter_core::command_line::{Program, first_program};
+
+use crate::process::{find_program, is_executable_file};
 
 /// A command whose program cannot be found.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -36,7 +38,7 @@ pub fn check_program(what: &str, command: &str, repo: &Path, path: &str) -> Resu
                     "does not exist",
                     format!("commands run from the repository root ({}); check the path", repo.display()),
                 ))
-            } else if !is_executable(&full) {
+            } else if !is_executable_file(&full) {
                 Err(missing(
                     p,
                     "is not executable",
@@ -47,8 +49,7 @@ pub fn check_program(what: &str, command: &str, repo: &Path, path: &str) -> Resu
             }
         }
         Some(Program::Name(name)) => {
-            let found = path.split(':').filter(|d| !d.is_empty()).any(|d| is_executable(&Path::new(d).join(name)));
-            if found {
+            if find_program(name, path).is_some() {
                 Ok(())
             } else {
                 Err(missing(name, "is not on PATH", format!("install {name} or fix the command")))
@@ -57,9 +58,21 @@ pub fn check_program(what: &str, command: &str, repo: &Path, path: &str) -> Resu
     }
 }
 
-fn is_executable(p: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(p).map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0).unwrap_or(false)
+/// Where an agent program is: a path with a `/` (relative ones against `repo`, when
+/// given) as it is, a bare name on `path`. `Ok` holds the program as resolved against the
+/// repository and where it was found; `Err` says what is wrong with it.
+pub fn locate_program(program: &str, repo: Option<&Path>, path: &str) -> Result<(String, PathBuf), &'static str> {
+    let resolved = match repo {
+        Some(repo) if program.contains('/') && !Path::new(program).is_absolute() => {
+            repo.join(program).display().to_string()
+        }
+        _ => program.to_string(),
+    };
+    match find_program(&resolved, path) {
+        Some(found) => Ok((resolved, found)),
+        None if program.contains('/') => Err("does not exist or is not executable"),
+        None => Err("is not on PATH"),
+    }
 }
 
 #[cfg(test)]

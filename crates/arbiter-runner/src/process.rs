@@ -177,6 +177,20 @@ pub fn redact_file(path: &Path, redactor: &arbiter_core::redact::Redactor) -> st
     Ok(())
 }
 
+/// Whether process `pid` exists (on this host).
+pub fn process_alive(pid: i32) -> bool {
+    pid > 0 && Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// When process `pid` started (`/proc/<pid>/stat` field 22, clock ticks since boot), if it
+/// runs: with the pid, it names one process even after the pid is reused.
+pub fn process_start(pid: i32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces and parentheses: count from its end.
+    let after_name = &stat[stat.rfind(')')? + 1..];
+    after_name.split_whitespace().nth(19)?.parse().ok()
+}
+
 /// Where `program` is: a path (containing `/`) as it is when it is an executable file, a
 /// bare name searched on `path` (a `PATH` value).
 pub fn find_program(program: &str, path: &str) -> Option<PathBuf> {
@@ -190,7 +204,8 @@ pub fn find_program(program: &str, path: &str) -> Option<PathBuf> {
     path.split(':').filter(|d| !d.is_empty()).map(|d| Path::new(d).join(program)).find(|p| is_executable_file(p))
 }
 
-fn is_executable_file(p: &Path) -> bool {
+/// Whether `p` is a file this user may execute.
+pub(crate) fn is_executable_file(p: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
     std::fs::metadata(p).map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0).unwrap_or(false)
 }

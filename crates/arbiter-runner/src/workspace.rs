@@ -12,14 +12,15 @@ use arbiter_core::settings::DEFAULT_CONFIG_TOML;
 use arbiter_core::status::RunStatus;
 
 use crate::git::{Git, GitError};
+use crate::process::process_alive;
 use crate::rundir::RunDir;
 
 /// The name of the directory inside the repository.
 pub const DIR_NAME: &str = ".arbiter";
 /// The file in `worktrees/<run-id>/` naming the process that owns those worktrees.
-pub const OWNER_FILE: &str = "owner.pid";
+const OWNER_FILE: &str = "owner.pid";
 /// The file in `worktrees/<run-id>/` that marks worktrees kept with `--keep-worktrees`.
-pub const KEEP_FILE: &str = "keep";
+const KEEP_FILE: &str = "keep";
 
 /// Paths of `.arbiter/` in one repository.
 #[derive(Clone, Debug)]
@@ -108,6 +109,14 @@ impl Workspace {
         fs::write(&partial, pid.to_string())?;
         fs::rename(&partial, dir.join(OWNER_FILE))?;
         Ok(dir)
+    }
+
+    /// Hands a finished run's worktrees to the user (`--keep-worktrees`): marked kept
+    /// before they are disowned, so no pruning run takes them for a leftover.
+    pub fn keep_run_worktrees(&self, id: &RunId) {
+        let dir = self.run_worktrees(id);
+        let _ = fs::write(dir.join(KEEP_FILE), "kept by --keep-worktrees\n");
+        let _ = fs::remove_file(dir.join(OWNER_FILE));
     }
 
     /// Kills what still runs inside `dir` (a resumed run's worktrees, whose processes lost
@@ -244,10 +253,6 @@ fn kill_processes_inside(dir: &Path) {
             let _ = killpg(pgid, Signal::SIGKILL);
         }
     }
-}
-
-fn process_alive(pid: i32) -> bool {
-    pid > 0 && Path::new(&format!("/proc/{pid}")).exists()
 }
 
 /// A run left `running` by a dead process is recorded as interrupted.

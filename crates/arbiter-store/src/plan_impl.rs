@@ -4,6 +4,8 @@
 //! ([`PlanDialect`](crate::plan_sql::PlanDialect)), how a write transaction begins, how
 //! waiting claimers are woken, and optional one-statement fast paths for claims and reports.
 
+use std::collections::BTreeSet;
+
 use arbiter_core::budget::Budget;
 use arbiter_core::money::Usd;
 use arbiter_core::plan::state::{AttemptStatus, TaskStatus};
@@ -13,16 +15,7 @@ use sqlx::{ColumnIndex, Row};
 
 use crate::StoreError;
 use crate::plans::{AttemptRecord, AttemptResult, Claimed, Finished, Lease, PlanEvent, PlanRecord, Retry, TaskRecord};
-use crate::rows::Column;
-
-fn get<R, T>(row: &R, column: &str) -> Result<T, StoreError>
-where
-    R: Row,
-    for<'a> &'a str: ColumnIndex<R>,
-    T: Column<R::Database>,
-{
-    Ok(row.try_get(column)?)
-}
+use crate::rows::{Column, get};
 
 fn usd(pico: i64) -> Usd {
     Usd::from_pico(pico)
@@ -221,16 +214,22 @@ pub(crate) struct FastOutcome {
     pub data: serde_json::Value,
 }
 
-impl FastOutcome {
-    /// What the report did, once the store says it ended the attempt.
-    pub fn finished(&self, newly_ready: Vec<String>) -> Finished {
-        let d = &self.decision;
+impl Decision {
+    /// What the report did, once the store ended the attempt.
+    pub fn finished(&self, newly_ready: Vec<String>, budget_crossed: bool) -> Finished {
         Finished {
-            status: d.status,
+            status: self.status,
             newly_ready,
-            not_before: (d.status == TaskStatus::Ready).then_some(d.not_before),
-            budget_crossed: false,
+            not_before: (self.status == TaskStatus::Ready).then_some(self.not_before),
+            budget_crossed,
         }
+    }
+}
+
+impl FastOutcome {
+    /// What the report did, once the store says it ended the attempt (it charges nothing).
+    pub fn finished(&self, newly_ready: Vec<String>) -> Finished {
+        self.decision.finished(newly_ready, false)
     }
 }
 
@@ -259,20 +258,27 @@ macro_rules! bind_fast_report {
 pub(crate) use bind_fast_report;
 
 pub(crate) fn fast_outcome(lease: &Lease, result: &AttemptResult, now: Timestamp) -> Option<FastOutcome> {
-    let attempt_status = match result {
-        AttemptResult::Succeeded { .. } => AttemptStatus::Succeeded,
-        AttemptResult::Failed { .. } => AttemptStatus::Failed,
-        AttemptResult::Released { .. } => return None,
-    };
+    if matches!(result, AttemptResult::Released { .. }) {
+        return None;
+    }
+    let attempt_status = result.attempt_status();
     let decision = decide(result, lease.attempt, lease.max_attempts, lease.retry_backoff_seconds, now);
     let kind = outcome_kind(attempt_status, decision.status);
     let data = outcome_data(lease.fence, &decision, Usd::ZERO);
     Some(FastOutcome { decision, attempt_status, kind, data })
 }
 
-/// The claim a one-round-trip claim returned (`id`, `attempts`, `max_attempts`, `fence`,
-/// `spec`, `retry_backoff_seconds`): those paths reserve nothing.
-pub(crate) fn fast_claim<R>(row: &R, plan: &str, worker: &str, expires: Timestamp) -> Result<Claimed, StoreError>
+/// Who claims, until when, with how much reserved.
+pub(crate) struct Claimant<'a> {
+    pub plan: &'a str,
+    pub worker: &'a str,
+    pub expires: Timestamp,
+    pub reserved: Usd,
+}
+
+/// The claim a claimed row describes (`id`, `attempts`, `max_attempts`, `fence`, `spec`),
+/// under the plan's retry backoff base.
+pub(crate) fn claimed<R>(row: &R, who: &Claimant<'_>, backoff: u64) -> Result<Claimed, StoreError>
 where
     R: Row,
     for<'a> &'a str: ColumnIndex<R>,
@@ -282,18 +288,38 @@ where
     let task: TaskSpec = json("plan_tasks.spec", get(row, "spec")?)?;
     Ok(Claimed {
         lease: Lease {
-            plan_id: plan.to_string(),
+            plan_id: who.plan.to_string(),
             task_id: get(row, "id")?,
             attempt: get::<_, i64>(row, "attempts")? as u32,
             max_attempts: get::<_, i64>(row, "max_attempts")? as u32,
             fence: get(row, "fence")?,
-            worker: worker.to_string(),
-            expires,
-            reserved: Usd::ZERO,
-            retry_backoff_seconds: get::<_, i64>(row, "retry_backoff_seconds")?.max(0) as u64,
+            worker: who.worker.to_string(),
+            expires: who.expires,
+            reserved: who.reserved,
+            retry_backoff_seconds: backoff,
         },
         task,
     })
+}
+
+/// The claim a one-round-trip claim returned (the claimed row and the plan's
+/// `retry_backoff_seconds`): those paths reserve nothing.
+pub(crate) fn fast_claim<R>(row: &R, plan: &str, worker: &str, expires: Timestamp) -> Result<Claimed, StoreError>
+where
+    R: Row,
+    for<'a> &'a str: ColumnIndex<R>,
+    String: Column<R::Database>,
+    i64: Column<R::Database>,
+{
+    let backoff = get::<_, i64>(row, "retry_backoff_seconds")?.max(0) as u64;
+    claimed(row, &Claimant { plan, worker, expires, reserved: Usd::ZERO }, backoff)
+}
+
+/// A task's dependencies (each once) and its key files as stored.
+pub(crate) fn deps_and_files(t: &TaskSpec) -> (BTreeSet<&str>, BTreeSet<String>) {
+    let deps = t.dependencies.iter().map(String::as_str).collect();
+    let files = t.key_files.iter().map(|f| normal_path(f)).filter(|f| !f.is_empty()).collect();
+    (deps, files)
 }
 
 /// A token naming the rows one claim or report changes (cleared before its transaction
@@ -323,7 +349,7 @@ macro_rules! plan_store_impl {
             use arbiter_core::budget::{Budget, Charge};
             use arbiter_core::money::Usd;
             use arbiter_core::plan::check::check;
-            use arbiter_core::plan::spec::{ImportedStatus, fallback};
+            use arbiter_core::plan::spec::ImportedStatus;
             use arbiter_core::plan::state::{AttemptStatus, TaskEvent, TaskStatus, waiting_status};
             use arbiter_core::plan::{PlanSpec, TaskSpec};
             use arbiter_core::time::Timestamp;
@@ -331,7 +357,7 @@ macro_rules! plan_store_impl {
             use sqlx::Row;
 
             use $crate::StoreError;
-            use $crate::plan_impl::{self as decode, expiry, normal_path};
+            use $crate::plan_impl::{self as decode, expiry};
             use $crate::plan_sql::{self as q, PlanDialect};
             use $crate::plans::*;
 
@@ -339,6 +365,14 @@ macro_rules! plan_store_impl {
 
             /// A report that arrived under a lease that is no longer held.
             struct Stale;
+
+            /// A locked plan's budget and flags.
+            struct PlanLock {
+                budget: Budget,
+                guard_files: bool,
+                cancelled: bool,
+                backoff_base: u64,
+            }
 
             /// How an attempt ends.
             struct Ending<'a> {
@@ -374,18 +408,20 @@ macro_rules! plan_store_impl {
                     Ok(())
                 }
 
-                async fn budget_tx(tx: &mut Tx<'_>, plan: &str) -> Result<(Budget, bool, bool, u64), StoreError> {
+                /// Locks the plan row (where the store has row locks) and reads its budget
+                /// and flags.
+                async fn lock_plan_tx(tx: &mut Tx<'_>, plan: &str) -> Result<PlanLock, StoreError> {
                     let row = sqlx::query(<$store as PlanDialect>::LOCK_PLAN)
                         .bind(plan)
                         .fetch_optional(&mut **tx)
                         .await?
                         .ok_or_else(|| StoreError::NoPlan { id: plan.to_string() })?;
-                    Ok((
-                        decode::budget(&row)?,
-                        row.try_get("guard_files")?,
-                        row.try_get("cancelled")?,
-                        row.try_get::<i64, _>("retry_backoff_seconds")?.max(0) as u64,
-                    ))
+                    Ok(PlanLock {
+                        budget: decode::budget(&row)?,
+                        guard_files: row.try_get("guard_files")?,
+                        cancelled: row.try_get("cancelled")?,
+                        backoff_base: row.try_get::<i64, _>("retry_backoff_seconds")?.max(0) as u64,
+                    })
                 }
 
                 async fn save_budget_tx(
@@ -406,11 +442,14 @@ macro_rules! plan_store_impl {
                     Ok(())
                 }
 
-                /// Charges `amount` and releases `release` of the reservations; the charge
-                /// that reaches the limit writes the one `budget_exceeded` event.
+                /// Charges `amount` and releases `release` of the reservations of the plan
+                /// whose locked budget is `b`; the charge that reaches the limit writes the
+                /// one `budget_exceeded` event.
+                #[allow(clippy::too_many_arguments)]
                 async fn charge_tx(
                     tx: &mut Tx<'_>,
                     plan: &str,
+                    mut b: Budget,
                     task: Option<&str>,
                     amount: Usd,
                     release: Usd,
@@ -419,7 +458,6 @@ macro_rules! plan_store_impl {
                     if amount == Usd::ZERO && release == Usd::ZERO {
                         return Ok(Charged { spent: Usd::ZERO, limit: None, crossed: false });
                     }
-                    let (mut b, _, _, _) = Self::budget_tx(tx, plan).await?;
                     b.release(release);
                     let charge = b.charge(amount);
                     Self::save_budget_tx(tx, plan, &b, now).await?;
@@ -443,6 +481,24 @@ macro_rules! plan_store_impl {
                     Ok(Charged { spent: b.spent, limit: b.limit, crossed })
                 }
 
+                /// Charges a cost an attempt (`task`, `fence`) incurred outside its report,
+                /// and records it on the task and the attempt.
+                async fn charge_attempt_tx(
+                    tx: &mut Tx<'_>,
+                    plan: &str,
+                    attempt: Option<(&str, i64)>,
+                    amount: Usd,
+                    now: Timestamp,
+                ) -> Result<Charged, StoreError> {
+                    let locked = Self::lock_plan_tx(tx, plan).await?;
+                    let task = attempt.map(|(t, _)| t);
+                    let charged = Self::charge_tx(tx, plan, locked.budget, task, amount, Usd::ZERO, now).await?;
+                    if let Some((task, fence)) = attempt.filter(|_| amount > Usd::ZERO) {
+                        Self::record_cost_tx(tx, plan, task, fence, amount).await?;
+                    }
+                    Ok(charged)
+                }
+
                 /// Records a cost an attempt incurred on its task and its attempt row.
                 async fn record_cost_tx(
                     tx: &mut Tx<'_>,
@@ -462,27 +518,18 @@ macro_rules! plan_store_impl {
                     Ok(())
                 }
 
-                /// A new limit (`None`: none), kept in the plan's header too. Lowering it to
-                /// or below what was spent is a crossing: it is reported once.
+                /// A new limit (`None`: none) for the plan whose locked budget is `b`.
+                /// Lowering it to or below what was spent is a crossing: it is reported once.
                 async fn set_limit_tx(
                     tx: &mut Tx<'_>,
                     plan: &str,
+                    mut b: Budget,
                     limit: Option<Usd>,
                     now: Timestamp,
                 ) -> Result<Budget, StoreError> {
-                    let (mut b, _, _, _) = Self::budget_tx(tx, plan).await?;
                     let (before, was_crossed) = (b.limit, b.crossed);
                     b.set_limit(limit);
                     Self::save_budget_tx(tx, plan, &b, now).await?;
-                    let row = sqlx::query(q::SELECT_PLAN).bind(plan).fetch_one(&mut **tx).await?;
-                    let mut header = decode::plan(&row)?.header;
-                    header.budget_usd = limit;
-                    sqlx::query(q::SET_HEADER)
-                        .bind(plan)
-                        .bind(serde_json::to_string(&header).unwrap_or_default())
-                        .bind(now.0)
-                        .execute(&mut **tx)
-                        .await?;
                     Self::event_tx(
                         tx,
                         plan,
@@ -520,11 +567,8 @@ macro_rules! plan_store_impl {
                         .bind(&header.name)
                         .bind(serde_json::to_string(header).unwrap_or_default())
                         .bind(header.budget_usd.map(|b| b.pico()))
-                        .bind(
-                            header.defaults.retry_backoff_seconds.unwrap_or(fallback::RETRY_BACKOFF_SECONDS) as i64,
-                        )
+                        .bind(header.defaults.retry_backoff() as i64)
                         .bind(false)
-                        .bind(0i64)
                         .bind(now.0)
                         .execute(&mut **tx)
                         .await?;
@@ -567,12 +611,10 @@ macro_rules! plan_store_impl {
                 async fn set_deps_and_files_tx(tx: &mut Tx<'_>, plan: &str, t: &TaskSpec) -> Result<(), StoreError> {
                     sqlx::query(q::DELETE_DEPS).bind(plan).bind(&t.id).execute(&mut **tx).await?;
                     sqlx::query(q::DELETE_FILES).bind(plan).bind(&t.id).execute(&mut **tx).await?;
-                    let deps: BTreeSet<&String> = t.dependencies.iter().collect();
+                    let (deps, files) = decode::deps_and_files(t);
                     for d in deps {
                         sqlx::query(q::INSERT_DEP).bind(plan).bind(&t.id).bind(d).execute(&mut **tx).await?;
                     }
-                    let files: BTreeSet<String> =
-                        t.key_files.iter().map(|f| normal_path(f)).filter(|f| !f.is_empty()).collect();
                     for f in files {
                         sqlx::query(q::INSERT_FILE).bind(plan).bind(&t.id).bind(f).execute(&mut **tx).await?;
                     }
@@ -590,7 +632,7 @@ macro_rules! plan_store_impl {
                 ) -> Result<Result<Finished, Stale>, StoreError> {
                     let (plan, task, fence) = (e.plan, e.task, e.fence);
                     Self::lock_tx(tx, <$store as PlanDialect>::ENDING_GUARD, plan, None).await?;
-                    let (_, _, _, backoff_base) = Self::budget_tx(tx, plan).await?;
+                    let locked = Self::lock_plan_tx(tx, plan).await?;
                     Self::lock_tx(tx, <$store as PlanDialect>::LOCK_ENDING, plan, Some(task)).await?;
                     let Some(row) = sqlx::query(<$store as PlanDialect>::LOCK_TASK)
                         .bind(plan)
@@ -613,7 +655,7 @@ macro_rules! plan_store_impl {
                     let max_attempts = row.try_get::<i64, _>("max_attempts")?.max(1) as u32;
                     let reserved = Usd::from_pico(row.try_get("reserved_pico")?);
                     let uncounted = matches!(e.result, AttemptResult::Released { .. });
-                    let d = decode::decide(e.result, attempts, max_attempts, backoff_base, now);
+                    let d = decode::decide(e.result, attempts, max_attempts, locked.backoff_base, now);
                     let moved = sqlx::query(q::END_TASK)
                         .bind(plan)
                         .bind(task)
@@ -672,13 +714,8 @@ macro_rules! plan_store_impl {
                     for r in &newly_ready {
                         Self::event_tx(tx, plan, Some(r), None, "task_ready", now, json!({"after": task})).await?;
                     }
-                    let charged = Self::charge_tx(tx, plan, Some(task), e.cost, reserved, now).await?;
-                    Ok(Ok(Finished {
-                        status: d.status,
-                        newly_ready,
-                        not_before: (d.status == TaskStatus::Ready).then_some(d.not_before),
-                        budget_crossed: charged.crossed,
-                    }))
+                    let charged = Self::charge_tx(tx, plan, locked.budget, Some(task), e.cost, reserved, now).await?;
+                    Ok(Ok(d.finished(newly_ready, charged.crossed)))
                 }
 
                 /// Ends the leases of `rows` (task, fence, owner) in one plan: as expired
@@ -716,9 +753,10 @@ macro_rules! plan_store_impl {
                     ttl: Duration,
                     now: Timestamp,
                 ) -> Result<ClaimOutcome, StoreError> {
-                    let (budget, guard_files, cancelled, backoff) = Self::budget_tx(tx, plan).await?;
+                    let PlanLock { budget, guard_files, cancelled, backoff_base } = Self::lock_plan_tx(tx, plan).await?;
                     let available = budget.available();
-                    let exhausted = budget.exhausted() || available == Some(Usd::ZERO);
+                    // Nothing is left to spend or reserve (`available` is 0 once the limit is reached).
+                    let exhausted = available == Some(Usd::ZERO);
                     let picked = if cancelled || exhausted {
                         None
                     } else {
@@ -757,12 +795,9 @@ macro_rules! plan_store_impl {
                         .bind(version)
                         .fetch_one(&mut **tx)
                         .await?;
-                    let attempt = claimed.try_get::<i64, _>("attempts")? as u32;
-                    let max_attempts = claimed.try_get::<i64, _>("max_attempts")? as u32;
-                    let fence: i64 = claimed.try_get("fence")?;
-                    let spec: String = claimed.try_get("spec")?;
-                    let task: TaskSpec = serde_json::from_str(&spec)
-                        .map_err(|_| StoreError::Corrupt { column: "plan_tasks.spec", value: spec })?;
+                    let claimed =
+                        decode::claimed(&claimed, &decode::Claimant { plan, worker, expires, reserved }, backoff_base)?;
+                    let (attempt, fence) = (claimed.lease.attempt, claimed.lease.fence);
                     if budget.limit.is_some() {
                         sqlx::query(q::RESERVE).bind(plan).bind(reserved.pico()).execute(&mut **tx).await?;
                     }
@@ -786,20 +821,7 @@ macro_rules! plan_store_impl {
                         json!({"worker": worker, "fence": fence, "lease_expires": expires.0, "reserved": reserved}),
                     )
                     .await?;
-                    Ok(ClaimOutcome::Claimed(Box::new(Claimed {
-                        lease: Lease {
-                            plan_id: plan.to_string(),
-                            task_id: id,
-                            attempt,
-                            max_attempts,
-                            fence,
-                            worker: worker.to_string(),
-                            expires,
-                            reserved,
-                            retry_backoff_seconds: backoff,
-                        },
-                        task,
-                    })))
+                    Ok(ClaimOutcome::Claimed(Box::new(claimed)))
                 }
             }
 
@@ -847,13 +869,20 @@ macro_rules! plan_store_impl {
                     // No report ends an attempt of this plan while the import runs: the
                     // dependency counts it computes stay true until it commits.
                     Self::lock_tx(&mut tx, <$store as PlanDialect>::IMPORT_GUARD, &spec.id, None).await?;
-                    let existing =
-                        sqlx::query(q::SELECT_PLAN).bind(&spec.id).fetch_optional(&mut *tx).await?;
-                    let existing = existing.as_ref().map(decode::plan).transpose()?;
-                    if existing.is_some() {
-                        Self::budget_tx(&mut tx, &spec.id).await?;
-                    }
+                    let locked = match Self::lock_plan_tx(&mut tx, &spec.id).await {
+                        Ok(locked) => Some(locked),
+                        Err(StoreError::NoPlan { .. }) => None,
+                        Err(e) => return Err(e),
+                    };
+                    let existing = match locked {
+                        Some(_) => {
+                            let row = sqlx::query(q::SELECT_PLAN).bind(&spec.id).fetch_one(&mut *tx).await?;
+                            Some(decode::plan(&row)?)
+                        }
+                        None => None,
+                    };
                     let stored = Self::tasks_tx(&mut tx, &spec.id).await?;
+                    let by_id: BTreeMap<&str, &TaskRecord> = stored.iter().map(|t| (t.spec.id.as_str(), t)).collect();
                     let in_file: BTreeSet<&str> = spec.tasks.iter().map(|t| t.id.as_str()).collect();
                     let others: Vec<(String, Vec<String>)> = stored
                         .iter()
@@ -867,9 +896,7 @@ macro_rules! plan_store_impl {
                             tasks: spec
                                 .tasks
                                 .iter()
-                                .map(|t| {
-                                    stored.iter().find(|s| s.spec.id == t.id).map_or(t.clone(), |s| s.spec.clone())
-                                })
+                                .map(|t| by_id.get(t.id.as_str()).map_or(t.clone(), |s| s.spec.clone()))
                                 .collect(),
                             ..spec.clone()
                         };
@@ -883,7 +910,6 @@ macro_rules! plan_store_impl {
                     if !problems.is_empty() {
                         return Err(StoreError::PlanInvalid { problems });
                     }
-                    let by_id: BTreeMap<&str, &TaskRecord> = stored.iter().map(|t| (t.spec.id.as_str(), t)).collect();
                     let mut report = ImportReport { created_plan: existing.is_none(), ..Default::default() };
                     let mut refused = Vec::new();
                     let mut to_update: Vec<&TaskSpec> = Vec::new();
@@ -933,13 +959,8 @@ macro_rules! plan_store_impl {
                         None => spec.budget_usd,
                     };
                     header.budget_usd = limit;
-                    let mut next_ord = match &existing {
-                        Some(_) => {
-                            let row = sqlx::query(q::SELECT_PLAN).bind(&spec.id).fetch_one(&mut *tx).await?;
-                            row.try_get::<i64, _>("next_ord")?
-                        }
-                        None => 0,
-                    };
+                    // Tasks are only ever added, in order: the next one's place is the count.
+                    let mut next_ord = stored.len() as i64;
                     let mut files_anywhere = stored.iter().any(|t| !t.spec.key_files.is_empty());
                     if existing.is_none() {
                         Self::insert_plan_tx(&mut tx, &header, spec.tasks.len(), now).await?;
@@ -969,10 +990,8 @@ macro_rules! plan_store_impl {
                         });
                         next_ord += 1;
                         files_anywhere |= !t.key_files.is_empty();
-                        let deps: BTreeSet<&String> = t.dependencies.iter().collect();
-                        dep_rows.extend(deps.into_iter().map(|d| (t.id.as_str(), d.as_str())));
-                        let files: BTreeSet<String> =
-                            t.key_files.iter().map(|f| normal_path(f)).filter(|f| !f.is_empty()).collect();
+                        let (deps, files) = decode::deps_and_files(t);
+                        dep_rows.extend(deps.into_iter().map(|d| (t.id.as_str(), d)));
                         file_rows.extend(files.into_iter().map(|f| (t.id.as_str(), f)));
                         let data = json!({"status": status.as_str(), "priority": t.priority.as_str(), "dependencies": t.dependencies});
                         event_rows.push((t.id.as_str(), "task_created", data.to_string()));
@@ -1068,14 +1087,14 @@ macro_rules! plan_store_impl {
                         .bind(&spec.id)
                         .bind(&header.name)
                         .bind(serde_json::to_string(&header).unwrap_or_default())
-                        .bind(header.defaults.retry_backoff_seconds.unwrap_or(fallback::RETRY_BACKOFF_SECONDS) as i64)
+                        .bind(header.defaults.retry_backoff() as i64)
                         .bind(files_anywhere)
-                        .bind(next_ord)
                         .bind(now.0)
                         .execute(&mut *tx)
                         .await?;
-                    if existing.as_ref().is_some_and(|p| p.budget.limit != limit) {
-                        Self::set_limit_tx(&mut tx, &spec.id, limit, now).await?;
+                    // (The header with the new limit is stored just above.)
+                    if let Some(locked) = locked.filter(|l| l.budget.limit != limit) {
+                        Self::set_limit_tx(&mut tx, &spec.id, locked.budget, limit, now).await?;
                     }
                     // A gate judges what this import adds or changes, not what was there.
                     let judged: BTreeSet<String> = report.added.iter().chain(&report.updated).cloned().collect();
@@ -1178,7 +1197,18 @@ macro_rules! plan_store_impl {
                     now: Timestamp,
                 ) -> Result<Budget, StoreError> {
                     let mut tx = self.write_tx().await?;
-                    let b = Self::set_limit_tx(&mut tx, plan_id, limit, now).await?;
+                    let locked = Self::lock_plan_tx(&mut tx, plan_id).await?;
+                    let b = Self::set_limit_tx(&mut tx, plan_id, locked.budget, limit, now).await?;
+                    // The header states the budget too (`plan export` writes it).
+                    let row = sqlx::query(q::SELECT_PLAN).bind(plan_id).fetch_one(&mut *tx).await?;
+                    let mut header = decode::plan(&row)?.header;
+                    header.budget_usd = limit;
+                    sqlx::query(q::SET_HEADER)
+                        .bind(plan_id)
+                        .bind(serde_json::to_string(&header).unwrap_or_default())
+                        .bind(now.0)
+                        .execute(&mut *tx)
+                        .await?;
                     tx.commit().await?;
                     self.notify_work(plan_id).await;
                     Ok(b)
@@ -1234,11 +1264,7 @@ macro_rules! plan_store_impl {
                         }
                         return Ok(f);
                     }
-                    let status = match result {
-                        AttemptResult::Succeeded { .. } => AttemptStatus::Succeeded,
-                        AttemptResult::Failed { .. } => AttemptStatus::Failed,
-                        AttemptResult::Released { .. } => AttemptStatus::Cancelled,
-                    };
+                    let status = result.attempt_status();
                     let mut tx = self.write_tx().await?;
                     let ending = Ending {
                         plan: &lease.plan_id,
@@ -1261,10 +1287,8 @@ macro_rules! plan_store_impl {
                         Err(Stale) => {
                             // The money was spent all the same.
                             if cost > Usd::ZERO {
-                                Self::charge_tx(&mut tx, &lease.plan_id, Some(&lease.task_id), cost, Usd::ZERO, now)
-                                    .await?;
-                                Self::record_cost_tx(&mut tx, &lease.plan_id, &lease.task_id, lease.fence, cost)
-                                    .await?;
+                                let attempt = Some((lease.task_id.as_str(), lease.fence));
+                                Self::charge_attempt_tx(&mut tx, &lease.plan_id, attempt, cost, now).await?;
                             }
                             Self::event_tx(
                                 &mut tx,
@@ -1294,11 +1318,7 @@ macro_rules! plan_store_impl {
                     now: Timestamp,
                 ) -> Result<Charged, StoreError> {
                     let mut tx = self.write_tx().await?;
-                    let task = attempt.map(|(t, _)| t);
-                    let charged = Self::charge_tx(&mut tx, plan_id, task, amount, Usd::ZERO, now).await?;
-                    if let Some((task, fence)) = attempt.filter(|_| amount > Usd::ZERO) {
-                        Self::record_cost_tx(&mut tx, plan_id, task, fence, amount).await?;
-                    }
+                    let charged = Self::charge_attempt_tx(&mut tx, plan_id, attempt, amount, now).await?;
                     tx.commit().await?;
                     Ok(charged)
                 }
@@ -1352,7 +1372,7 @@ macro_rules! plan_store_impl {
 
                 async fn cancel_plan(&self, plan_id: &str, now: Timestamp) -> Result<usize, StoreError> {
                     let mut tx = self.write_tx().await?;
-                    Self::budget_tx(&mut tx, plan_id).await?;
+                    Self::lock_plan_tx(&mut tx, plan_id).await?;
                     Self::lock_tx(&mut tx, <$store as PlanDialect>::LOCK_TASKS, plan_id, None).await?;
                     let why = "the plan was cancelled";
                     sqlx::query(q::CANCEL_ATTEMPTS).bind(plan_id).bind(now.0).bind(why).execute(&mut *tx).await?;
@@ -1381,16 +1401,23 @@ macro_rules! plan_store_impl {
                     now: Timestamp,
                 ) -> Result<TaskStatus, StoreError> {
                     let mut tx = self.write_tx().await?;
-                    Self::budget_tx(&mut tx, plan_id).await?;
-                    let tasks = Self::tasks_tx(&mut tx, plan_id).await?;
-                    let Some(t) = tasks.iter().find(|t| t.spec.id == task_id) else {
+                    Self::lock_plan_tx(&mut tx, plan_id).await?;
+                    let Some(row) = sqlx::query(<$store as PlanDialect>::LOCK_TASK)
+                        .bind(plan_id)
+                        .bind(task_id)
+                        .fetch_optional(&mut *tx)
+                        .await?
+                    else {
                         return Err(StoreError::NoTask { plan: plan_id.to_string(), task: task_id.to_string() });
                     };
-                    if !TaskEvent::Retry.allowed(t.status) {
+                    let from: String = row.try_get("status")?;
+                    let from = TaskStatus::parse(&from)
+                        .ok_or(StoreError::Corrupt { column: "plan_tasks.status", value: from })?;
+                    if !TaskEvent::Retry.allowed(from) {
                         return Err(StoreError::NotAllowed {
                             plan: plan_id.to_string(),
                             task: task_id.to_string(),
-                            status: t.status.as_str().to_string(),
+                            status: from.as_str().to_string(),
                             action: "a retry (only failed, cancelled or skipped tasks are retried)",
                         });
                     }
@@ -1411,7 +1438,7 @@ macro_rules! plan_store_impl {
                         None,
                         "task_retried",
                         now,
-                        json!({"from": t.status.as_str(), "status": status.as_str()}),
+                        json!({"from": from.as_str(), "status": status.as_str()}),
                     )
                     .await?;
                     tx.commit().await?;
@@ -1421,7 +1448,7 @@ macro_rules! plan_store_impl {
 
                 async fn reset_plan(&self, plan_id: &str, hard: bool, now: Timestamp) -> Result<usize, StoreError> {
                     let mut tx = self.write_tx().await?;
-                    Self::budget_tx(&mut tx, plan_id).await?;
+                    Self::lock_plan_tx(&mut tx, plan_id).await?;
                     Self::lock_tx(&mut tx, <$store as PlanDialect>::LOCK_TASKS, plan_id, None).await?;
                     let live = sqlx::query(q::LIVE_LEASES).bind(plan_id).bind(now.0).fetch_all(&mut *tx).await?;
                     if !live.is_empty() {

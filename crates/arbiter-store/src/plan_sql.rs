@@ -31,7 +31,7 @@ pub trait PlanDialect {
 
 macro_rules! plan_columns {
     () => {
-        "id, name, header, budget_pico, spent_pico, reserved_pico, budget_crossed, guard_files, retry_backoff_seconds, cancelled, next_ord, created_at, updated_at"
+        "id, name, header, budget_pico, spent_pico, reserved_pico, budget_crossed, guard_files, retry_backoff_seconds, cancelled, created_at, updated_at"
     };
 }
 
@@ -86,16 +86,17 @@ pub(crate) use plan_budget;
 /// The columns [`PlanDialect::LOCK_TASK`] reads.
 macro_rules! task_state {
     () => {
-        "SELECT status, fence, attempts, max_attempts, reserved_pico, lease_expires, version FROM plan_tasks WHERE plan_id = $1 AND id = $2"
+        "SELECT status, fence, attempts, max_attempts, reserved_pico, lease_expires FROM plan_tasks WHERE plan_id = $1 AND id = $2"
     };
 }
 pub(crate) use task_state;
 
-pub const INSERT_PLAN: &str = "INSERT INTO plans (id, name, header, budget_pico, retry_backoff_seconds, guard_files, next_ord, created_at, updated_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8)";
+pub const INSERT_PLAN: &str =
+    "INSERT INTO plans (id, name, header, budget_pico, retry_backoff_seconds, guard_files, created_at, updated_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $7)";
 
 pub const UPDATE_PLAN: &str = "UPDATE plans SET name = $2, header = $3, retry_backoff_seconds = $4,
-         guard_files = $5, next_ord = $6, updated_at = $7, version = version + 1
+         guard_files = $5, updated_at = $6, version = version + 1
      WHERE id = $1";
 
 pub const SET_HEADER: &str = "UPDATE plans SET header = $2, updated_at = $3 WHERE id = $1";
@@ -132,7 +133,7 @@ pub const SELECT_ATTEMPTS: &str =
 pub const CLAIM_TASK: &str = "UPDATE plan_tasks SET status = 'running', attempts = attempts + 1, fence = fence + 1,
          lease_owner = $3, lease_expires = $4, reserved_pico = $5, version = version + 1, updated_at = $6
      WHERE plan_id = $1 AND id = $2 AND status = 'ready' AND version = $7
-     RETURNING attempts, max_attempts, fence, spec";
+     RETURNING id, attempts, max_attempts, fence, spec";
 
 pub const RESERVE: &str = "UPDATE plans SET reserved_pico = reserved_pico + $2 WHERE id = $1";
 

@@ -85,6 +85,14 @@ impl PlanView {
         PlanSpec { tasks: self.tasks.iter().map(|t| t.spec.definition()).collect(), ..self.plan.header.clone() }
     }
 
+    /// Each task with its dependencies (the plan's DAG, for `arbiter_core::plan::dag`).
+    pub fn edges(&self) -> Vec<(&str, Vec<&str>)> {
+        self.tasks
+            .iter()
+            .map(|t| (t.spec.id.as_str(), t.spec.dependencies.iter().map(String::as_str).collect()))
+            .collect()
+    }
+
     pub fn task(&self, id: &str) -> Option<&TaskRecord> {
         self.positions.get(id).and_then(|&i| self.tasks.get(i))
     }
@@ -260,6 +268,18 @@ pub enum AttemptResult {
     Released {
         reason: String,
     },
+}
+
+impl AttemptResult {
+    /// How the attempt ends when its worker reports this.
+    pub fn attempt_status(&self) -> arbiter_core::plan::state::AttemptStatus {
+        use arbiter_core::plan::state::AttemptStatus;
+        match self {
+            AttemptResult::Succeeded { .. } => AttemptStatus::Succeeded,
+            AttemptResult::Failed { .. } => AttemptStatus::Failed,
+            AttemptResult::Released { .. } => AttemptStatus::Cancelled,
+        }
+    }
 }
 
 /// What a report did to its task.

@@ -13,7 +13,7 @@ use crate::{CandidateRecord, RunRecord, StoreError};
 pub trait Column<DB: Database>: for<'r> Decode<'r, DB> + Type<DB> {}
 impl<DB: Database, T: for<'r> Decode<'r, DB> + Type<DB>> Column<DB> for T {}
 
-fn get<R, T>(row: &R, column: &str) -> Result<T, StoreError>
+pub(crate) fn get<R, T>(row: &R, column: &str) -> Result<T, StoreError>
 where
     R: Row,
     for<'a> &'a str: ColumnIndex<R>,

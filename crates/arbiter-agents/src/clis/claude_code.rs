@@ -18,7 +18,7 @@ use serde_json::Value;
 use crate::agent::CliAgent;
 use crate::event::{AgentEvent, FinalStatus, SessionTracker, StreamParser, excerpt};
 use crate::invocation::{Invocation, InvocationSpec, PromptInput, PromptRoute};
-use crate::json_lines::{JsonLine, JsonLines, content_text, count, flag, non_empty_text, text};
+use crate::json_lines::{JsonLines, content_text, count, flag, non_empty_text, text};
 use crate::reported_cost::usd_from_json;
 use crate::tool_effects::PendingEffects;
 
@@ -243,10 +243,9 @@ fn bash_exit_code(is_error: bool, output: &str) -> Option<i32> {
 
 impl StreamParser for Parser {
     fn line(&mut self, line: &str) -> Vec<AgentEvent> {
-        let obj = match self.lines.read(line) {
-            JsonLine::Blank => return Vec::new(),
-            JsonLine::Unreadable(event) => return vec![event],
-            JsonLine::Object(obj) => Value::Object(obj),
+        let obj = match self.lines.object(line) {
+            Ok(obj) => obj,
+            Err(events) => return events,
         };
         let mut events = Vec::new();
         match text(&obj, "/type") {

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use crate::agent::CliAgent;
 use crate::event::{AgentEvent, FinalStatus, StreamParser, excerpt};
 use crate::invocation::{ENDPOINT_KEY_VAR, Invocation, InvocationSpec, PromptInput, PromptRoute};
-use crate::json_lines::{JsonLine, JsonLines, count, exit_code, non_empty_text, text};
+use crate::json_lines::{JsonLines, count, exit_code, non_empty_text, text};
 
 /// The exec default sandbox is read-only: edits fail and codex still exits 0.
 const DEFAULT_SANDBOX: &str = "workspace-write";
@@ -152,10 +152,9 @@ impl Parser {
 
 impl StreamParser for Parser {
     fn line(&mut self, line: &str) -> Vec<AgentEvent> {
-        let obj = match self.lines.read(line) {
-            JsonLine::Blank => return Vec::new(),
-            JsonLine::Unreadable(event) => return vec![event],
-            JsonLine::Object(obj) => Value::Object(obj),
+        let obj = match self.lines.object(line) {
+            Ok(obj) => obj,
+            Err(events) => return events,
         };
         let mut events = Vec::new();
         match text(&obj, "/type") {

@@ -12,7 +12,7 @@ use serde_json::{Map, Value, json};
 use crate::agent::CliAgent;
 use crate::event::{AgentEvent, FinalStatus, SessionTracker, StreamParser, excerpt};
 use crate::invocation::{Invocation, InvocationSpec, PromptInput, PromptRoute};
-use crate::json_lines::{JsonLine, JsonLines, count, flag, non_empty_text, text};
+use crate::json_lines::{JsonLines, count, flag, non_empty_text, text};
 use crate::tool_effects::PendingEffects;
 
 /// Approve every tool call: nobody is there to answer.
@@ -98,10 +98,9 @@ impl Parser {
 
 impl StreamParser for Parser {
     fn line(&mut self, line: &str) -> Vec<AgentEvent> {
-        let obj = match self.lines.read(line) {
-            JsonLine::Blank => return Vec::new(),
-            JsonLine::Unreadable(event) => return vec![event],
-            JsonLine::Object(obj) => Value::Object(obj),
+        let obj = match self.lines.object(line) {
+            Ok(obj) => obj,
+            Err(events) => return events,
         };
         let mut events = Vec::new();
         let kind = text(&obj, "/type");

@@ -13,7 +13,7 @@ use serde_json::{Map, Value, json};
 use crate::agent::CliAgent;
 use crate::event::{AgentEvent, FinalStatus, SessionTracker, StreamParser, excerpt};
 use crate::invocation::{ENDPOINT_KEY_VAR, Invocation, InvocationSpec, PromptInput, PromptRoute};
-use crate::json_lines::{JsonLine, JsonLines, count, exit_code, non_empty_text, text};
+use crate::json_lines::{JsonLines, count, exit_code, non_empty_text, text};
 use crate::reported_cost::usd_from_json;
 use crate::tool_effects::{effect_events, effect_of};
 
@@ -129,10 +129,9 @@ impl Parser {
 
 impl StreamParser for Parser {
     fn line(&mut self, line: &str) -> Vec<AgentEvent> {
-        let obj = match self.lines.read(line) {
-            JsonLine::Blank => return Vec::new(),
-            JsonLine::Unreadable(event) => return vec![event],
-            JsonLine::Object(obj) => Value::Object(obj),
+        let obj = match self.lines.object(line) {
+            Ok(obj) => obj,
+            Err(events) => return events,
         };
         let mut events: Vec<AgentEvent> = self.session.see(text(&obj, "/sessionID")).into_iter().collect();
         let part = obj.get("part").unwrap_or(&Value::Null);

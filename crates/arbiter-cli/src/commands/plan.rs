@@ -383,11 +383,7 @@ async fn import(
 
 fn view_json(view: &PlanView) -> serde_json::Value {
     let p = &view.plan;
-    let edges: Vec<(&str, Vec<&str>)> = view
-        .tasks
-        .iter()
-        .map(|t| (t.spec.id.as_str(), t.spec.dependencies.iter().map(String::as_str).collect()))
-        .collect();
+    let edges = view.edges();
     let depths = dag::depths(&edges);
     json!({
         "id": p.header.id, "name": p.header.name, "repository": p.header.repository,
@@ -429,11 +425,7 @@ fn render_dag(view: &PlanView, colour: bool) -> String {
     let p = &view.plan;
     let mut out = format!("Plan {} — {}\n", p.header.id, p.header.name);
     out.push_str(&format!("{}\n", "─".repeat(out.chars().count().saturating_sub(1).max(20))));
-    let edges: Vec<(&str, Vec<&str>)> = view
-        .tasks
-        .iter()
-        .map(|t| (t.spec.id.as_str(), t.spec.dependencies.iter().map(String::as_str).collect()))
-        .collect();
+    let edges = view.edges();
     let depths = dag::depths(&edges);
     let width = view.tasks.iter().map(|t| t.spec.id.chars().count()).max().unwrap_or(0);
     for id in dag::order(&edges) {
@@ -571,11 +563,8 @@ async fn run(
         crate::commands::run::preflight(&settings, workspace.repo_root())
             .map_err(|e| CliError::usage(format!("task {} of plan {id}: {e}", t.spec.id)))?;
     }
-    let secrets = crate::config_file::read_secrets(&target.secrets_path())?;
-    let endpoints = crate::model_access::endpoints(&config, &secrets)?;
-    let keys = crate::model_access::keys(&endpoints);
     let base_settings = RunSettings::resolve_values(&config, FlagOverrides::default())?;
-    let models = crate::model_access::access(endpoints, &config, &base_settings)?;
+    let (keys, models) = crate::model_access::for_run(&target.secrets_path(), &config, &base_settings)?;
 
     let cancel = CancellationToken::new();
     let signals = tokio::spawn(crate::commands::run::watch_signals(cancel.clone()));
@@ -585,14 +574,13 @@ async fn run(
             eprintln!("{}", describe(&p));
         }
     });
-    let config_for_tasks = config.clone();
     let runner = Arc::new(PlanRunner {
         plans: plans.clone(),
         runs,
         clock: Arc::new(SystemClock),
         cancel: cancel.clone(),
         workspace,
-        settings_for: Arc::new(move |plan: &PlanSpec, task: &TaskSpec| task_settings(&config_for_tasks, plan, task)),
+        settings_for: Arc::new(move |plan: &PlanSpec, task: &TaskSpec| task_settings(&config, plan, task)),
         process_env: std::env::vars().collect(),
         models,
         secrets: keys,

@@ -9,8 +9,7 @@ use arbiter_core::task::Task;
 use arbiter_runner::SystemClock;
 use arbiter_runner::cli_runner::{Cli, install_hint};
 use arbiter_runner::engine::{Engine, EngineError, RunOutcome, RunRequest};
-use arbiter_runner::preflight::check_program;
-use arbiter_runner::process::find_program;
+use arbiter_runner::preflight::{check_program, locate_program};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
@@ -71,10 +70,7 @@ impl Prepared {
         base: String,
         allow_dirty: bool,
     ) -> Result<Self, CliError> {
-        let secrets = crate::config_file::read_secrets(&ctx.secrets_path())?;
-        let endpoints = crate::model_access::endpoints(config, &secrets)?;
-        let keys = crate::model_access::keys(&endpoints);
-        let models = crate::model_access::access(endpoints, config, &settings)?;
+        let (keys, models) = crate::model_access::for_run(&ctx.secrets_path(), config, &settings)?;
         Ok(Prepared { task, settings, base, allow_dirty, secrets: keys, models })
     }
 }
@@ -154,21 +150,18 @@ pub fn preflight_agents(p: &mut Prepared, repo: &Path) -> Result<(), CliError> {
         let RunnerKind::Agent(agent) = &mut spec.kind else { continue };
         let Some(cli) = Cli::parse(&agent.cli) else { continue };
         let program = agent.binary.clone().unwrap_or_else(|| cli.default_binary().to_string());
-        let located = if program.contains('/') && !Path::new(&program).is_absolute() {
-            repo.join(&program).display().to_string()
-        } else {
-            program.clone()
+        let located = match locate_program(&program, Some(repo), &path) {
+            Ok((located, _)) => located,
+            Err(problem) => {
+                return Err(CliError::usage(format!(
+                    "the {} runner runs `{program}`, which {problem}; {}, or set `binary = \"/path/to/{}\"` in [runners.{}] (`arbiter runners` lists what is installed)",
+                    spec.name,
+                    install_hint(cli),
+                    cli.default_binary(),
+                    spec.name
+                )));
+            }
         };
-        if find_program(&located, &path).is_none() {
-            let problem = if program.contains('/') { "does not exist or is not executable" } else { "is not on PATH" };
-            return Err(CliError::usage(format!(
-                "the {} runner runs `{program}`, which {problem}; {}, or set `binary = \"/path/to/{}\"` in [runners.{}] (`arbiter runners` lists what is installed)",
-                spec.name,
-                install_hint(cli),
-                cli.default_binary(),
-                spec.name
-            )));
-        }
         if agent.binary.is_some() {
             agent.binary = Some(located);
         }

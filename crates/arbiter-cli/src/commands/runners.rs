@@ -6,6 +6,7 @@ use std::path::Path;
 
 use arbiter_core::settings::{AGENT_CLIS, ConfigFile, RunnerSection};
 use arbiter_runner::cli_runner::{self, Cli};
+use arbiter_runner::preflight::locate_program;
 use arbiter_runner::process::find_program;
 use serde::Serialize;
 
@@ -138,23 +139,13 @@ pub async fn runners(repo: Option<&Path>, json: bool) -> Result<u8, CliError> {
 
 /// Finds `program` (relative paths against the repository root) and records the result.
 fn locate(row: &mut RunnerRow, program: &str, root: Option<&Path>, path: &str, fix: &str) {
-    let candidate = match root {
-        Some(root) if program.contains('/') && !Path::new(program).is_absolute() => {
-            root.join(program).display().to_string()
-        }
-        _ => program.to_string(),
-    };
-    match find_program(&candidate, path) {
-        Some(found) => {
+    match locate_program(program, root, path) {
+        Ok((_, found)) => {
             row.installed = true;
             row.path = Some(found.display().to_string());
         }
-        None => {
-            row.problem = Some(if program.contains('/') {
-                format!("`{program}` does not exist or is not executable")
-            } else {
-                format!("`{program}` is not on PATH")
-            });
+        Err(problem) => {
+            row.problem = Some(format!("`{program}` {problem}"));
             row.hint = Some(fix.to_string());
         }
     }

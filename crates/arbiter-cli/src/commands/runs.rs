@@ -117,10 +117,7 @@ pub async fn resume(repo: Option<&Path>, given: &str, as_json: bool) -> Result<u
     })?;
     let settings = artifact.settings;
     let config = ctx.config()?;
-    let secrets = crate::config_file::read_secrets(&ctx.secrets_path())?;
-    let endpoints = crate::model_access::endpoints(&config, &secrets)?;
-    let keys = crate::model_access::keys(&endpoints);
-    let models = crate::model_access::access(endpoints, &config, &settings)?;
+    let (keys, models) = crate::model_access::for_run(&ctx.secrets_path(), &config, &settings)?;
     let workspace = ctx.workspace.clone();
     let outcome =
         crate::commands::run::drive(&ctx, models, keys, |engine| async move { engine.resume(workspace, &id).await })

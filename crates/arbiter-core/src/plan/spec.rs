@@ -162,6 +162,13 @@ pub mod fallback {
     pub const ATTEMPT_BUDGET_USD: &str = "1";
 }
 
+impl TaskDefaults {
+    /// The first retry's wait, in seconds.
+    pub fn retry_backoff(&self) -> u64 {
+        self.retry_backoff_seconds.unwrap_or(fallback::RETRY_BACKOFF_SECONDS)
+    }
+}
+
 impl PlanSpec {
     /// `arbiter/<plan-id>`.
     pub fn default_branch(id: &str) -> String {

@@ -104,7 +104,7 @@ async fn read_chunked(stream: &mut TcpStream, buffer: &mut Vec<u8>, mut at: usiz
                 }
             }
         }
-        if body.len() + size > MAX_BODY {
+        if size > MAX_BODY - body.len() {
             return Err(invalid("request body too large"));
         }
         fill(stream, buffer, at + size + 2).await?;

@@ -86,7 +86,7 @@ impl Answer {
     fn openai_usage(&self) -> Option<Value> {
         self.usage.map(|u| {
             json!({"prompt_tokens": u.input_tokens, "completion_tokens": u.output_tokens,
-                   "total_tokens": u.input_tokens + u.output_tokens,
+                   "total_tokens": u.input_tokens.saturating_add(u.output_tokens),
                    "prompt_tokens_details": {"cached_tokens": u.cached_tokens}})
         })
     }
@@ -213,7 +213,7 @@ impl Answer {
         self.usage.map_or(Value::Null, |u| {
             json!({"input_tokens": u.input_tokens, "input_tokens_details": {"cached_tokens": u.cached_tokens},
                    "output_tokens": u.output_tokens, "output_tokens_details": {"reasoning_tokens": 0},
-                   "total_tokens": u.input_tokens + u.output_tokens})
+                   "total_tokens": u.input_tokens.saturating_add(u.output_tokens)})
         })
     }
 

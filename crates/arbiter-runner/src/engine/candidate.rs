@@ -255,8 +255,6 @@ async fn run_candidate_steps(ctx: &RunCtx, index: usize, restart: Option<Restart
         if !reuse_tree && tree.exists() {
             // What the interrupted attempt left is unusable: start from a clean checkout.
             let _ = ctx.repo.worktree_remove(&tree).await;
-            let _ = std::fs::remove_dir_all(&tree);
-            let _ = ctx.repo.worktree_prune().await;
         }
     }
     let prepared = match std::fs::write(&prompt_file, ctx.task.candidate_prompt()) {
@@ -534,8 +532,10 @@ fn authored_tests(ctx: &RunCtx, tree: &Path, touched: &[(String, Touch)]) -> Vec
         .filter(|(path, how)| *how != Touch::Deleted && rule_for(&ctx.settings.cross_test_rules.value, path).is_some())
         .filter_map(|(path, _)| {
             let file = tree.join(path);
-            let small = std::fs::metadata(&file).is_ok_and(|m| m.is_file() && m.len() <= MAX_TEST_BYTES);
-            let content = std::fs::read(&file).ok().filter(|_| small)?;
+            if !std::fs::metadata(&file).is_ok_and(|m| m.is_file() && m.len() <= MAX_TEST_BYTES) {
+                return None;
+            }
+            let content = std::fs::read(&file).ok()?;
             Some(AuthoredTest { path: path.clone(), content })
         })
         .collect()

@@ -23,7 +23,6 @@ use arbiter_store::CandidateRecord;
 use serde_json::json;
 
 use crate::materialize::{self, describe_paths};
-use crate::workspace::{KEEP_FILE, OWNER_FILE};
 
 use super::candidate::BaselineRun;
 use super::crosstests::cross_test;
@@ -238,9 +237,7 @@ pub(super) async fn finish(
 
     // Worktrees go last: a crash before this point leaves them for the next run to prune.
     if ctx.settings.keep_worktrees.value {
-        // Marked kept before it is disowned, so no pruning run takes it for a leftover.
-        let _ = std::fs::write(ctx.worktrees.join(KEEP_FILE), "kept by --keep-worktrees\n");
-        let _ = std::fs::remove_file(ctx.worktrees.join(OWNER_FILE));
+        ctx.workspace.keep_run_worktrees(&ctx.run_id);
     } else {
         let _ = std::fs::remove_dir_all(&ctx.worktrees);
         let _ = ctx.repo.worktree_prune().await;

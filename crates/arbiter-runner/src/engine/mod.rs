@@ -177,38 +177,14 @@ impl Engine {
     /// Runs the tournament to its end (or to its interruption).
     pub async fn run(&self, req: RunRequest) -> Result<RunOutcome, EngineError> {
         let ctx = Arc::new(self.prepare(req).await?);
-        let baseline_task = {
-            let ctx = ctx.clone();
-            tokio::spawn(async move { run_baseline(&ctx).await })
-        };
-        let (runs, baseline) = if ctx.settings.strategy.value.escalates() {
-            escalate(&ctx, baseline_task, BTreeMap::new(), BTreeMap::new()).await?
-        } else {
-            tournament(&ctx, baseline_task, BTreeMap::new(), BTreeMap::new()).await?
-        };
-        finish(&ctx, runs, baseline).await
+        drive(ctx, None, BTreeMap::new(), BTreeMap::new()).await
     }
 
     /// Continues an interrupted run under its own id: finished candidates are kept, the
     /// others start again (see [`resume`]), then evaluation runs as usual.
     pub async fn resume(&self, workspace: Workspace, run_id: &RunId) -> Result<RunOutcome, EngineError> {
         let (ctx, kept, restarts, saved_baseline) = self.reopen(workspace, run_id).await?;
-        let ctx = Arc::new(ctx);
-        let baseline_task = {
-            let ctx = ctx.clone();
-            tokio::spawn(async move {
-                match saved_baseline {
-                    Some(baseline) => BaselineRun { baseline, tree: None },
-                    None => run_baseline(&ctx).await,
-                }
-            })
-        };
-        let (runs, baseline) = if ctx.settings.strategy.value.escalates() {
-            escalate(&ctx, baseline_task, kept, restarts).await?
-        } else {
-            tournament(&ctx, baseline_task, kept, restarts).await?
-        };
-        finish(&ctx, runs, baseline).await
+        drive(Arc::new(ctx), saved_baseline, kept, restarts).await
     }
 
     /// Reopens an interrupted run: its state, settings, event log and worktrees; what it
@@ -228,8 +204,7 @@ impl Engine {
             .ok_or_else(|| not("its state.json is missing or unreadable".into()))?;
         match state.status {
             RunStatus::Running
-                if std::path::Path::new(&format!("/proc/{}", state.pid)).exists()
-                    && state.pid != std::process::id() =>
+                if crate::process::process_alive(state.pid as i32) && state.pid != std::process::id() =>
             {
                 return Err(not(format!("it is still running (process {})", state.pid)));
             }
@@ -540,6 +515,31 @@ struct RunParts {
 }
 
 /// Every candidate in a sliding pool of at most `parallel`, started in order.
+/// The candidates (all at once, or one at a time for an escalating strategy) beside the
+/// baseline (`saved` when a resumed run kept it), then evaluation.
+async fn drive(
+    ctx: Arc<RunCtx>,
+    saved: Option<Baseline>,
+    kept: BTreeMap<usize, CandidateRun>,
+    restarts: BTreeMap<usize, Restart>,
+) -> Result<RunOutcome, EngineError> {
+    let baseline_task = {
+        let ctx = ctx.clone();
+        tokio::spawn(async move {
+            match saved {
+                Some(baseline) => BaselineRun { baseline, tree: None },
+                None => run_baseline(&ctx).await,
+            }
+        })
+    };
+    let (runs, baseline) = if ctx.settings.strategy.value.escalates() {
+        escalate(&ctx, baseline_task, kept, restarts).await?
+    } else {
+        tournament(&ctx, baseline_task, kept, restarts).await?
+    };
+    finish(&ctx, runs, baseline).await
+}
+
 async fn tournament(
     ctx: &Arc<RunCtx>,
     baseline_task: tokio::task::JoinHandle<BaselineRun>,

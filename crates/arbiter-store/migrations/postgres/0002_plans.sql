@@ -11,7 +11,6 @@ CREATE TABLE plans (
     guard_files            BOOLEAN NOT NULL DEFAULT false,
     retry_backoff_seconds  BIGINT NOT NULL,
     cancelled              BOOLEAN NOT NULL DEFAULT false,
-    next_ord               BIGINT NOT NULL DEFAULT 0,
     created_at             BIGINT NOT NULL,
     updated_at             BIGINT NOT NULL,
     version                BIGINT NOT NULL DEFAULT 1

@@ -11,7 +11,6 @@ CREATE TABLE plans (
     guard_files            INTEGER NOT NULL DEFAULT 0,
     retry_backoff_seconds  INTEGER NOT NULL,
     cancelled              INTEGER NOT NULL DEFAULT 0,
-    next_ord               INTEGER NOT NULL DEFAULT 0,
     created_at             INTEGER NOT NULL,
     updated_at             INTEGER NOT NULL,
     version                INTEGER NOT NULL DEFAULT 1

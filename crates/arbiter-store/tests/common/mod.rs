@@ -19,9 +19,13 @@ pub async fn fresh_database() -> (String, String) {
             "Postgres is required for these tests ({e}); start it (pg_ctlcluster ... main start) and set DATABASE_URL"
         )
     });
+    // Unique across processes (pid, time) and within one (a counter: tests run in parallel
+    // and the clock may read the same for two of them).
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let nanos =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
-    let name = format!("arbiter_test_{}_{nanos}", std::process::id());
+    let name = format!("arbiter_test_{}_{nanos}_{n}", std::process::id());
     sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}"))).execute(&mut conn).await.unwrap();
     let base = admin.rsplit_once('/').map(|(b, _)| b.to_string()).unwrap_or(admin.clone());
     (format!("{base}/{name}"), name)
