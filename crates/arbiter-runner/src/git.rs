@@ -1,9 +1,16 @@
 //! The one way arbiter talks to git: the `git` program, with a sanitized environment.
 //!
-//! Working-tree mutations (worktrees, apply, commit) go through the git CLI because it is
+//! Working-tree mutations (workspaces, apply, commit) go through the git CLI because it is
 //! what users run and trust; libraries differ from it at the edges. Inherited `GIT_DIR`,
 //! `GIT_WORK_TREE` and `GIT_INDEX_FILE` are removed so a caller's environment cannot
 //! redirect arbiter to another repository, prompts are disabled, and messages are in C.
+//!
+//! No git call of arbiter's runs a program a repository names: every call turns off the
+//! fsmonitor, hooks and the pager, and never uses external diff or textconv drivers. The
+//! git of a candidate's workspace ([`Git::isolated`]) goes further: its git directory is
+//! arbiter's own (the candidate never sees it), and system and global configuration are not
+//! read at all, so no filter, diff or merge driver, `core.sshCommand` or alias can be
+//! defined for it — whatever the candidate wrote into its tree's `.gitattributes`.
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
@@ -41,15 +48,39 @@ impl GitOutput {
     }
 }
 
+/// Settings on every git call: no program a repository names is ever run.
+const HARDENING: &[&str] = &["-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "-c", "core.pager=cat"];
+
+/// More settings for the git of a candidate's workspace.
+const ISOLATION: &[&str] = &[
+    "-c",
+    "core.attributesFile=/dev/null",
+    "-c",
+    "core.sshCommand=false",
+    "-c",
+    "protocol.allow=never",
+    "-c",
+    "core.untrackedCache=false",
+];
+
 /// Runs git in a directory.
 #[derive(Clone, Debug)]
 pub struct Git {
     dir: PathBuf,
+    /// A git directory of arbiter's own for the work tree `dir` (a candidate's workspace).
+    isolated: Option<PathBuf>,
 }
 
 impl Git {
     pub fn new(dir: impl Into<PathBuf>) -> Self {
-        Git { dir: dir.into() }
+        Git { dir: dir.into(), isolated: None }
+    }
+
+    /// Git on the work tree `work_tree` through the git directory `git_dir`, which arbiter
+    /// owns: the work tree's own `.git` (the candidate's) is never read, and neither is any
+    /// system or global configuration.
+    pub fn isolated(git_dir: impl Into<PathBuf>, work_tree: impl Into<PathBuf>) -> Self {
+        Git { dir: work_tree.into(), isolated: Some(git_dir.into()) }
     }
 
     pub fn dir(&self) -> &Path {
@@ -62,7 +93,11 @@ impl Git {
         S: AsRef<OsStr>,
     {
         let mut cmd = tokio::process::Command::new("git");
-        cmd.arg("-c").arg("core.quotepath=off").args(args).current_dir(&self.dir);
+        cmd.arg("-c").arg("core.quotepath=off").args(HARDENING);
+        if self.isolated.is_some() {
+            cmd.args(ISOLATION);
+        }
+        cmd.args(args).current_dir(&self.dir);
         for var in [
             "GIT_DIR",
             "GIT_WORK_TREE",
@@ -74,6 +109,13 @@ impl Git {
             cmd.env_remove(var);
         }
         cmd.env("GIT_TERMINAL_PROMPT", "0").env("LC_ALL", "C").env("GIT_OPTIONAL_LOCKS", "0");
+        if let Some(git_dir) = &self.isolated {
+            cmd.env("GIT_DIR", git_dir)
+                .env("GIT_WORK_TREE", &self.dir)
+                .env("GIT_CONFIG_NOSYSTEM", "1")
+                .env("GIT_CONFIG_GLOBAL", "/dev/null")
+                .env("GIT_ATTR_NOSYSTEM", "1");
+        }
         if let Some(index) = index_file {
             cmd.env("GIT_INDEX_FILE", index);
         }

@@ -28,6 +28,7 @@ pub mod integration;
 pub mod judge;
 pub mod materialize;
 pub mod plan_run;
+pub mod pool;
 pub mod preflight;
 pub mod process;
 pub mod rundir;

@@ -1,0 +1,49 @@
+//! The init (`__sandbox init`): the first process of the candidate's PID namespace.
+//!
+//! It dies with the supervisor, enforces the policy's filesystem rules on itself (so the
+//! program and all it starts inherit them), starts the program, reaps every process
+//! re-parented to it, and exits with the program's status as soon as the program itself
+//! ends. Being PID 1, its exit makes the kernel kill whatever the program left behind in
+//! the namespace. A policy it cannot enforce stops it before the program starts.
+
+use std::ffi::OsString;
+use std::process::Command;
+
+use nix::unistd::Pid;
+
+use crate::supervisor::{die_with_parent, signal_fd, wait_for};
+use crate::{RoleArgs, filesystem, setup_failed};
+
+/// The exit code when the program cannot be started at all (as a shell says it).
+const NOT_STARTED: i32 = 127;
+
+/// The `init` role.
+pub(crate) fn main(args: Vec<OsString>) -> i32 {
+    let role = match RoleArgs::parse(args) {
+        Ok(r) => r,
+        Err(e) => return setup_failed(format!("init: {e}")),
+    };
+    // Its parent (the supervisor) is outside the PID namespace, so its pid cannot be
+    // compared here; the supervisor records this process, and a later run ends it if the
+    // supervisor vanished in the instant before this call.
+    if let Err(e) = die_with_parent(None) {
+        return setup_failed(e);
+    }
+    let signals = match signal_fd() {
+        Ok(fd) => fd,
+        Err(e) => return setup_failed(e),
+    };
+    if role.policy.landlock
+        && let Err(e) = filesystem::enforce(&role.policy)
+    {
+        return setup_failed(format!("the policy asks for Landlock and {e}"));
+    }
+    let child = match Command::new(&role.program).args(&role.args).spawn() {
+        Ok(child) => Pid::from_raw(child.id() as i32),
+        Err(e) => {
+            eprintln!("{} cannot start {}: {e}", crate::MESSAGE_PREFIX, role.program.to_string_lossy());
+            return NOT_STARTED;
+        }
+    };
+    wait_for(child, &signals)
+}

@@ -1,0 +1,113 @@
+//! What the kernel offers: Landlock (and its ABI) and unprivileged user + PID namespaces.
+//!
+//! Both can only be tried, not looked up, and namespaces only by a single-threaded
+//! process, so [`probe`] runs the launcher's `__sandbox probe` role, which tries them for
+//! real in a throwaway process and prints what worked as JSON.
+//!
+//! For tests of what arbiter does on a poorer kernel, `ARBITER_SANDBOX_PROBE` can make the
+//! probe report *less* than the kernel offers (`no-landlock`, `no-namespaces`, `nothing`);
+//! it can never report more. Using it is said on standard error.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use landlock::{ABI, Access, AccessFs, CompatLevel, Compatible, LandlockStatus, Ruleset, RulesetAttr};
+use serde::{Deserialize, Serialize};
+
+use crate::policy::SandboxError;
+use crate::supervisor::enter_namespaces;
+
+/// The environment variable that makes the probe report less than the kernel offers.
+pub const FAKE_PROBE_ENV: &str = "ARBITER_SANDBOX_PROBE";
+
+/// What the kernel offers to an unprivileged process.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Capabilities {
+    /// The Landlock ABI, when Landlock is enabled.
+    pub landlock_abi: Option<u32>,
+    /// New user and PID namespaces can be created (and a process started in them).
+    pub namespaces: bool,
+    /// Why something is missing.
+    pub detail: Option<String>,
+}
+
+/// Runs `launcher __sandbox probe` and reads what it found.
+pub fn probe(launcher: &Path) -> Result<Capabilities, SandboxError> {
+    let failed = |detail: String| SandboxError::Probe { launcher: launcher.display().to_string(), detail };
+    let out = Command::new(launcher)
+        .args([crate::ENTRY, "probe"])
+        .stdin(Stdio::null())
+        .stderr(Stdio::inherit())
+        .output()
+        .map_err(|e| failed(e.to_string()))?;
+    if !out.status.success() {
+        return Err(failed(format!("it exited with {}", out.status)));
+    }
+    serde_json::from_slice(&out.stdout).map_err(|e| failed(format!("unreadable answer: {e}")))
+}
+
+/// The `probe` role: tries namespaces, then Landlock, in this (throwaway) process.
+pub(crate) fn main() -> i32 {
+    let fake = std::env::var(FAKE_PROBE_ENV).unwrap_or_default();
+    if !fake.is_empty() {
+        eprintln!("{} {FAKE_PROBE_ENV}={fake}: reporting less than the kernel offers", crate::MESSAGE_PREFIX);
+    }
+    let mut caps = Capabilities::default();
+    let mut missing = Vec::new();
+    match try_namespaces() {
+        Ok(()) => caps.namespaces = true,
+        Err(e) => missing.push(format!("namespaces: {e}")),
+    }
+    match try_landlock() {
+        Ok(abi) => caps.landlock_abi = Some(abi),
+        Err(e) => missing.push(format!("Landlock: {e}")),
+    }
+    if matches!(fake.as_str(), "no-landlock" | "nothing") {
+        caps.landlock_abi = None;
+        missing.push(format!("Landlock: hidden by {FAKE_PROBE_ENV}"));
+    }
+    if matches!(fake.as_str(), "no-namespaces" | "nothing") {
+        caps.namespaces = false;
+        missing.push(format!("namespaces: hidden by {FAKE_PROBE_ENV}"));
+    }
+    if !missing.is_empty() {
+        caps.detail = Some(missing.join("; "));
+    }
+    match serde_json::to_string(&caps) {
+        Ok(text) => {
+            println!("{text}");
+            0
+        }
+        Err(e) => crate::setup_failed(e),
+    }
+}
+
+/// Enters new user and PID namespaces and starts a process in them.
+fn try_namespaces() -> Result<(), String> {
+    enter_namespaces()?;
+    let me = std::env::current_exe().map_err(|e| e.to_string())?;
+    let status = Command::new(me)
+        .args([crate::ENTRY, "noop"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .status()
+        .map_err(|e| format!("cannot start a process in them: {e}"))?;
+    if status.success() { Ok(()) } else { Err(format!("a process in them exited with {status}")) }
+}
+
+/// Restricts this process with an (empty-handed) ruleset and reads the kernel's ABI.
+fn try_landlock() -> Result<u32, String> {
+    let status = Ruleset::default()
+        .set_compatibility(CompatLevel::BestEffort)
+        .handle_access(AccessFs::from_all(ABI::V1))
+        .and_then(|r| r.create())
+        .and_then(|r| r.restrict_self())
+        .map_err(|e| e.to_string())?;
+    match status.landlock {
+        LandlockStatus::Available { effective_abi, kernel_abi } => {
+            Ok(kernel_abi.map(|v| v as u32).unwrap_or(effective_abi as u32))
+        }
+        LandlockStatus::NotEnabled => Err("built into the kernel but not enabled at boot".into()),
+        LandlockStatus::NotImplemented => Err("not built into this kernel".into()),
+    }
+}
