@@ -275,9 +275,13 @@ pub struct SettingsArgs {
     /// What to do with the winner: worktree, none, or branch:NAME.
     #[arg(long, value_name = "MODE")]
     pub apply: Option<String>,
-    /// Keep the candidates' worktrees after the run.
+    /// Keep the candidates' workspaces after the run (their paths are in the report).
     #[arg(long)]
     pub keep_worktrees: bool,
+    /// The sandbox of every process a candidate starts: auto (what the kernel offers; the
+    /// report says what was enforced), require (refuse to run without Landlock), or off.
+    #[arg(long, value_name = "MODE")]
+    pub sandbox: Option<String>,
     /// The task may change tests and other protected files (otherwise such a candidate is
     /// flagged and not eligible; its gates always run with the base versions restored, and
     /// without configuration it added, unless this is given).
@@ -409,6 +413,7 @@ impl SettingsArgs {
             max_tokens: self.max_tokens,
             apply: self.apply.clone(),
             keep_worktrees: self.keep_worktrees,
+            sandbox: self.sandbox.clone(),
             allow_test_changes: self.allow_test_changes,
             no_judge: self.no_judge,
             strategy: self.strategy.clone(),

@@ -113,6 +113,17 @@ impl RepoContext {
     }
 }
 
+/// The sandbox of this process: the launcher is this very binary (it becomes the sandbox when
+/// re-executed with `__sandbox`), arbiter's directories come from the environment.
+pub fn sandboxing() -> Result<Arc<arbiter_runner::confinement::Sandboxing>, CliError> {
+    let launcher = std::env::current_exe()
+        .map_err(|e| CliError::environment(format!("cannot find the arbiter binary to run the sandbox: {e}")))?;
+    Ok(Arc::new(arbiter_runner::confinement::Sandboxing::new(
+        launcher,
+        arbiter_runner::user_dirs::UserDirs::from_process(),
+    )))
+}
+
 /// Reads and parses one JSON artifact of a run directory.
 pub fn read_artifact<T: serde::de::DeserializeOwned>(run_dir: &Path, rel: &str) -> Result<T, CliError> {
     let path = run_dir.join(rel);

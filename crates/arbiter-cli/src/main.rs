@@ -16,6 +16,12 @@ use crate::cli::{Cli, Command, ConfigCommand, RunsCommand};
 use crate::error::CliError;
 
 fn main() -> ExitCode {
+    // The sandbox re-enters this binary; it must run before anything starts a thread.
+    let mut args = std::env::args_os().skip(1);
+    if args.next().is_some_and(|a| a == arbiter_sandbox::ENTRY) {
+        let code = arbiter_sandbox::entry(args.collect());
+        return ExitCode::from(u8::try_from(code).unwrap_or(u8::MAX));
+    }
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,

@@ -69,8 +69,17 @@ impl FakeClis {
     }
 }
 
-/// Runs arbiter in `repo` with the fakes on PATH and secrets in its environment.
+/// Runs arbiter in `repo` with the fakes on PATH and secrets in its environment. The fakes
+/// record how they were started beside themselves: the sandbox lets candidates write there
+/// (`[sandbox] writable`), and nowhere else outside their workspaces.
 fn arbiter_with(repo: &TestRepo, fakes: &FakeClis, args: &[&str], extra_env: &[(&str, &str)]) -> Run {
+    let config = repo.arbiter_dir().join("config.toml");
+    let text = fs::read_to_string(&config).unwrap_or_default();
+    if !text.lines().any(|l| l.trim() == "[sandbox]") {
+        fs::create_dir_all(fakes.records_dir()).expect("records dir");
+        let table = format!("\n[sandbox]\nwritable = [{:?}]\n", fakes.records_dir().display().to_string());
+        fs::write(&config, text + &table).expect("write config.toml");
+    }
     let mut cmd = repo.arbiter_cmd(args);
     cmd.env("PATH", fakes.path())
         .env("DATABASE_URL", DB_URL)
@@ -134,12 +143,14 @@ fn assert_no_secret_under_arbiter(repo: &TestRepo, secrets: &[&str]) {
 /// The agent homes are gone after the run: nothing is left in the scratch area.
 #[track_caller]
 fn assert_agent_homes_removed(repo: &TestRepo) {
-    let worktrees = repo.arbiter_dir().join("worktrees");
-    let leftovers: Vec<PathBuf> = if worktrees.exists() { files_under(&worktrees) } else { Vec::new() };
-    assert!(
-        leftovers.iter().all(|p| !p.to_string_lossy().contains("agent-homes")),
-        "agent homes left behind: {leftovers:?}"
-    );
+    let leftovers: Vec<PathBuf> = repo
+        .workspace_slots()
+        .iter()
+        .map(|slot| slot.join("home"))
+        .filter(|home| home.exists())
+        .flat_map(|home| files_under(&home))
+        .collect();
+    assert!(leftovers.is_empty(), "agent homes left behind: {leftovers:?}");
 }
 
 #[test]
@@ -234,14 +245,15 @@ fn every_cli_runs_through_arbiter_and_its_fix_lands() {
             assert!(types.iter().any(|t| t == "file_change") && types.iter().any(|t| t == "usage"), "{types:?}");
         }
 
-        // How the fake was started: in the worktree, with its own home, and an allowlisted
-        // environment holding its own key variables only.
+        // How the fake was started: in its workspace, with its own home beside it, and an
+        // allowlisted environment holding its own key variables only.
         let rec = fakes.record(program, "c01");
         let cwd = rec["cwd"].as_str().expect("cwd");
-        assert!(cwd.contains("/.arbiter/worktrees/") && cwd.ends_with("/c01"), "{cwd}");
+        assert!(cwd.contains("/workspaces/") && cwd.ends_with("/tree"), "{cwd}");
         let env = rec["env"].as_object().expect("env");
         let home = env["HOME"].as_str().expect("HOME");
-        assert!(home.ends_with("/agent-homes/c01") && !home.starts_with(cwd), "{home}");
+        assert_eq!(Path::new(home).parent(), Path::new(cwd).parent(), "{home} beside {cwd}");
+        assert!(home.ends_with("/home") && !home.starts_with(cwd), "{home}");
         assert_eq!(env["TMPDIR"], format!("{home}/tmp"), "temporary files stay in the agent home");
         assert!(!env.contains_key("DATABASE_URL"), "{runner} saw DATABASE_URL");
         let argv = rec["argv"].to_string();

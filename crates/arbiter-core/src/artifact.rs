@@ -162,6 +162,10 @@ pub struct RunState {
     pub message: Option<String>,
     /// The process that owns the run while it is `running`.
     pub pid: u32,
+    /// What every process a candidate started ran under (recorded by runs since the sandbox
+    /// exists; `None` for older runs).
+    #[serde(default)]
+    pub sandbox: Option<crate::sandbox::Enforcement>,
 }
 
 /// `baseline.json`: the verify commands on the base commit.
@@ -228,6 +232,13 @@ pub struct Evidence {
     /// Why it never started, when it did not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub not_run: Option<String>,
+    /// What disqualifies it whatever else it achieved (a secret in its patch, tampered
+    /// checks, a limit broken).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub violations: Vec<crate::selection::Violation>,
+    /// The sandbox its processes ran under.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<crate::sandbox::Enforcement>,
 }
 
 /// `candidates/<id>/runner_summary.json`: how the runner was invoked and how it ended.

@@ -27,6 +27,8 @@ pub enum EventKind {
     ModelFallback,
     PatchCaptured,
     GateFinished,
+    /// What was taken out of a candidate's tree for its gates (the tests it added).
+    GatesSealed,
     CandidateFinished,
     /// Whether the pairwise judge ran, and why (or why not).
     JudgeDecision,
@@ -65,6 +67,7 @@ impl EventKind {
             Self::ModelFallback => "model_fallback",
             Self::PatchCaptured => "patch_captured",
             Self::GateFinished => "gate_finished",
+            Self::GatesSealed => "gates_sealed",
             Self::CandidateFinished => "candidate_finished",
             Self::JudgeDecision => "judge_decision",
             Self::CrossTests => "cross_tests",
@@ -111,6 +114,7 @@ mod tests {
             EventKind::CrossTests,
             EventKind::EscalationStopped,
             EventKind::BudgetExceeded,
+            EventKind::GatesSealed,
         ] {
             assert_eq!(serde_json::to_value(k).unwrap(), serde_json::Value::String(k.as_str().into()));
         }

@@ -26,7 +26,9 @@
 //! - [`crosstest`]: the tests candidates wrote, pooled and run against every survivor and the base.
 //! - [`strategy`]: tournament or escalation, and the order candidates are tried in.
 //! - [`money`]: exact dollar amounts.
+//! - [`limits`]: how large a candidate's patch may be, and where its links may point.
 //! - [`redact`]: removal of secrets from anything that is written or printed.
+//! - [`sandbox`]: how much sandboxing a run asks for, and what it enforces on this kernel.
 //! - [`command_line`]: the first program named by a shell command line.
 
 #![forbid(unsafe_code)]
@@ -40,6 +42,7 @@ pub mod crosstest;
 pub mod event;
 pub mod gate;
 pub mod ids;
+pub mod limits;
 pub mod money;
 pub mod pairwise;
 pub mod patch;
@@ -48,6 +51,7 @@ pub mod protect;
 pub mod redact;
 pub mod report;
 pub mod review;
+pub mod sandbox;
 pub mod selection;
 pub mod settings;
 pub mod status;

@@ -141,9 +141,31 @@ pub fn weakened(patterns: &[String], touched: &[(String, Touch)]) -> Vec<(String
         .collect()
 }
 
+/// The test files a patch added: its own tests. They are evidence (cross-tests), not gates:
+/// the gates run the base's own tests, in a tree these are taken out of.
+pub fn added_tests(patterns: &[String], touched: &[(String, Touch)]) -> Vec<String> {
+    touched
+        .iter()
+        .filter(|(path, how)| *how == Touch::Added && protection(patterns, path) == Some(Protection::Test))
+        .map(|(path, _)| path.clone())
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn added_tests_are_the_new_files_protected_as_tests() {
+        let touched = vec![
+            ("test_zzz.py".to_string(), Touch::Added),
+            ("tests/conftest.py".to_string(), Touch::Added),
+            ("test_calc.py".to_string(), Touch::Modified),
+            ("src/new.py".to_string(), Touch::Added),
+        ];
+        assert_eq!(added_tests(&defaults(), &touched), vec!["test_zzz.py".to_string()]);
+        assert!(added_tests(&[], &touched).is_empty());
+    }
 
     fn defaults() -> Vec<String> {
         DEFAULT_PROTECTED.iter().map(|s| s.to_string()).collect()

@@ -1,5 +1,10 @@
 //! Removal of secrets from text before it is written to an artifact, an event, a log or
 //! the terminal: known secret values (exact match) and common token shapes.
+//!
+//! [`KnownSecrets`] are the values arbiter knows to be secret, each with where it came from
+//! (an environment variable's name, the secrets file): a captured patch is searched for
+//! them — as they are, and hex- and base64-encoded, at any alignment — and every artifact
+//! is redacted of all these forms.
 
 /// What replaces a secret.
 pub const MASK: &str = "[REDACTED]";
@@ -38,6 +43,110 @@ impl Redactor {
         }
         redact_patterns(&out)
     }
+}
+
+/// Values arbiter knows to be secret, each named by where it came from (never by its value).
+#[derive(Clone, Debug, Default)]
+pub struct KnownSecrets {
+    /// (source, value) — and, for each, the encoded forms searched and masked too.
+    entries: Vec<(String, Vec<String>)>,
+}
+
+/// Forms shorter than this are not searched for: they would match ordinary text.
+const MIN_FORM_LEN: usize = 12;
+
+impl KnownSecrets {
+    /// Adds `value` as the secret from `source`; a URL's password counts too. Values shorter
+    /// than 6 characters are ignored (like [`Redactor::new`]).
+    pub fn add(&mut self, source: impl Into<String>, value: &str) {
+        let source = source.into();
+        let mut values = vec![value.to_string()];
+        if let Some(password) = url_password(value) {
+            values.push(password.to_string());
+        }
+        for v in values.into_iter().filter(|v| v.len() >= 6) {
+            let mut forms = vec![v.clone()];
+            forms.extend(encodings(v.as_bytes()).into_iter().filter(|f| f.len() >= MIN_FORM_LEN));
+            forms.sort();
+            forms.dedup();
+            self.entries.push((source.clone(), forms));
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The sources of the secrets `text` holds, in any form (each source once).
+    pub fn found_in(&self, text: &str) -> Vec<String> {
+        let mut found: Vec<String> = Vec::new();
+        for (source, forms) in &self.entries {
+            if !found.contains(source) && forms.iter().any(|f| text.contains(f.as_str())) {
+                found.push(source.clone());
+            }
+        }
+        found
+    }
+
+    /// A redactor of every form of every secret.
+    pub fn redactor(&self) -> Redactor {
+        Redactor::new(self.entries.iter().flat_map(|(_, forms)| forms.iter().cloned()))
+    }
+}
+
+/// The password of `scheme://user:password@host...`.
+fn url_password(value: &str) -> Option<&str> {
+    let after = &value[value.find("://")? + 3..];
+    let auth = &after[..after.find('/').unwrap_or(after.len())];
+    let at = auth.rfind('@')?;
+    let colon = auth[..at].find(':')?;
+    Some(&auth[colon + 1..at])
+}
+
+/// Hex (lower and upper case) and base64 (standard and URL-safe) of `bytes`: whole, and the
+/// part that stays the same wherever the value sits in a longer encoded text (base64 packs
+/// 3 bytes into 4 characters, so each of the 3 alignments has its own stable core).
+fn encodings(bytes: &[u8]) -> Vec<String> {
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    let mut out = vec![hex.to_uppercase(), hex];
+    for offset in 0..3usize {
+        let mut padded = vec![0u8; offset];
+        padded.extend_from_slice(bytes);
+        let full = base64(&padded, false);
+        // Characters that depend only on the secret: skip those mixing in the bytes before
+        // it, and the last group, which mixes in the bytes after it.
+        let skip = (offset * 4).div_ceil(3);
+        let stable_end = (padded.len() / 3) * 4;
+        if stable_end > skip {
+            let core = &full[skip..stable_end];
+            out.push(core.to_string());
+            out.push(core.replace('+', "-").replace('/', "_"));
+        }
+        if offset == 0 {
+            out.push(full.trim_end_matches('=').to_string());
+            out.push(base64(&padded, true).trim_end_matches('=').to_string());
+        }
+    }
+    out
+}
+
+fn base64(bytes: &[u8], url_safe: bool) -> String {
+    const STD: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    const URL: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let table = if url_safe { URL } else { STD };
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(table[((n >> (18 - 6 * i)) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
 }
 
 fn is_token_char(c: char) -> bool {
@@ -113,6 +222,32 @@ mod tests {
         assert!(!s.contains("tok_12345678"));
         assert!(!s.contains(":pw@"));
         assert!(s.contains("postgres://u:[REDACTED]@db/x"), "{s}");
+    }
+
+    #[test]
+    fn known_secrets_are_found_plain_hex_and_base64_at_any_alignment_and_redacted() {
+        let mut known = KnownSecrets::default();
+        known.add("OPENAI_API_KEY", "sk-live-0123456789abcdefXYZ");
+        known.add("ARBITER_DATABASE_URL", "postgres://app:db-pass-98765@db.internal/prod");
+        known.add("SHORT", "abc");
+        let secret = b"sk-live-0123456789abcdefXYZ";
+        for prefix in ["", "x", "xy", "xyz"] {
+            let mut blob = prefix.as_bytes().to_vec();
+            blob.extend_from_slice(secret);
+            blob.extend_from_slice(b"trailing");
+            let encoded = base64(&blob, false);
+            let text = format!("+const data = \"{encoded}\";\n");
+            assert_eq!(known.found_in(&text), vec!["OPENAI_API_KEY".to_string()], "prefix {prefix:?}: {text}");
+            let redacted = known.redactor().redact(&text);
+            assert!(known.found_in(&redacted).is_empty(), "{redacted}");
+        }
+        let hex: String = secret.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(known.found_in(&hex), vec!["OPENAI_API_KEY".to_string()]);
+        assert_eq!(known.found_in("password is db-pass-98765"), vec!["ARBITER_DATABASE_URL".to_string()]);
+        assert!(known.found_in("abc and ordinary text, sk-live-0123").is_empty());
+        assert_eq!(base64(b"Man", false), "TWFu");
+        assert_eq!(base64(b"Ma", false), "TWE=");
+        assert_eq!(base64(b"\xfb\xff", true), "-_8=");
     }
 
     #[test]

@@ -53,6 +53,10 @@ pub fn render_markdown(r: &ReportInput<'_>) -> String {
     if let Some(m) = &s.materialization {
         let _ = writeln!(out, "Materialization: {}\n", m.describe());
     }
+    if let Some(sandbox) = &s.sandbox {
+        let loud = if sandbox.any() { "" } else { "**Warning:** " };
+        let _ = writeln!(out, "{loud}Candidates ran in: {}.\n", sandbox.describe());
+    }
     if let Some(spending) = r.selection.spending.as_ref().filter(|s| s.noteworthy()) {
         let _ = writeln!(out, "Spending: {}.\n", spending.describe());
     }

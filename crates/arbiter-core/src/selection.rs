@@ -49,6 +49,39 @@ pub struct CandidateFacts {
     /// Why it never started (an escalation stopped earlier, or the budget was spent).
     #[serde(default)]
     pub not_run: Option<String>,
+    /// What it did that no honest candidate does: each one disqualifies it.
+    #[serde(default)]
+    pub violations: Vec<Violation>,
+}
+
+/// Something a candidate did that disqualifies it whatever else it achieved.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Violation {
+    /// Its patch holds the value of a secret arbiter knows (named by where it comes from,
+    /// never by its value).
+    SecretInPatch { sources: Vec<String> },
+    /// The canary test arbiter planted did not fail in its tree: it neutralised the test
+    /// machinery of these verify commands.
+    TamperedChecks { commands: Vec<String> },
+    /// Its patch broke a limit.
+    OverLimit { breach: crate::limits::LimitBreach },
+}
+
+impl Violation {
+    pub fn describe(&self) -> String {
+        match self {
+            Violation::SecretInPatch { sources } => format!(
+                "its patch contains a secret ({}); the value is redacted from every artifact and the patch is never applied",
+                sources.join(", ")
+            ),
+            Violation::TamperedChecks { commands } => format!(
+                "it tampered with the checks: a test arbiter planted that must fail passed under it ({})",
+                commands.iter().map(|c| format!("`{c}`")).collect::<Vec<_>>().join(", ")
+            ),
+            Violation::OverLimit { breach } => breach.describe(),
+        }
+    }
 }
 
 /// What the pairwise judge made of a candidate (both orders per pair; see `pairwise`).
@@ -93,6 +126,7 @@ pub enum Rejection {
     AgentFailed { status: CandidateStatus, exit_code: Option<i32> },
     ProtectedChanged { paths: Vec<String> },
     NotRun { reason: String },
+    Violated { violation: Violation },
 }
 
 impl Rejection {
@@ -118,6 +152,7 @@ impl Rejection {
             }
             Rejection::GatesNotRun => "its verify commands did not run".into(),
             Rejection::NotRun { reason } => format!("not run: {reason}"),
+            Rejection::Violated { violation } => violation.describe(),
             Rejection::ProtectedChanged { paths } => format!(
                 "it changed protected files ({}): it modified or deleted tests or configuration, or added configuration of how the tests run; its gates ran on the base's versions, without the added configuration; pass --allow-test-changes if the task requires changing them",
                 paths.join(", ")
@@ -204,6 +239,9 @@ pub fn rejection(c: &CandidateFacts, policy: Policy) -> Option<Rejection> {
     }
     if c.status == CandidateStatus::Cancelled {
         return Some(Rejection::Cancelled);
+    }
+    if let Some(violation) = c.violations.first() {
+        return Some(Rejection::Violated { violation: violation.clone() });
     }
     let Some(patch) = &c.patch else {
         return Some(Rejection::NoPatchCaptured);
@@ -453,6 +491,7 @@ mod tests {
             judge: None,
             cross_tests: None,
             not_run: None,
+            violations: Vec::new(),
         }
     }
 

@@ -9,7 +9,9 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use crate::crosstest::CrossTestRule;
+use crate::limits::CandidateLimits;
 use crate::money::Usd;
+use crate::sandbox::SandboxMode;
 use crate::strategy::{CandidateOption, Strategy, capable, cheapest_first, strongest_first};
 
 /// Built-in defaults.
@@ -56,8 +58,16 @@ pub const DEFAULT_CONFIG_TOML: &str = r#"# arbiter configuration. Command-line f
 # What to do with the winner: "worktree" (apply to the working tree), "none", or
 # "branch:NAME" (a new branch with one commit; the working tree is untouched).
 # apply = "worktree"
-# Keep candidate worktrees after the run (they are removed by default).
+# Keep candidate workspaces after the run (they go back to the workspace pool by default).
 # keep_worktrees = false
+# The sandbox every process a candidate starts runs in: "auto" (what the kernel offers:
+# Landlock, user and PID namespaces; the report says what was enforced), "require" (refuse to
+# run without Landlock) or "off" (candidates run with your full rights). See docs/security.md.
+# sandbox = "auto"
+# Limits on a candidate's patch; a patch over one is rejected, never applied.
+# max_patch_bytes = 10485760
+# max_patch_files = 1000
+# max_file_bytes = 5242880
 # Extra environment variables passed to agents, setup and verify commands. Agents get an
 # allowlist (PATH, HOME, locale, proxies) and never arbiter's own secrets.
 # env_passthrough = []
@@ -79,6 +89,13 @@ pub const DEFAULT_CONFIG_TOML: &str = r#"# arbiter configuration. Command-line f
 # min_capability = 0
 # Stop candidates and judges once the run has spent this much (USD).
 # budget_usd = "2.50"
+
+# The sandbox's paths, beyond the built-in ones (see docs/security.md). `writable`: paths
+# every candidate process may also write (a shared build cache, say: candidates can then
+# leave things there for each other); `hidden`: paths no candidate process may read.
+# [sandbox]
+# writable = ["~/.cache/my-build-cache"]
+# hidden = ["~/work/other-client"]
 
 # Cross-tests: test files candidates add or change are pooled and run against every
 # surviving candidate and the base; tests that fail on the base and pass somewhere rank the
@@ -141,6 +158,20 @@ pub struct ConfigFile {
     pub roles: BTreeMap<String, Vec<String>>,
     #[serde(default)]
     pub cross_tests: CrossTestSection,
+    #[serde(default)]
+    pub sandbox: SandboxSection,
+}
+
+/// The `[sandbox]` table: paths beyond the built-in ones (`~/` is the home directory).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct SandboxSection {
+    /// Paths every candidate process may also write.
+    #[serde(default)]
+    pub writable: Vec<String>,
+    /// Paths no candidate process may read.
+    #[serde(default)]
+    pub hidden: Vec<String>,
 }
 
 /// The `[cross_tests]` table.
@@ -173,6 +204,11 @@ pub struct RunSection {
     pub max_tokens: Option<u64>,
     pub apply: Option<String>,
     pub keep_worktrees: Option<bool>,
+    /// `auto`, `require` or `off`.
+    pub sandbox: Option<String>,
+    pub max_patch_bytes: Option<u64>,
+    pub max_patch_files: Option<u64>,
+    pub max_file_bytes: Option<u64>,
     pub env_passthrough: Option<Vec<String>>,
     /// Globs of files a candidate must not modify or delete to pass (tests, CI, test
     /// configuration); adding configuration of how the tests run counts too.
@@ -237,6 +273,7 @@ pub struct FlagOverrides {
     pub max_tokens: Option<u64>,
     pub apply: Option<String>,
     pub keep_worktrees: bool,
+    pub sandbox: Option<String>,
     pub allow_test_changes: bool,
     pub no_judge: bool,
     pub strategy: Option<String>,
@@ -269,6 +306,13 @@ impl fmt::Display for Origin {
 pub struct Sourced<T> {
     pub value: T,
     pub origin: Origin,
+}
+
+/// The default value (settings recorded before the setting existed read as its default).
+impl<T: Default> Default for Sourced<T> {
+    fn default() -> Self {
+        Sourced { value: T::default(), origin: Origin::Default }
+    }
 }
 
 fn layer<T>(flag: Option<T>, config: Option<T>, default: T) -> Sourced<T> {
@@ -387,6 +431,13 @@ pub struct RunSettings {
     pub max_tokens: Sourced<u64>,
     pub apply: Sourced<ApplyMode>,
     pub keep_worktrees: Sourced<bool>,
+    #[serde(default)]
+    pub sandbox: Sourced<SandboxMode>,
+    /// `[sandbox] writable` and `hidden`.
+    #[serde(default)]
+    pub sandbox_paths: Sourced<SandboxSection>,
+    #[serde(default)]
+    pub limits: Sourced<CandidateLimits>,
     pub env_passthrough: Sourced<Vec<String>>,
     pub protected_paths: Sourced<Vec<String>>,
     pub allow_test_changes: Sourced<bool>,
@@ -579,6 +630,47 @@ impl RunSettings {
         let apply_text = layer(flags.apply, run.apply.clone(), "worktree".to_string());
         let apply = Sourced { value: ApplyMode::parse(&apply_text.value)?, origin: apply_text.origin };
         let keep_worktrees = layer(flags.keep_worktrees.then_some(true), run.keep_worktrees, false);
+        let sandbox_text = layer(flags.sandbox, run.sandbox.clone(), SandboxMode::Auto.as_str().to_string());
+        let sandbox = Sourced {
+            value: SandboxMode::parse(&sandbox_text.value).ok_or_else(|| SettingsError::Invalid {
+                key: "sandbox",
+                problem: format!("'{}' (from {}) is not a sandbox mode", sandbox_text.value, sandbox_text.origin),
+                fix: format!("use one of {}", SandboxMode::NAMES.join(", ")),
+            })?,
+            origin: sandbox_text.origin,
+        };
+        let sandbox_paths = layer(
+            None,
+            (config.sandbox != SandboxSection::default()).then(|| config.sandbox.clone()),
+            SandboxSection::default(),
+        );
+        if let Some(bad) = sandbox_paths.value.writable.iter().chain(&sandbox_paths.value.hidden).find(|p| {
+            let p = p.trim();
+            !(p.starts_with('/') || p.starts_with("~/"))
+        }) {
+            return Err(SettingsError::Invalid {
+                key: "sandbox",
+                problem: format!("'{bad}' is not an absolute path"),
+                fix: "write [sandbox] writable and hidden paths as /absolute/paths or ~/paths".into(),
+            });
+        }
+        let limits = {
+            let d = CandidateLimits::default();
+            let given = run.max_patch_bytes.is_some() || run.max_patch_files.is_some() || run.max_file_bytes.is_some();
+            let value = CandidateLimits {
+                max_patch_bytes: run.max_patch_bytes.unwrap_or(d.max_patch_bytes),
+                max_patch_files: run.max_patch_files.unwrap_or(d.max_patch_files),
+                max_file_bytes: run.max_file_bytes.unwrap_or(d.max_file_bytes),
+            };
+            if value.max_patch_bytes == 0 || value.max_patch_files == 0 || value.max_file_bytes == 0 {
+                return Err(SettingsError::Invalid {
+                    key: "max_patch_bytes/max_patch_files/max_file_bytes",
+                    problem: "0".into(),
+                    fix: "give each limit a positive number, or leave it out for the default".into(),
+                });
+            }
+            Sourced { value, origin: if given { Origin::Config } else { Origin::Default } }
+        };
         let env_passthrough = layer(None, run.env_passthrough.clone(), Vec::new());
         let protected_paths = layer(
             None,
@@ -633,6 +725,9 @@ impl RunSettings {
             max_tokens,
             apply,
             keep_worktrees,
+            sandbox,
+            sandbox_paths,
+            limits,
             env_passthrough,
             protected_paths,
             allow_test_changes,
@@ -705,6 +800,26 @@ impl RunSettings {
             ("max_tokens", self.max_tokens.value.to_string(), self.max_tokens.origin),
             ("apply", self.apply.value.to_string(), self.apply.origin),
             ("keep_worktrees", self.keep_worktrees.value.to_string(), self.keep_worktrees.origin),
+            ("sandbox", self.sandbox.value.to_string(), self.sandbox.origin),
+            (
+                "sandbox_paths",
+                format!(
+                    "writable {}, hidden {}",
+                    list(&self.sandbox_paths.value.writable),
+                    list(&self.sandbox_paths.value.hidden)
+                ),
+                self.sandbox_paths.origin,
+            ),
+            (
+                "limits",
+                format!(
+                    "patch ≤ {} bytes, ≤ {} files, each ≤ {} bytes",
+                    self.limits.value.max_patch_bytes,
+                    self.limits.value.max_patch_files,
+                    self.limits.value.max_file_bytes
+                ),
+                self.limits.origin,
+            ),
             ("env_passthrough", list(&self.env_passthrough.value), self.env_passthrough.origin),
             ("protected_paths", format!("{} globs", self.protected_paths.value.len()), self.protected_paths.origin),
             ("allow_test_changes", self.allow_test_changes.value.to_string(), self.allow_test_changes.origin),

@@ -2,7 +2,8 @@
 //!
 //! [`AgentRunner`] is the seam every runner plugs into (the `command` runner, the built-in
 //! agent, and the agent CLIs). A runner gets a prepared worktree, the
-//! clean prompt file, an allowlisted environment, a time limit and a cancellation token,
+//! clean prompt file, an empty home, the sandbox its processes run in, an allowlisted
+//! environment, a time limit and a cancellation token,
 //! and reports how the agent ended plus the calls it made, for cost accounting.
 
 use std::path::PathBuf;
@@ -22,6 +23,11 @@ pub struct AgentContext {
     /// `candidates/<id>/` in the run directory.
     pub candidate_dir: PathBuf,
     pub prompt_file: PathBuf,
+    /// The agent's home (`HOME` of an agent CLI, its configuration and temporary files),
+    /// outside the worktree and empty at the start.
+    pub home: PathBuf,
+    /// The sandbox every process the agent starts runs in.
+    pub jail: Option<arbiter_sandbox::Jail>,
     pub env: Vec<(String, String)>,
     pub timeout: Duration,
     pub cancel: CancellationToken,

@@ -101,7 +101,8 @@ impl AgentRunner for BuiltinRunner {
     async fn run(&self, ctx: &AgentContext) -> Result<AgentReport, RunnerError> {
         let started = Instant::now();
         let deadline = tokio::time::Instant::now() + ctx.timeout;
-        let toolbox = Toolbox::new(ctx.worktree.clone(), ctx.env.clone(), ctx.cancel.clone())?;
+        let toolbox =
+            Toolbox::new(ctx.worktree.clone(), ctx.env.clone(), ctx.cancel.clone())?.with_jail(ctx.jail.clone());
         let prompt = std::fs::read_to_string(&ctx.prompt_file)?;
         let mut transcript = JsonLines::open(&ctx.candidate_dir.join(arbiter_core::artifact::paths::TRANSCRIPT))?;
         let tools: Vec<ToolSpec> = Toolbox::specs()

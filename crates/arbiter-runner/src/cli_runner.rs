@@ -3,14 +3,14 @@
 //!
 //! `arbiter-agents` says how to invoke each CLI and how to read its output; this module
 //! does the effects. For one candidate it:
-//! - creates a fresh agent home (`HOME`, `CLAUDE_CONFIG_DIR`, `CODEX_HOME`, `TMPDIR`, ...)
-//!   in the run's scratch area, outside the worktree so nothing the CLI writes there can
-//!   become part of the patch, writes the CLI's config files into it, and removes it
-//!   afterwards;
+//! - fills the candidate's agent home (`HOME`, `CLAUDE_CONFIG_DIR`, `CODEX_HOME`, `TMPDIR`,
+//!   ...; a directory of its workspace, outside the worktree so nothing the CLI writes there
+//!   can become part of the patch) with the CLI's config files, and empties it afterwards;
 //! - builds the child's environment from the allowlist, the invocation's own variables and
 //!   the keys (the backend's key, copied into the variable the CLI reads; never on argv,
 //!   never in a file arbiter writes);
-//! - runs the program in its own process group with the run's timeout and stop token, its
+//! - runs the program in the candidate's sandbox, in its own process group with the run's
+//!   timeout and stop token, its
 //!   output going to `stdout.log` / `stderr.log`, and tails `stdout.log` while it runs:
 //!   every complete line goes through the CLI's parser, its normalized events are appended,
 //!   redacted, to `transcript.jsonl`, and the budget is charged as soon as usage arrives;
@@ -209,14 +209,6 @@ fn speaks(agent: CliAgent) -> String {
         })
         .collect();
     names.join(" or ")
-}
-
-/// Where one candidate's agent home goes: the run's scratch area (beside the worktrees,
-/// `.arbiter/worktrees/<run-id>/agent-homes/<candidate>`), which a later run prunes if this
-/// one crashes.
-fn agent_home(ctx: &AgentContext) -> PathBuf {
-    let scratch = ctx.worktree.parent().unwrap_or(&ctx.candidate_dir);
-    scratch.join("agent-homes").join(ctx.candidate.as_str())
 }
 
 /// Removes a directory when dropped, however the run ended.
@@ -529,7 +521,7 @@ impl AgentRunner for CliRunner {
         let started = Instant::now();
         let stdout = ctx.candidate_dir.join(paths::STDOUT);
         let stderr = ctx.candidate_dir.join(paths::STDERR);
-        let home = agent_home(ctx);
+        let home = ctx.home.clone();
         let _remove_home = RemoveOnDrop(home.clone());
         let prompt = std::fs::read_to_string(&ctx.prompt_file)?;
         let spec = self.invocation_spec(
@@ -590,6 +582,7 @@ impl AgentRunner for CliRunner {
             stdout: stdout.clone(),
             stderr: stderr.clone(),
             timeout: ctx.timeout,
+            jail: ctx.jail.clone(),
         };
         let mut watch = Watch {
             ctx,
@@ -766,6 +759,7 @@ pub async fn version(agent: CliAgent, program: &Path) -> Result<String, String> 
         stdout: out.clone(),
         stderr: err.clone(),
         timeout: VERSION_TIMEOUT,
+        jail: None,
     };
     let exit = process::run_program(&cmd, &CancellationToken::new()).await.map_err(|e| e.to_string())?;
     // The version is on stdout; warnings (Codex warns about a temporary home) go to stderr.

@@ -44,6 +44,7 @@ impl AgentRunner for CommandRunner {
             stdout: stdout.clone(),
             stderr: stderr.clone(),
             timeout: ctx.timeout,
+            jail: ctx.jail.clone(),
         };
         let mut transcript = JsonLines::open(&ctx.candidate_dir.join(arbiter_core::artifact::paths::TRANSCRIPT))?;
         transcript.append(&json!({"type": "process_started", "command": ctx.redactor.redact(&self.command)}))?;

@@ -1,6 +1,6 @@
 //! Running verify commands: arbiter runs them itself, in a tree it controls (the baseline's
-//! scratch worktree or a candidate's worktree), each with a time limit and its whole
-//! process group killed on timeout or interrupt. Full output goes to a log file; the
+//! workspace or a candidate's), in that tree's sandbox (a candidate's code runs when its tests
+//! do), each with a time limit and its whole process group killed on timeout or interrupt. Full output goes to a log file; the
 //! outcome keeps a redacted tail.
 
 use std::path::{Path, PathBuf};
@@ -15,10 +15,13 @@ use crate::process::{self, ShellCommand};
 /// Bytes of output kept in an outcome.
 const TAIL_BYTES: u64 = 4000;
 
-/// Runs each command in `cwd`, in order, writing `log_dir/verify-<n>.log`.
+/// Runs each command in `cwd`, in order, writing `log_dir/verify-<n>.log`, in `jail` (the
+/// sandbox of the tree's candidate) when there is one.
+#[allow(clippy::too_many_arguments)]
 pub async fn run_verify(
     commands: &[String],
     cwd: &Path,
+    jail: Option<&arbiter_sandbox::Jail>,
     env: &[(String, String)],
     timeout: Duration,
     log_dir: &Path,
@@ -39,6 +42,7 @@ pub async fn run_verify(
             stdout: log.clone(),
             stderr: log.clone(),
             timeout,
+            jail: jail.cloned(),
         };
         let exit = process::run_shell(&cmd, cancel).await?;
         process::redact_file(&log, redactor)?;

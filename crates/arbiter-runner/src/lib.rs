@@ -1,8 +1,8 @@
 //! arbiter-runner: the effects of a tournament.
 //!
 //! This crate owns everything that touches the outside world while a task runs: git and
-//! worktrees ([`git`], [`workspace`], [`capture`]), child processes ([`process`],
-//! [`agent_env`]), agents (the [`agent`] seam, [`command_runner`], [`builtin_agent`] with its
+//! candidate workspaces ([`git`], [`pool`], [`workspace`], [`capture`]), child processes
+//! ([`process`], [`agent_env`]) and the sandbox they run in ([`confinement`], [`user_dirs`]), agents (the [`agent`] seam, [`command_runner`], [`builtin_agent`] with its
 //! [`builtin`] tools, the agent CLIs of [`cli_runner`], chosen by [`runners`]), verify commands ([`gates`]), the run directory and
 //! its event log ([`rundir`], [`events`]), the run's spending limit ([`budget`]), putting a patch into the repository
 //! ([`materialize`]), the tournament itself ([`engine`]), and plans: their integration
@@ -19,6 +19,7 @@ pub mod builtin_agent;
 pub mod capture;
 pub mod cli_runner;
 pub mod command_runner;
+pub mod confinement;
 pub mod engine;
 pub mod events;
 pub mod gates;
@@ -33,6 +34,7 @@ pub mod preflight;
 pub mod process;
 pub mod rundir;
 pub mod runners;
+pub mod user_dirs;
 pub mod workspace;
 
 /// A random 24-bit run id suffix (run ids must not collide between concurrent runs).

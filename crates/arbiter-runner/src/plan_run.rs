@@ -55,6 +55,9 @@ pub struct PlanRunner {
     pub process_env: Vec<(String, String)>,
     pub models: Option<Arc<ModelAccess>>,
     pub secrets: Vec<String>,
+    /// The sandbox the tasks' candidates run in, and the workspace pools (shared by every
+    /// worker slot: each keeps the workspaces of its tasks warm).
+    pub sandboxing: Arc<crate::confinement::Sandboxing>,
     /// `local:<host>:<pid>`; slot `n` claims as `<prefix>:<n>`.
     pub worker_prefix: String,
     pub lease: Duration,
@@ -408,6 +411,7 @@ impl PlanRunner {
             models: self.models.clone(),
             secrets: self.secrets.clone(),
             spending: Some(spending.clone()),
+            sandboxing: self.sandboxing.clone(),
         };
         let outcome = engine
             .run(RunRequest {

@@ -154,6 +154,8 @@ impl Pool {
             if let Some(slot) = Slot::try_lock(&path, self)
                 && slot.tree().join(".git").exists()
             {
+                // Whatever the interrupted attempt left running (without a sandbox to end it).
+                kill_processes_inside(&path);
                 slot.set_state(SlotState { usage: Use::InUse, owner: Some(owner.clone()), base: state.base });
                 return Some(slot);
             }
@@ -172,8 +174,9 @@ impl Pool {
                     return None;
                 }
                 // The lock is taken by whoever holds the slot, this process included.
-                let slot = Slot::try_lock(&path, self)?;
-                slot.set_state(SlotState { usage: Use::Idle, owner: None, base: state.base });
+                let mut slot = Slot::try_lock(&path, self)?;
+                slot.set_state(SlotState { usage: Use::Idle, owner: state.owner.clone(), base: state.base });
+                slot.settled = true;
                 state.owner
             })
             .collect()
@@ -268,7 +271,8 @@ impl Pool {
     }
 }
 
-/// One workspace, held (locked) until released.
+/// One workspace, held (locked) until released. Dropping it releases it too; only a
+/// process that dies holding it leaves it marked in use (see [`Pool::abandoned`]).
 #[derive(Debug)]
 pub struct Slot {
     dir: PathBuf,
@@ -276,6 +280,17 @@ pub struct Slot {
     objects: PathBuf,
     object_format: String,
     pool: PathBuf,
+    /// Released, kept or removed already: nothing left for `drop` to do.
+    settled: bool,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        if !self.settled {
+            let state = read_state(&self.dir);
+            self.set_state(SlotState { usage: Use::Idle, owner: state.owner, base: state.base });
+        }
+    }
 }
 
 impl Slot {
@@ -292,6 +307,7 @@ impl Slot {
             objects: pool.objects.clone(),
             object_format: pool.object_format.clone(),
             pool: pool.dir.clone(),
+            settled: false,
         })
     }
 
@@ -339,24 +355,28 @@ impl Slot {
         Git::isolated(self.git_dir(), self.tree())
     }
 
-    /// Frees the slot for the next candidate.
-    pub fn release(self) {
+    /// Frees the slot for the next candidate (it keeps naming its last owner, so a resume
+    /// finds it as long as nobody took it since).
+    pub fn release(mut self) {
         let state = read_state(&self.dir);
-        self.set_state(SlotState { usage: Use::Idle, owner: None, base: state.base });
+        self.set_state(SlotState { usage: Use::Idle, owner: state.owner, base: state.base });
+        self.settled = true;
         let pool = self.pool.clone();
         drop(self);
         trim_idle(&pool);
     }
 
     /// Hands the slot to the user (`--keep-worktrees`): it is never reused.
-    pub fn keep(self) {
+    pub fn keep(mut self) {
         let mut state = read_state(&self.dir);
         state.usage = Use::Kept;
         self.set_state(state);
+        self.settled = true;
     }
 
     /// Removes the slot (its lock goes with it). Returns whether it is gone.
-    fn destroy(self) -> bool {
+    fn destroy(mut self) -> bool {
+        self.settled = true;
         let dir = self.dir.clone();
         // Renamed first, so no other process can lock a half-removed slot.
         let doomed = dir.with_file_name(format!(".removing-{}-{}", std::process::id(), crate::random_suffix()));

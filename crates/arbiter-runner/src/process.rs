@@ -6,12 +6,18 @@
 //! on its own, any process it left behind in its group is killed too: a candidate never
 //! outlives its slot. Output goes to files, never pipes, so a grandchild holding a stream
 //! open cannot hang arbiter.
+//!
+//! A command with a [`Jail`] runs inside the sandbox: the launcher is started as the
+//! sandbox's supervisor (the group leader), which starts the command under the jail's
+//! policy; a sandbox that cannot be set up as the policy demands is an error, not an exit
+//! code.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use arbiter_sandbox::Jail;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use tokio_util::sync::CancellationToken;
@@ -31,6 +37,8 @@ pub struct ShellCommand {
     /// Where stderr goes; the same path as stdout interleaves both in one file.
     pub stderr: PathBuf,
     pub timeout: Duration,
+    /// The sandbox it runs in (`None`: with arbiter's rights).
+    pub jail: Option<Jail>,
 }
 
 /// A program to run with its arguments (no shell in between).
@@ -47,6 +55,8 @@ pub struct ProgramCommand {
     /// Where stderr goes; the same path as stdout interleaves both in one file.
     pub stderr: PathBuf,
     pub timeout: Duration,
+    /// The sandbox it runs in (`None`: with arbiter's rights).
+    pub jail: Option<Jail>,
 }
 
 /// What a child reads on its standard input: nothing (`/dev/null`, so a program waiting
@@ -85,6 +95,7 @@ pub async fn run_shell(cmd: &ShellCommand, cancel: &CancellationToken) -> std::i
         stdout: cmd.stdout.clone(),
         stderr: cmd.stderr.clone(),
         timeout: cmd.timeout,
+        jail: cmd.jail.clone(),
     };
     run_program(&program, cancel).await
 }
@@ -100,8 +111,12 @@ pub async fn run_program(cmd: &ProgramCommand, cancel: &CancellationToken) -> st
     let stdout = File::create(&cmd.stdout)?;
     let stderr = if cmd.stderr == cmd.stdout { stdout.try_clone()? } else { File::create(&cmd.stderr)? };
     let started = Instant::now();
-    let mut child = tokio::process::Command::new(&cmd.program)
-        .args(&cmd.args)
+    let (program, args): (PathBuf, Vec<std::ffi::OsString>) = match &cmd.jail {
+        Some(jail) => jail.wrap(&cmd.program, &cmd.args),
+        None => (cmd.program.clone(), cmd.args.iter().map(Into::into).collect()),
+    };
+    let mut child = tokio::process::Command::new(&program)
+        .args(&args)
         .current_dir(&cmd.cwd)
         .env_clear()
         .envs(cmd.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
@@ -138,7 +153,19 @@ pub async fn run_program(cmd: &ProgramCommand, cancel: &CancellationToken) -> st
     exit.code = status.code();
     exit.signal = status.signal();
     exit.duration = started.elapsed();
+    if cmd.jail.is_some()
+        && exit.code == Some(arbiter_sandbox::SETUP_FAILED)
+        && let Some(why) = sandbox_failure(&cmd.stderr)
+    {
+        return Err(std::io::Error::other(format!("the sandbox could not be set up: {why}")));
+    }
     Ok(exit)
+}
+
+/// The sandbox's own complaint in a log, when it wrote one.
+fn sandbox_failure(log: &Path) -> Option<String> {
+    let tail = read_tail(log, 4096);
+    tail.lines().rev().find_map(|l| l.strip_prefix(arbiter_sandbox::MESSAGE_PREFIX).map(|m| m.trim().to_string()))
 }
 
 fn signal_group(pgid: Option<Pid>, signal: Signal) {
@@ -224,6 +251,7 @@ mod tests {
             stdout: dir.join("out.log"),
             stderr: dir.join("err.log"),
             timeout: Duration::from_secs(30),
+            jail: None,
         }
     }
 

@@ -21,7 +21,7 @@
 //! first argument [`ENTRY`]: `arbiter __sandbox run --policy JSON -- PROGRAM ARGS...`. The
 //! launcher calls [`entry`] before anything else, in a single-threaded process (namespaces
 //! can only be entered by one). [`Jail::wrap`] builds that command line; [`probe`] finds out
-//! what the kernel offers, and [`Mode::decide`] what a run enforces.
+//! what the kernel offers, and [`SandboxMode::decide`] what a run enforces.
 
 #![forbid(unsafe_code)]
 
@@ -34,8 +34,9 @@ pub mod probe;
 pub mod registry;
 pub mod supervisor;
 
-pub use policy::{Enforcement, Jail, Mode, Policy, SandboxError};
-pub use probe::{Capabilities, probe};
+pub use arbiter_core::sandbox::{Capabilities, Enforcement, SandboxMode, SandboxUnavailable};
+pub use policy::{Jail, Policy, ProbeError};
+pub use probe::probe;
 
 /// The first argument that makes the launcher act as the sandbox.
 pub const ENTRY: &str = "__sandbox";

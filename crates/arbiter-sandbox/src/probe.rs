@@ -11,29 +11,18 @@
 use std::path::Path;
 use std::process::{Command, Stdio};
 
+use arbiter_core::sandbox::Capabilities;
 use landlock::{ABI, Access, AccessFs, CompatLevel, Compatible, LandlockStatus, Ruleset, RulesetAttr};
-use serde::{Deserialize, Serialize};
 
-use crate::policy::SandboxError;
+use crate::policy::ProbeError;
 use crate::supervisor::enter_namespaces;
 
 /// The environment variable that makes the probe report less than the kernel offers.
 pub const FAKE_PROBE_ENV: &str = "ARBITER_SANDBOX_PROBE";
 
-/// What the kernel offers to an unprivileged process.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Capabilities {
-    /// The Landlock ABI, when Landlock is enabled.
-    pub landlock_abi: Option<u32>,
-    /// New user and PID namespaces can be created (and a process started in them).
-    pub namespaces: bool,
-    /// Why something is missing.
-    pub detail: Option<String>,
-}
-
 /// Runs `launcher __sandbox probe` and reads what it found.
-pub fn probe(launcher: &Path) -> Result<Capabilities, SandboxError> {
-    let failed = |detail: String| SandboxError::Probe { launcher: launcher.display().to_string(), detail };
+pub fn probe(launcher: &Path) -> Result<Capabilities, ProbeError> {
+    let failed = |detail: String| ProbeError { launcher: launcher.display().to_string(), detail };
     let out = Command::new(launcher)
         .args([crate::ENTRY, "probe"])
         .stdin(Stdio::null())

@@ -25,9 +25,12 @@ impl ProcessId {
         Some(ProcessId { pid, start: start_of(pid)? })
     }
 
-    /// Whether this very process still runs.
+    /// Whether this very process still runs (a zombie has ended: only its exit status is
+    /// left for its parent to collect).
     pub fn alive(&self) -> bool {
-        start_of(self.pid) == Some(self.start)
+        stat_fields(self.pid).is_some_and(|f| {
+            f.first().is_some_and(|state| state != "Z") && f.get(19).and_then(|s| s.parse().ok()) == Some(self.start)
+        })
     }
 }
 

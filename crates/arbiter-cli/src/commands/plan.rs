@@ -584,6 +584,7 @@ async fn run(
         process_env: std::env::vars().collect(),
         models,
         secrets: keys,
+        sandboxing: crate::context::sandboxing()?,
         worker_prefix: local_worker_prefix(),
         lease: Duration::from_secs(lease_seconds),
         poll: Duration::from_secs(1),

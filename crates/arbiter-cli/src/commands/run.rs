@@ -114,12 +114,15 @@ where
         models,
         secrets,
         spending: None,
+        sandboxing: crate::context::sandboxing()?,
     };
     let result = go(engine).await;
     let _ = renderer.await;
     signals.abort();
     result.map_err(|e| match e {
         EngineError::Dirty(_) | EngineError::Include(_) | EngineError::NotResumable { .. } => CliError::usage(e),
+        // The kernel lacks what the settings require: the environment, not the input.
+        EngineError::Sandbox(_) => CliError::environment(e),
         EngineError::Git(g) => CliError::from(g),
         other => CliError::environment(other),
     })

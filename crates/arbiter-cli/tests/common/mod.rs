@@ -73,6 +73,23 @@ impl TestRepo {
         self.head()
     }
 
+    /// The workspaces of this repository's pool (in the tests' cache).
+    pub fn workspace_slots(&self) -> Vec<PathBuf> {
+        let name = self.path().file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let pools = test_dirs().join("cache").join("workspaces");
+        let mut slots: Vec<PathBuf> = fs::read_dir(&pools)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with(&format!("{name}-")))
+            .flat_map(|pool| fs::read_dir(pool.path()).into_iter().flatten().flatten())
+            .filter(|e| e.file_name().to_string_lossy().starts_with("slot-"))
+            .map(|e| e.path())
+            .collect();
+        slots.sort();
+        slots
+    }
+
     pub fn head(&self) -> String {
         self.git(&["rev-parse", "HEAD"]).trim().to_string()
     }
@@ -143,11 +160,21 @@ pub fn git_in(dir: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// A `Command` for the arbiter binary with `dir` as its working directory.
+/// A `Command` for the arbiter binary with `dir` as its working directory. Its cache (the
+/// workspace pools) and configuration directories are the tests' own, never the user's.
 pub fn arbiter_cmd_in(dir: &Path, args: &[&str]) -> Command {
     let mut cmd = Command::new(ARBITER);
-    cmd.args(args).current_dir(dir).stdin(Stdio::null());
+    cmd.args(args)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .env("ARBITER_CACHE_DIR", test_dirs().join("cache"))
+        .env("ARBITER_CONFIG_DIR", test_dirs().join("config"));
     cmd
+}
+
+/// Where the tests' arbiter keeps its cache and configuration.
+pub fn test_dirs() -> PathBuf {
+    std::env::temp_dir().join("arbiter-tests")
 }
 
 /// The result of one arbiter invocation.

@@ -91,6 +91,8 @@ pub struct Toolbox {
     output_limit: usize,
     env: Vec<(String, String)>,
     cancel: CancellationToken,
+    /// The sandbox `run_shell` commands run in.
+    jail: Option<arbiter_sandbox::Jail>,
 }
 
 impl Toolbox {
@@ -105,7 +107,20 @@ impl Toolbox {
                 format!("the worktree {} is not a directory", root.display()),
             ));
         }
-        Ok(Toolbox { root, shell_timeout: DEFAULT_SHELL_TIMEOUT, output_limit: DEFAULT_OUTPUT_LIMIT, env, cancel })
+        Ok(Toolbox {
+            root,
+            shell_timeout: DEFAULT_SHELL_TIMEOUT,
+            output_limit: DEFAULT_OUTPUT_LIMIT,
+            env,
+            cancel,
+            jail: None,
+        })
+    }
+
+    /// Runs `run_shell` commands in `jail` (the candidate's sandbox).
+    pub fn with_jail(mut self, jail: Option<arbiter_sandbox::Jail>) -> Self {
+        self.jail = jail;
+        self
     }
 
     /// The timeout of a `run_shell` call that gives none (capped at [`MAX_SHELL_TIMEOUT`]).

@@ -3,16 +3,18 @@
 //! the base commit). When cross-tests are on, the trees of candidates with an applicable
 //! patch, and the base tree, are kept for them.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use arbiter_core::artifact::{AgentOutcome, Baseline, PatchEvidence, RunnerSummary, SCHEMA_VERSION, paths};
 use arbiter_core::crosstest::{AuthoredTest, rule_for};
 use arbiter_core::event::EventKind;
 use arbiter_core::ids::CandidateId;
+use arbiter_core::limits::{self, ChangedFile};
 use arbiter_core::patch;
 use arbiter_core::protect;
 use arbiter_core::protect::Touch;
+use arbiter_core::selection::Violation;
 use arbiter_core::status::CandidateStatus;
 use arbiter_core::time::Timestamp;
 use serde_json::json;
@@ -20,28 +22,27 @@ use serde_json::json;
 use crate::agent::{AgentContext, AgentRunner};
 use crate::capture;
 use crate::gates::run_verify;
-use crate::git::Git;
 use crate::include::copy_includes;
 use crate::materialize::describe_paths;
+use crate::pool::{Owner, Slot};
 use crate::process::{self, ShellCommand};
 use crate::runners;
 
 use super::resume::{self, Restart};
 use super::{CandidateRun, RunCtx};
 
-/// Creates a worktree at the base, copies the include-list and runs the setup command.
-/// Returns a description of what failed, with the log to read.
-pub(super) async fn prepare_tree(
-    ctx: &RunCtx,
-    path: &Path,
-    log_dir: &Path,
-    who: Option<&CandidateId>,
-) -> Result<(), String> {
-    ctx.repo.worktree_add(path, &ctx.base_commit).await.map_err(|e| format!("cannot create the worktree: {e}"))?;
-    ctx.events.emit(EventKind::WorktreeCreated, who, json!({"path": path.display().to_string()})).await;
+/// Takes a workspace at the base from the pool (for candidate `who`, or the base tree),
+/// copies the include-list into it and runs the setup command in its sandbox. Returns a
+/// description of what failed, with the log to read.
+pub(super) async fn prepare_workspace(ctx: &RunCtx, who: Option<&CandidateId>, log_dir: &Path) -> Result<Slot, String> {
+    let owner = Owner::new(ctx.run_id.as_str(), who.map_or("base", |c| c.as_str()));
+    let slot =
+        ctx.pool.acquire(&ctx.base_commit, &owner).await.map_err(|e| format!("cannot prepare the workspace: {e}"))?;
+    let tree = slot.tree();
+    ctx.events.emit(EventKind::WorktreeCreated, who, json!({"path": tree.display().to_string()})).await;
     if !ctx.settings.include.value.is_empty() {
         let report =
-            copy_includes(ctx.workspace.repo_root(), path, &ctx.settings.include.value).map_err(|e| e.to_string())?;
+            copy_includes(ctx.workspace.repo_root(), &tree, &ctx.settings.include.value).map_err(|e| e.to_string())?;
         ctx.events
             .emit(EventKind::IncludeCopied, who, json!({"copied": report.copied, "missing": report.missing}))
             .await;
@@ -51,11 +52,12 @@ pub(super) async fn prepare_tree(
         let exit = process::run_shell(
             &ShellCommand {
                 command: setup.clone(),
-                cwd: path.to_path_buf(),
+                cwd: tree.clone(),
                 env: ctx.command_env(),
                 stdout: log.clone(),
                 stderr: log.clone(),
                 timeout: Duration::from_secs(ctx.settings.setup_timeout_seconds.value),
+                jail: ctx.confinement.jail(&slot),
             },
             &ctx.cancel,
         )
@@ -78,7 +80,7 @@ pub(super) async fn prepare_tree(
         }
         // Whatever setup leaves outside ignored files would be captured as part of the
         // candidate's own patch: say so, once per tree, with the fix.
-        if let Ok(changed) = Git::new(path.to_path_buf()).dirty_paths().await
+        if let Ok(changed) = slot.git().dirty_paths().await
             && !changed.is_empty()
         {
             ctx.events
@@ -93,31 +95,25 @@ pub(super) async fn prepare_tree(
                 .await;
         }
     }
-    Ok(())
+    Ok(slot)
 }
 
-pub(super) async fn remove_tree(ctx: &RunCtx, path: &Path) {
-    if ctx.settings.keep_worktrees.value || !path.exists() {
-        return;
-    }
-    if let Err(e) = ctx.repo.worktree_remove(path).await {
-        ctx.events
-            .emit(
-                EventKind::Warning,
-                None,
-                json!({"message": format!("cannot remove worktree {}: {e}", path.display())}),
-            )
-            .await;
+/// Gives a workspace back to the pool, or to the user with `--keep-worktrees`.
+pub(super) fn release_workspace(ctx: &RunCtx, slot: Slot) {
+    if ctx.settings.keep_worktrees.value {
+        slot.keep();
+    } else {
+        slot.release();
     }
 }
 
 /// The baseline, and the base tree when it is kept for cross-tests.
 pub(super) struct BaselineRun {
     pub(super) baseline: Baseline,
-    pub(super) tree: Option<PathBuf>,
+    pub(super) tree: Option<Slot>,
 }
 
-/// Runs the verify commands once on the base commit, in a scratch worktree.
+/// Runs the verify commands once on the base commit, in a workspace of its own.
 pub(super) async fn run_baseline(ctx: &RunCtx) -> BaselineRun {
     let verify = &ctx.settings.verify.value;
     let mut baseline = Baseline {
@@ -130,25 +126,35 @@ pub(super) async fn run_baseline(ctx: &RunCtx) -> BaselineRun {
         return BaselineRun { baseline, tree: None };
     }
     ctx.events.emit(EventKind::BaselineStarted, None, json!({"commands": verify})).await;
-    let tree = ctx.worktrees.join("base");
     let log_dir = ctx.run_dir.path().join("baseline");
     let _ = std::fs::create_dir_all(&log_dir);
     let mut kept = None;
-    match prepare_tree(ctx, &tree, &log_dir, None).await {
+    match prepare_workspace(ctx, None, &log_dir).await {
         Err(e) => baseline.error = Some(e),
-        Ok(()) => {
+        Ok(slot) => {
             let timeout = Duration::from_secs(ctx.settings.verify_timeout_seconds.value);
-            match run_verify(verify, &tree, &ctx.command_env(), timeout, &log_dir, &ctx.cancel, &ctx.redactor).await {
+            let jail = ctx.confinement.jail(&slot);
+            match run_verify(
+                verify,
+                &slot.tree(),
+                jail.as_ref(),
+                &ctx.command_env(),
+                timeout,
+                &log_dir,
+                &ctx.cancel,
+                &ctx.redactor,
+            )
+            .await
+            {
                 Ok(outcomes) => baseline.commands = outcomes,
                 Err(e) => baseline.error = Some(format!("cannot run the verify commands: {e}")),
             }
             if ctx.settings.cross_tests.value && !ctx.cancel.is_cancelled() {
-                kept = Some(tree.clone());
+                kept = Some(slot);
+            } else {
+                release_workspace(ctx, slot);
             }
         }
-    }
-    if kept.is_none() {
-        remove_tree(ctx, &tree).await;
     }
     if !ctx.cancel.is_cancelled()
         && let Err(e) = ctx.run_dir.write_json(paths::BASELINE, &baseline)
@@ -187,6 +193,7 @@ fn unstarted(ctx: &RunCtx, index: usize) -> CandidateRun {
         authored_tests: Vec::new(),
         tree: None,
         agent_details: None,
+        violations: Vec::new(),
     }
 }
 
@@ -239,37 +246,46 @@ async fn run_candidate_steps(ctx: &RunCtx, index: usize, restart: Option<Restart
             return ended_before_agent(ctx, run, CandidateStatus::SetupFailed, why).await;
         }
     };
-    let prompt_file = cdir.join(paths::PROMPT);
-    let tree = ctx.worktrees.join(id.as_str());
     let started_at = ctx.clock.now();
-    let reuse_tree = restart.as_ref().is_some_and(|r| r.reuse_tree) && tree.join(".git").exists();
-    if restart.is_some() {
+    let mut restart = restart;
+    let reused = restart.as_mut().and_then(|r| r.slot.take());
+    if let Some(r) = &restart {
         resume::set_aside_output(&cdir);
         ctx.events
             .emit(
                 EventKind::CandidatePreparing,
                 Some(&id),
-                json!({"restart": true, "reuses_worktree": reuse_tree, "session": restart.as_ref().and_then(|r| r.session.clone())}),
+                json!({"restart": true, "reuses_worktree": reused.is_some(), "session": r.session}),
             )
             .await;
-        if !reuse_tree && tree.exists() {
-            // What the interrupted attempt left is unusable: start from a clean checkout.
-            let _ = ctx.repo.worktree_remove(&tree).await;
-        }
     }
-    let prepared = match std::fs::write(&prompt_file, ctx.task.candidate_prompt()) {
-        Err(e) => Err(format!("cannot write the prompt file: {e}")),
-        // The agent continues in the worktree it left (with its include copy and setup).
-        Ok(()) if reuse_tree => Ok(()),
-        Ok(()) => prepare_tree(ctx, &tree, &cdir, Some(&id)).await,
+    // The agent continues in the workspace it left (with its include copy and setup), or
+    // starts in a fresh one.
+    let prepared = match reused {
+        Some(slot) => Ok(slot),
+        None => prepare_workspace(ctx, Some(&id), &cdir).await,
     };
-    if let Err(e) = prepared {
-        let status = if ctx.cancel.is_cancelled() { CandidateStatus::Cancelled } else { CandidateStatus::SetupFailed };
-        run.setup_error = Some(e.clone());
-        write_runner_summary(ctx, &run, runner.as_ref(), &cdir, Some(started_at), &[]);
-        remove_tree(ctx, &tree).await;
-        return ended_before_agent(ctx, run, status, e).await;
-    }
+    // The prompt: in the run directory for the audit, and in the workspace's input for the
+    // agent (whose sandbox cannot reach the run directory).
+    let prepared = prepared.and_then(|slot| {
+        let prompt = ctx.task.candidate_prompt();
+        std::fs::write(cdir.join(paths::PROMPT), &prompt)
+            .and_then(|()| std::fs::write(slot.prompt_file(), &prompt))
+            .map(|()| slot)
+            .map_err(|e| format!("cannot write the prompt file: {e}"))
+    });
+    let slot = match prepared {
+        Ok(slot) => slot,
+        Err(e) => {
+            let status =
+                if ctx.cancel.is_cancelled() { CandidateStatus::Cancelled } else { CandidateStatus::SetupFailed };
+            run.setup_error = Some(e.clone());
+            write_runner_summary(ctx, &run, runner.as_ref(), &cdir, Some(started_at), &[]);
+            return ended_before_agent(ctx, run, status, e).await;
+        }
+    };
+    let tree = slot.tree();
+    let prompt_file = slot.prompt_file();
 
     let mut passthrough = ctx.settings.env_passthrough.value.clone();
     passthrough.extend(spec.env_passthrough.iter().cloned());
@@ -290,6 +306,8 @@ async fn run_candidate_steps(ctx: &RunCtx, index: usize, restart: Option<Restart
         worktree: tree.clone(),
         candidate_dir: cdir.clone(),
         prompt_file,
+        home: slot.home(),
+        jail: ctx.confinement.jail(&slot),
         env: env.clone(),
         timeout: Duration::from_secs(ctx.settings.timeout_seconds.value),
         cancel: ctx.budget.stop_token(),
@@ -340,14 +358,14 @@ async fn run_candidate_steps(ctx: &RunCtx, index: usize, restart: Option<Restart
 
     if run.setup_error.is_none() {
         ctx.set_candidate_status(&id, CandidateStatus::Evaluating, None).await;
-        evaluate_candidate(ctx, &mut run, &tree, &cdir).await;
+        evaluate_candidate(ctx, &mut run, &slot, &cdir).await;
     }
     run.status = final_status;
-    let applicable = run.patch.as_ref().is_some_and(|p| !p.empty && p.applies_cleanly);
+    let applicable = run.patch.as_ref().is_some_and(|p| !p.empty && p.applies_cleanly) && run.violations.is_empty();
     if ctx.settings.cross_tests.value && applicable && !ctx.cancel.is_cancelled() {
-        run.tree = Some(tree.clone());
+        run.tree = Some(slot);
     } else {
-        remove_tree(ctx, &tree).await;
+        release_workspace(ctx, slot);
     }
     ctx.set_candidate_status(&id, run.status, run.agent.exit_code).await;
     let gates_passed = run.gate_outcomes.iter().filter(|o| o.passed()).count();
@@ -381,8 +399,9 @@ async fn ended_before_agent(ctx: &RunCtx, mut run: CandidateRun, status: Candida
 }
 
 /// Captures the patch, checks it applies to the base, and runs the verify commands.
-pub(super) async fn evaluate_candidate(ctx: &RunCtx, run: &mut CandidateRun, tree: &Path, cdir: &Path) {
-    let wt = Git::new(tree.to_path_buf());
+pub(super) async fn evaluate_candidate(ctx: &RunCtx, run: &mut CandidateRun, slot: &Slot, cdir: &Path) {
+    let wt = slot.git();
+    let tree = &slot.tree();
     let text = match capture::capture_patch(&wt, &ctx.base_commit).await {
         Ok(t) => t,
         Err(e) => {
@@ -392,6 +411,23 @@ pub(super) async fn evaluate_candidate(ctx: &RunCtx, run: &mut CandidateRun, tre
             run.gates_skipped = Some("no patch could be captured".into());
             return;
         }
+    };
+    // A patch holding a secret arbiter knows is disqualified, and written (and kept for the
+    // viewer and reports) with the value redacted; it is never checked, gated or applied.
+    let secrets = ctx.secrets.found_in(&text);
+    let text = if secrets.is_empty() {
+        text
+    } else {
+        let violation = Violation::SecretInPatch { sources: secrets };
+        ctx.events
+            .emit(
+                EventKind::Warning,
+                Some(&run.id),
+                json!({"message": format!("{}: {}", run.id, violation.describe()), "violation": violation}),
+            )
+            .await;
+        run.violations.push(violation);
+        ctx.redactor.redact(&text)
     };
     let patch_path = cdir.join(paths::PATCH);
     if let Err(e) = std::fs::write(&patch_path, &text) {
@@ -404,6 +440,8 @@ pub(super) async fn evaluate_candidate(ctx: &RunCtx, run: &mut CandidateRun, tre
     let hash = patch::normalized_hash(&text);
     let (applies_cleanly, apply_check_error) = if hash.is_none() {
         (false, None)
+    } else if !run.violations.is_empty() {
+        (false, Some("not checked: the patch is disqualified".to_string()))
     } else {
         match capture::apply_check(&ctx.repo, &ctx.base_commit, &patch_path, &ctx.scratch_index(run.id.as_str())).await
         {
@@ -422,7 +460,7 @@ pub(super) async fn evaluate_candidate(ctx: &RunCtx, run: &mut CandidateRun, tre
         apply_check_error,
     });
     run.patch_text = text;
-    let touched = if run.patch.as_ref().is_some_and(|p| !p.empty && p.applies_cleanly) {
+    let touched = if run.patch.as_ref().is_some_and(|p| !p.empty) && run.violations.is_empty() {
         match capture::touched_paths(&wt, &ctx.base_commit).await {
             Ok(t) => Some(t),
             Err(e) => {
@@ -434,7 +472,13 @@ pub(super) async fn evaluate_candidate(ctx: &RunCtx, run: &mut CandidateRun, tre
         None
     };
     if let Some(touched) = &touched {
-        run.authored_tests = authored_tests(ctx, tree, touched);
+        let files = changed_files(tree, touched);
+        for breach in limits::check(&ctx.settings.limits.value, run.patch_text.len() as u64, &files) {
+            run.violations.push(Violation::OverLimit { breach });
+        }
+        if run.violations.is_empty() && run.patch.as_ref().is_some_and(|p| p.applies_cleanly) {
+            run.authored_tests = authored_tests(ctx, tree, touched);
+        }
     }
     let p = run.patch.as_ref().map(|p| (p.empty, p.applies_cleanly, p.stats.files_changed, p.stats.weight()));
     ctx.events
@@ -451,6 +495,8 @@ pub(super) async fn evaluate_candidate(ctx: &RunCtx, run: &mut CandidateRun, tre
     }
     run.gates_skipped = if ctx.cancel.is_cancelled() {
         Some("the run was interrupted".into())
+    } else if let Some(v) = run.violations.first() {
+        Some(format!("it is disqualified: {}", v.describe()))
     } else if run.patch.as_ref().is_some_and(|p| p.empty) {
         Some("the patch is empty".into())
     } else if run.patch.as_ref().is_some_and(|p| !p.applies_cleanly) {
@@ -461,12 +507,16 @@ pub(super) async fn evaluate_candidate(ctx: &RunCtx, run: &mut CandidateRun, tre
     if run.gates_skipped.is_some() {
         return;
     }
-    // A candidate must not pass by weakening the checks: the gates run on the base's
-    // versions of the protected files it modified or deleted, and without the configuration
-    // it added (there is no base version of it).
-    let weakened = protect::weakened(&ctx.settings.protected_paths.value, touched.as_deref().unwrap_or(&[]));
+    // A candidate must not pass by weakening the checks: the gates run the base's own tests,
+    // on the base's versions of the protected files it modified or deleted, without the
+    // configuration it added (there is no base version of it) and without the test files it
+    // added (its own tests are evidence, run as cross-tests; they do not vouch for it).
+    let touched = touched.as_deref().unwrap_or(&[]);
+    let patterns = &ctx.settings.protected_paths.value;
+    let weakened = protect::weakened(patterns, touched);
     run.protected_changes = weakened.iter().map(|(path, _)| path.clone()).collect();
-    if !weakened.is_empty() && !ctx.settings.allow_test_changes.value {
+    let own_tests = protect::added_tests(patterns, touched);
+    if (!weakened.is_empty() || !own_tests.is_empty()) && !ctx.settings.allow_test_changes.value {
         let (added, changed): (Vec<_>, Vec<_>) = weakened.into_iter().partition(|(_, how)| *how == Touch::Added);
         let added: Vec<String> = added.into_iter().map(|(path, _)| path).collect();
         let changed: Vec<String> = changed.into_iter().map(|(path, _)| path).collect();
@@ -474,8 +524,9 @@ pub(super) async fn evaluate_candidate(ctx: &RunCtx, run: &mut CandidateRun, tre
             run.gates_skipped = Some(format!("cannot restore protected files: {e}"));
             return;
         }
-        if let Err(e) = capture::remove_added(&wt, &added).await {
-            run.gates_skipped = Some(format!("cannot remove the configuration it added: {e}"));
+        let taken_out: Vec<String> = added.iter().chain(&own_tests).cloned().collect();
+        if let Err(e) = capture::remove_added(&wt, &taken_out).await {
+            run.gates_skipped = Some(format!("cannot take out the files it added: {e}"));
             return;
         }
         let mut done = Vec::new();
@@ -485,21 +536,38 @@ pub(super) async fn evaluate_candidate(ctx: &RunCtx, run: &mut CandidateRun, tre
         if !added.is_empty() {
             done.push(format!("the configuration it added ({}) is removed", added.join(", ")));
         }
-        ctx.events
-            .emit(
-                EventKind::Warning,
-                Some(&run.id),
-                json!({
-                    "message": format!("{} changed protected files ({}); for the gates, {}", run.id, run.protected_changes.join(", "), done.join(" and ")),
-                    "protected_changes": run.protected_changes,
-                    "restored": changed,
-                    "removed": added,
-                }),
-            )
-            .await;
+        if !run.protected_changes.is_empty() {
+            ctx.events
+                .emit(
+                    EventKind::Warning,
+                    Some(&run.id),
+                    json!({
+                        "message": format!("{} changed protected files ({}); for the gates, {}", run.id, run.protected_changes.join(", "), done.join(" and ")),
+                        "protected_changes": run.protected_changes,
+                        "restored": changed,
+                        "removed": added,
+                    }),
+                )
+                .await;
+        }
+        if !own_tests.is_empty() {
+            ctx.events.emit(EventKind::GatesSealed, Some(&run.id), json!({"own_tests_taken_out": own_tests})).await;
+        }
     }
     let timeout = Duration::from_secs(ctx.settings.verify_timeout_seconds.value);
-    match run_verify(verify, tree, &ctx.command_env(), timeout, &cdir.join("gates"), &ctx.cancel, &ctx.redactor).await {
+    let jail = ctx.confinement.jail(slot);
+    match run_verify(
+        verify,
+        tree,
+        jail.as_ref(),
+        &ctx.command_env(),
+        timeout,
+        &cdir.join("gates"),
+        &ctx.cancel,
+        &ctx.redactor,
+    )
+    .await
+    {
         Ok(outcomes) => {
             for o in &outcomes {
                 ctx.events
@@ -517,6 +585,23 @@ pub(super) async fn evaluate_candidate(ctx: &RunCtx, run: &mut CandidateRun, tre
         }
         Err(e) => run.gates_skipped = Some(format!("cannot run the verify commands: {e}")),
     }
+}
+
+/// The files a patch adds, changes or deletes, as the candidate left them (sizes and link
+/// targets, for the limits).
+fn changed_files(tree: &Path, touched: &[(String, Touch)]) -> Vec<ChangedFile> {
+    touched
+        .iter()
+        .map(|(path, how)| {
+            let meta = (*how != Touch::Deleted).then(|| std::fs::symlink_metadata(tree.join(path)).ok()).flatten();
+            let link_target = meta
+                .as_ref()
+                .filter(|m| m.file_type().is_symlink())
+                .and_then(|_| std::fs::read_link(tree.join(path)).ok())
+                .map(|t| t.to_string_lossy().into_owned());
+            ChangedFile { path: path.clone(), bytes: meta.map_or(0, |m| m.len()), link_target }
+        })
+        .collect()
 }
 
 /// Largest test file taken into the cross-test pool.

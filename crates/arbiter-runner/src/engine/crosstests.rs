@@ -16,8 +16,9 @@ use arbiter_core::ids::CandidateId;
 use serde_json::json;
 use tokio::sync::Semaphore;
 
-use super::candidate::prepare_tree;
+use super::candidate::prepare_workspace;
 use super::{CandidateRun, RunCtx};
+use crate::pool::Slot;
 use crate::process::{self, ShellCommand};
 
 /// Where the logs of the cross-test runs go, relative to the run directory.
@@ -28,7 +29,7 @@ pub(super) async fn cross_test(
     ctx: &Arc<RunCtx>,
     runs: &[CandidateRun],
     survivors: &[CandidateId],
-    base_tree: Option<PathBuf>,
+    base_tree: Option<&Slot>,
 ) -> CrossTestMatrix {
     let matrix = build(ctx, runs, survivors, base_tree).await;
     ctx.events
@@ -51,7 +52,7 @@ async fn build(
     ctx: &Arc<RunCtx>,
     runs: &[CandidateRun],
     survivors: &[CandidateId],
-    base_tree: Option<PathBuf>,
+    base_tree: Option<&Slot>,
 ) -> CrossTestMatrix {
     if !ctx.settings.cross_tests.value {
         return CrossTestMatrix::skipped("cross-tests are off (--no-cross-tests or [cross_tests] enabled = false)");
@@ -66,7 +67,7 @@ async fn build(
         return CrossTestMatrix::skipped("no candidate added or changed a test file the cross-test rules recognize");
     }
     // One tree per distinct patch: identical patches share their results.
-    let mut representative: BTreeMap<Option<String>, (CandidateId, PathBuf)> = BTreeMap::new();
+    let mut representative: BTreeMap<Option<String>, (CandidateId, &Slot)> = BTreeMap::new();
     let mut stand_in: Vec<(CandidateId, CandidateId)> = Vec::new();
     for id in survivors {
         let Some(run) = runs.iter().find(|r| &r.id == id) else { continue };
@@ -75,7 +76,7 @@ async fn build(
         match representative.get(&hash) {
             Some((rep, _)) => stand_in.push((id.clone(), rep.clone())),
             None => {
-                representative.insert(hash, (id.clone(), tree.clone()));
+                representative.insert(hash, (id.clone(), tree));
             }
         }
     }
@@ -87,31 +88,43 @@ async fn build(
     if ctx.cancel.is_cancelled() {
         return CrossTestMatrix::skipped("the run was interrupted");
     }
+    let own_base;
     let base_tree = match base_tree {
         Some(t) => t,
         None => {
-            let t = ctx.worktrees.join("base");
             let log_dir = ctx.run_dir.path().join(LOG_DIR);
             let _ = std::fs::create_dir_all(&log_dir);
-            if let Err(e) = prepare_tree(ctx, &t, &log_dir, None).await {
-                if ctx.cancel.is_cancelled() {
-                    return CrossTestMatrix::skipped("the run was interrupted");
+            match prepare_workspace(ctx, None, &log_dir).await {
+                Ok(slot) => {
+                    own_base = slot;
+                    &own_base
                 }
-                return CrossTestMatrix::skipped(format!("the base tree for cross-tests could not be prepared: {e}"));
+                Err(e) => {
+                    if ctx.cancel.is_cancelled() {
+                        return CrossTestMatrix::skipped("the run was interrupted");
+                    }
+                    return CrossTestMatrix::skipped(format!(
+                        "the base tree for cross-tests could not be prepared: {e}"
+                    ));
+                }
             }
-            t
         }
     };
     if ctx.cancel.is_cancelled() {
         return CrossTestMatrix::skipped("the run was interrupted");
     }
 
-    let mut targets: Vec<(String, PathBuf)> = vec![(BASE.to_string(), base_tree)];
-    targets.extend(representative.into_values().map(|(id, tree)| (id.to_string(), tree)));
+    // Each tree: where it is, and the sandbox its tree's candidate runs in (the pooled tests
+    // are other candidates' code: they run sandboxed like everything else).
+    let mut targets: Vec<(String, PathBuf, Option<arbiter_sandbox::Jail>)> =
+        vec![(BASE.to_string(), base_tree.tree(), ctx.confinement.jail(base_tree))];
+    targets.extend(
+        representative.into_values().map(|(id, slot)| (id.to_string(), slot.tree(), ctx.confinement.jail(slot))),
+    );
     let pool = Arc::new(pool);
     let limit = Arc::new(Semaphore::new(ctx.settings.parallel.value.max(1) as usize));
     let mut tasks = tokio::task::JoinSet::new();
-    for (target, tree) in targets {
+    for (target, tree, jail) in targets {
         let (ctx, pool, limit) = (ctx.clone(), pool.clone(), limit.clone());
         tasks.spawn(async move {
             let _slot = tokio::select! {
@@ -123,7 +136,7 @@ async fn build(
                 if ctx.cancel.is_cancelled() {
                     break;
                 }
-                results.push((test.id.clone(), run_one(&ctx, &tree, &target, test).await));
+                results.push((test.id.clone(), run_one(&ctx, &tree, jail.as_ref(), &target, test).await));
             }
             (target, results)
         });
@@ -151,7 +164,13 @@ async fn build(
 
 /// Runs one pooled test in one tree: the pooled file in place of whatever was there, the
 /// rule's command, then the tree as it was.
-async fn run_one(ctx: &RunCtx, tree: &Path, target: &str, test: &PooledTest) -> CrossTestResult {
+async fn run_one(
+    ctx: &RunCtx,
+    tree: &Path,
+    jail: Option<&arbiter_sandbox::Jail>,
+    target: &str,
+    test: &PooledTest,
+) -> CrossTestResult {
     let rel_log = format!("{LOG_DIR}/{}-{target}.log", test.id);
     let log = ctx.run_dir.path().join(&rel_log);
     let failed = |why: String| {
@@ -182,6 +201,7 @@ async fn run_one(ctx: &RunCtx, tree: &Path, target: &str, test: &PooledTest) -> 
             stdout: log.clone(),
             stderr: log.clone(),
             timeout: Duration::from_secs(ctx.settings.verify_timeout_seconds.value),
+            jail: jail.cloned(),
         },
         &ctx.cancel,
     )

@@ -1,6 +1,6 @@
 //! The end of a run: evidence against the baseline, cross-tests, the judge where the
 //! evidence cannot decide, the decision, materialization of the winner, every artifact and
-//! report, and the removal of the worktrees.
+//! report, and the workspaces given back to the pool (or kept for the user).
 
 use std::sync::Arc;
 
@@ -60,6 +60,8 @@ pub(super) fn assess(ctx: &RunCtx, r: &CandidateRun, baseline: &Baseline) -> (Ev
         cost,
         protected_changes: r.protected_changes.clone(),
         not_run: r.not_run.clone(),
+        violations: r.violations.clone(),
+        sandbox: Some(ctx.confinement.enforcement.clone()),
     };
     let facts = CandidateFacts {
         id: r.id.clone(),
@@ -81,6 +83,7 @@ pub(super) fn assess(ctx: &RunCtx, r: &CandidateRun, baseline: &Baseline) -> (Ev
         judge: None,
         cross_tests: None,
         not_run: r.not_run.clone(),
+        violations: r.violations.clone(),
     };
     (evidence, facts)
 }
@@ -101,8 +104,8 @@ pub(super) fn passes(ctx: &RunCtx, run: &CandidateRun, baseline: &Baseline) -> b
 /// Evaluation against the baseline, the decision, materialization and every artifact.
 pub(super) async fn finish(
     ctx: &Arc<RunCtx>,
-    runs: Vec<CandidateRun>,
-    baseline_run: BaselineRun,
+    mut runs: Vec<CandidateRun>,
+    mut baseline_run: BaselineRun,
 ) -> Result<RunOutcome, EngineError> {
     // Checked again after each step that takes time: an interruption during the cross-tests
     // or the judging stops the run there, with nothing selected, applied or asked after it.
@@ -135,7 +138,7 @@ pub(super) async fn finish(
         ctx.update_state(|s| s.phase = "cross-tests".into());
         let survivors: Vec<CandidateId> =
             decision.ranking.iter().filter(|r| r.eligible).map(|r| r.candidate_id.clone()).collect();
-        cross_test(ctx, &runs, &survivors, baseline_run.tree.clone()).await
+        cross_test(ctx, &runs, &survivors, baseline_run.tree.as_ref()).await
     };
     if cross.ran {
         for f in facts.iter_mut() {
@@ -235,14 +238,18 @@ pub(super) async fn finish(
     let patches: Vec<(CandidateId, String)> = runs.iter().map(|r| (r.id.clone(), r.patch_text.clone())).collect();
     ctx.run_dir.write_text(paths::VIEWER, &render_html(&report_input, &patches))?;
 
-    // Worktrees go last: a crash before this point leaves them for the next run to prune.
-    if ctx.settings.keep_worktrees.value {
-        ctx.workspace.keep_run_worktrees(&ctx.run_id);
-    } else {
-        let _ = std::fs::remove_dir_all(&ctx.worktrees);
-        let _ = ctx.repo.worktree_prune().await;
-        ctx.events.emit(EventKind::WorktreesRemoved, None, json!({})).await;
+    // Workspaces go last: a crash before this point leaves them marked in use by this run,
+    // and the next run records it interrupted.
+    let mut kept = Vec::new();
+    for slot in runs.iter_mut().filter_map(|r| r.tree.take()).chain(baseline_run.tree.take()) {
+        if ctx.settings.keep_worktrees.value {
+            kept.push(slot.tree().display().to_string());
+            slot.keep();
+        } else {
+            slot.release();
+        }
     }
+    ctx.events.emit(EventKind::WorktreesRemoved, None, json!({"kept": kept})).await;
     ctx.store.finish_run(&ctx.run_id, status, decision.winner.as_ref(), Some(finished)).await?;
     ctx.events
         .emit(

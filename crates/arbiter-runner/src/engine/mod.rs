@@ -1,8 +1,10 @@
 //! The tournament engine: one task, N independent candidates, evidence, a decision.
 //!
-//! Prepare (clean tree, base commit, leftovers pruned) → the baseline in a scratch worktree,
-//! concurrently with the candidates (worktree, include copy, setup, agent, patch capture,
-//! apply check, verify commands): a sliding pool of at most `parallel` of them for a
+//! Prepare (clean tree, base commit, the sandbox the run enforces, what crashed runs left
+//! recovered) → the baseline in a workspace of its own, concurrently with the candidates
+//! (a workspace from the repository's pool, include copy, setup, agent — every process in
+//! the candidate's sandbox — patch capture, limits and secrets, apply check, verify
+//! commands): a sliding pool of at most `parallel` of them for a
 //! tournament, or one at a time, cheapest first, until one passes its gates for an
 //! escalation → evaluation against the baseline → cross-tests → the judge where the evidence
 //! cannot decide → the decision (pure, in `arbiter-core`) → materialization → the run
@@ -24,7 +26,7 @@ use arbiter_core::crosstest::AuthoredTest;
 use arbiter_core::event::{Event, EventKind};
 use arbiter_core::gate::CommandOutcome;
 use arbiter_core::ids::{CandidateId, RunId};
-use arbiter_core::redact::Redactor;
+use arbiter_core::redact::{KnownSecrets, Redactor};
 use arbiter_core::selection::Decision;
 use arbiter_core::settings::RunSettings;
 use arbiter_core::status::{CandidateStatus, RunStatus};
@@ -36,10 +38,12 @@ use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
 
 use crate::budget::RunBudget;
+use crate::confinement::{Confinement, Sandboxing};
 use crate::events::EventLog;
 use crate::git::{Git, GitError};
 use crate::include::IncludeError;
 use crate::materialize::describe_paths;
+use crate::pool::{Owner, Pool, PoolError};
 use crate::rundir::{JsonLines, RunDir};
 use crate::runners;
 use crate::workspace::Workspace;
@@ -84,6 +88,8 @@ pub struct Engine {
     pub secrets: Vec<String>,
     /// Receives each cost as it is charged (a plan's budget); `None` for a plain run.
     pub spending: Option<Arc<dyn crate::budget::SpendingSink>>,
+    /// The sandbox candidates run in, and arbiter's own directories (the workspace pools).
+    pub sandboxing: Arc<Sandboxing>,
 }
 
 /// A run that could not start, or stopped for a reason outside the candidates.
@@ -105,6 +111,10 @@ pub enum EngineError {
     Join(String),
     #[error("run {run} cannot be resumed: {why}")]
     NotResumable { run: String, why: String },
+    #[error(transparent)]
+    Sandbox(#[from] arbiter_core::sandbox::SandboxUnavailable),
+    #[error(transparent)]
+    Pool(#[from] PoolError),
 }
 
 /// How a run ended.
@@ -127,7 +137,10 @@ pub(super) struct RunCtx {
     pub(super) repo: Git,
     pub(super) workspace: Workspace,
     pub(super) run_dir: RunDir,
-    pub(super) worktrees: PathBuf,
+    /// The repository's pool of workspaces.
+    pub(super) pool: Pool,
+    /// What every process a candidate starts runs under.
+    pub(super) confinement: Confinement,
     pub(super) base_commit: String,
     pub(super) task: Task,
     pub(super) settings: RunSettings,
@@ -136,6 +149,8 @@ pub(super) struct RunCtx {
     pub(super) clock: Arc<dyn Clock>,
     pub(super) cancel: CancellationToken,
     pub(super) state: Mutex<RunState>,
+    /// Every secret value arbiter knows, searched for in patches.
+    pub(super) secrets: KnownSecrets,
     pub(super) redactor: Redactor,
     pub(super) process_env: Vec<(String, String)>,
     pub(super) allow_dirty: bool,
@@ -161,10 +176,12 @@ pub(super) struct CandidateRun {
     pub(super) not_run: Option<String>,
     /// Test files it added or changed, as it left them (for cross-tests).
     pub(super) authored_tests: Vec<AuthoredTest>,
-    /// Its worktree, kept until the cross-tests are done.
-    pub(super) tree: Option<PathBuf>,
+    /// Its workspace, kept until the cross-tests are done.
+    pub(super) tree: Option<crate::pool::Slot>,
     /// The runner's own record of the agent run (`agent_cli` in `runner_summary.json`).
     pub(super) agent_details: Option<serde_json::Value>,
+    /// What disqualifies it (a secret in its patch, tampered checks, a limit broken).
+    pub(super) violations: Vec<arbiter_core::selection::Violation>,
 }
 
 /// Names whose values are secrets, wherever they appear.
@@ -226,11 +243,18 @@ impl Engine {
             })?;
         let repo = Git::new(ws.repo_root().to_path_buf());
         ws.init(&repo).await?;
-        // Ours before anything prunes it: its worktrees are what the agents continue in.
-        let worktrees = ws.claim_run_worktrees(run_id)?;
-        ws.stop_processes_inside(&worktrees);
-        let pruned = ws.prune_leftovers(&repo).await?;
-        for id in &pruned {
+        let (pool, confinement) = self.open_workspaces(&ws, &repo, &settings).await?;
+        // Its own workspaces first, before the recovery of crashed runs takes them: they are
+        // what the agents continue in (and the kept candidates' trees, for cross-tests).
+        let mut own_slots = BTreeMap::new();
+        for i in 0..settings.candidates.value as usize {
+            let id = CandidateId::from_index(i);
+            if let Some(slot) = pool.reacquire(&Owner::new(run_id.as_str(), id.as_str())) {
+                own_slots.insert(i, slot);
+            }
+        }
+        let pruned = self.recover(&ws, &repo, &pool).await;
+        for id in pruned.iter().filter(|id| *id != run_id) {
             let _ = self.store.finish_run(id, RunStatus::Interrupted, None, None).await;
         }
         let events = EventLog::new(
@@ -246,17 +270,14 @@ impl Engine {
         let mut restarts = BTreeMap::new();
         for i in 0..settings.candidates.value as usize {
             let id = CandidateId::from_index(i);
-            let tree = worktrees.join(id.as_str());
+            let slot = own_slots.remove(&i);
             match resume::load(run_dir.path(), &id) {
                 Some(saved) => {
-                    let tree = tree.is_dir().then_some(tree);
-                    kept.insert(i, saved.into_run(run_dir.path(), tree));
+                    kept.insert(i, saved.into_run(run_dir.path(), slot));
                 }
                 None => {
                     let cdir = run_dir.path().join(paths::CANDIDATES).join(id.as_str());
-                    let restart =
-                        Restart { reuse_tree: tree.join(".git").exists(), session: resume::session_of(&cdir) };
-                    restarts.insert(i, restart);
+                    restarts.insert(i, Restart { slot, session: resume::session_of(&cdir) });
                 }
             }
         }
@@ -300,7 +321,7 @@ impl Engine {
                     "kept": kept.values().map(|r: &CandidateRun| r.id.to_string()).collect::<Vec<_>>(),
                     "restarting": restarts.iter().map(|(i, r)| json!({
                         "candidate": CandidateId::from_index(*i).to_string(),
-                        "reuses_worktree": r.reuse_tree,
+                        "reuses_worktree": r.slot.is_some(),
                         "session": r.session,
                     })).collect::<Vec<_>>(),
                     "baseline_kept": saved_baseline.is_some(),
@@ -312,7 +333,8 @@ impl Engine {
             repo,
             workspace: ws,
             run_dir,
-            worktrees,
+            pool,
+            confinement,
             base_commit: state.base_commit.clone(),
             task: state.task.clone(),
             settings,
@@ -335,7 +357,10 @@ impl Engine {
         }
         let base_commit = repo.resolve_commit(&req.base_ref).await?;
         ws.init(&repo).await?;
-        let pruned = ws.prune_leftovers(&repo).await?;
+        // A sandbox the settings require but the kernel lacks stops the run here, before
+        // anything is written or spent.
+        let (pool, confinement) = self.open_workspaces(&ws, &repo, &req.settings).await?;
+        let pruned = self.recover(&ws, &repo, &pool).await;
         for id in &pruned {
             let _ = self.store.finish_run(id, RunStatus::Interrupted, None, None).await;
         }
@@ -343,7 +368,6 @@ impl Engine {
         let started = self.clock.now();
         let run_id = RunId::new(started, self.run_suffix);
         let run_dir = RunDir::create(ws.run_dir(&run_id))?;
-        let worktrees = ws.claim_run_worktrees(&run_id)?;
         let events = EventLog::new(
             run_id.clone(),
             JsonLines::open(&run_dir.path().join(paths::EVENTS))?,
@@ -380,6 +404,7 @@ impl Engine {
             materialization: None,
             message: None,
             pid: std::process::id(),
+            sandbox: Some(confinement.enforcement.clone()),
         };
         run_dir.write_json(paths::STATE, &state)?;
         run_dir.write_json(
@@ -430,9 +455,13 @@ impl Engine {
                     "allow_dirty": req.allow_dirty,
                     "strategy": settings.strategy.value,
                     "budget_usd": settings.budget_usd.value,
+                    "sandbox": confinement.enforcement,
                 }),
             )
             .await;
+        if !confinement.enforcement.any() {
+            events.emit(EventKind::Warning, None, json!({"message": confinement.enforcement.describe()})).await;
+        }
         if !pruned.is_empty() {
             events
                 .emit(
@@ -451,7 +480,8 @@ impl Engine {
             repo,
             workspace: ws,
             run_dir,
-            worktrees,
+            pool,
+            confinement,
             base_commit,
             task: req.task,
             settings,
@@ -461,15 +491,55 @@ impl Engine {
         }))
     }
 
+    /// The repository's workspace pool, and what the run's candidates run under (an error
+    /// when the settings require a sandbox this kernel lacks).
+    async fn open_workspaces(
+        &self,
+        ws: &Workspace,
+        repo: &Git,
+        settings: &RunSettings,
+    ) -> Result<(Pool, Confinement), EngineError> {
+        let pool = Pool::open(&self.sandboxing.dirs().cache, repo).await?;
+        let dirs = repo.run(["rev-parse", "--path-format=absolute", "--git-dir", "--git-common-dir"]).await?.text();
+        let mut hidden: Vec<PathBuf> = dirs.lines().map(PathBuf::from).collect();
+        hidden.push(ws.dir());
+        let home = self.process_env.iter().find(|(k, _)| k == "HOME").map(|(_, v)| PathBuf::from(v));
+        let confinement = self.sandboxing.confine(
+            settings.sandbox.value,
+            home.as_deref(),
+            hidden,
+            vec![pool.objects().to_path_buf()],
+            &settings.sandbox_paths.value,
+        )?;
+        Ok((pool, confinement))
+    }
+
+    /// Ends what crashed runs left behind — sandboxes whose arbiter died, worktrees of an
+    /// older arbiter — and returns the runs that died holding workspaces, recorded as
+    /// interrupted.
+    async fn recover(&self, ws: &Workspace, repo: &Git, pool: &Pool) -> Vec<RunId> {
+        self.sandboxing.end_orphans();
+        ws.remove_legacy_worktrees(repo).await;
+        let mut runs = Vec::new();
+        for owner in pool.abandoned() {
+            let Ok(id) = RunId::parse(&owner.run) else { continue };
+            if !runs.contains(&id) && crate::workspace::mark_interrupted(&ws.run_dir(&id)) {
+                runs.push(id);
+            }
+        }
+        runs
+    }
+
     /// The shared context of a run's tasks, from its parts and the engine's services.
     fn assemble(&self, p: RunParts) -> RunCtx {
-        let redactor = Redactor::new(
-            self.process_env
-                .iter()
-                .filter(|(k, _)| looks_secret(k))
-                .map(|(_, v)| v.clone())
-                .chain(self.secrets.iter().cloned()),
-        );
+        let mut secrets = KnownSecrets::default();
+        for (name, value) in self.process_env.iter().filter(|(k, _)| looks_secret(k)) {
+            secrets.add(format!("the value of ${name}"), value);
+        }
+        for value in &self.secrets {
+            secrets.add("a backend key from the secrets file", value);
+        }
+        let redactor = secrets.redactor();
         let budget = Arc::new(RunBudget::new(
             p.settings.budget_usd.value,
             &self.cancel,
@@ -481,7 +551,8 @@ impl Engine {
             repo: p.repo,
             workspace: p.workspace,
             run_dir: p.run_dir,
-            worktrees: p.worktrees,
+            pool: p.pool,
+            confinement: p.confinement,
             base_commit: p.base_commit,
             task: p.task,
             settings: p.settings,
@@ -490,6 +561,7 @@ impl Engine {
             clock: self.clock.clone(),
             cancel: self.cancel.clone(),
             state: Mutex::new(p.state),
+            secrets,
             redactor,
             process_env: self.process_env.clone(),
             allow_dirty: p.allow_dirty,
@@ -505,7 +577,8 @@ struct RunParts {
     repo: Git,
     workspace: Workspace,
     run_dir: RunDir,
-    worktrees: PathBuf,
+    pool: Pool,
+    confinement: Confinement,
     base_commit: String,
     task: Task,
     settings: RunSettings,

@@ -4,12 +4,12 @@
 //! baseline as soon as it is known (`baseline.json`), and each candidate's results the moment
 //! it finishes (`candidates/<id>/result.json`). A resume reopens the run directory under the
 //! same id, keeps every candidate that finished, and starts the others again: in the
-//! worktree they left, when it is still there, with the agent CLI's own resume flag and the
-//! session id its transcript recorded; otherwise from a fresh worktree. What the kept
+//! workspace they left, when the pool still has it, with the agent CLI's own resume flag and
+//! the session id its transcript recorded; otherwise from a fresh workspace. What the kept
 //! candidates spent is charged to the run's budget again ([`charge_kept`]). Evaluation,
 //! judging and the reports then run as for any run.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use arbiter_core::artifact::{AgentOutcome, PatchEvidence, SCHEMA_VERSION, paths};
 use arbiter_core::cost::CallRecord;
@@ -20,6 +20,7 @@ use arbiter_core::status::CandidateStatus;
 use serde::{Deserialize, Serialize};
 
 use super::{CandidateRun, RunCtx};
+use crate::pool::Slot;
 
 /// A test file a candidate wrote, as text.
 #[derive(Serialize, Deserialize)]
@@ -47,6 +48,8 @@ pub(super) struct SavedCandidate {
     not_run: Option<String>,
     authored_tests: Vec<SavedTest>,
     agent_details: Option<serde_json::Value>,
+    #[serde(default)]
+    violations: Vec<arbiter_core::selection::Violation>,
 }
 
 /// Writes a candidate's results for a later resume (failing to is only a warning: the run
@@ -72,6 +75,7 @@ pub(super) fn save(ctx: &RunCtx, run: &CandidateRun) {
             .map(|t| SavedTest { path: t.path.clone(), text: String::from_utf8_lossy(&t.content).into_owned() })
             .collect(),
         agent_details: run.agent_details.clone(),
+        violations: run.violations.clone(),
     };
     let rel = format!("{}/{}/{}", paths::CANDIDATES, run.id, paths::RESULT);
     if let Err(e) = ctx.run_dir.write_json(&rel, &saved) {
@@ -87,8 +91,8 @@ pub(super) fn load(run_dir: &Path, id: &CandidateId) -> Option<SavedCandidate> {
 }
 
 impl SavedCandidate {
-    /// The candidate as the run had it, with its patch and (when still there) its worktree.
-    pub(super) fn into_run(self, run_dir: &Path, tree: Option<PathBuf>) -> CandidateRun {
+    /// The candidate as the run had it, with its patch and (when still there) its workspace.
+    pub(super) fn into_run(self, run_dir: &Path, tree: Option<Slot>) -> CandidateRun {
         let patch_text =
             std::fs::read_to_string(run_dir.join(paths::CANDIDATES).join(self.id.as_str()).join(paths::PATCH))
                 .unwrap_or_default();
@@ -113,6 +117,7 @@ impl SavedCandidate {
                 .collect(),
             tree,
             agent_details: self.agent_details,
+            violations: self.violations,
         }
     }
 }
@@ -131,10 +136,10 @@ pub(super) async fn charge_kept(ctx: &RunCtx, kept: impl IntoIterator<Item = &Ca
 }
 
 /// How an unfinished candidate starts again.
-#[derive(Clone, Debug, Default)]
+#[derive(Debug, Default)]
 pub(super) struct Restart {
-    /// Its worktree is still there: the agent continues in it.
-    pub(super) reuse_tree: bool,
+    /// Its workspace, when the pool still has it: the agent continues in it.
+    pub(super) slot: Option<Slot>,
     /// The agent CLI's session to continue (from the transcript).
     pub(super) session: Option<String>,
 }

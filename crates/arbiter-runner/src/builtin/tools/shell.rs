@@ -41,6 +41,7 @@ pub(super) async fn run_shell(tb: &Toolbox, args: &Value) -> ToolResult {
         stdout: log.path().to_path_buf(),
         stderr: log.path().to_path_buf(),
         timeout,
+        jail: tb.jail.clone(),
     };
     let exit =
         process::run_shell(&cmd, &tb.cancel).await.map_err(|e| failed(format!("could not run the command: {e}.")))?;

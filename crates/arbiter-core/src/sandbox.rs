@@ -1,0 +1,160 @@
+//! The sandbox as a run sees it: how much sandboxing it asks for ([`SandboxMode`]), what the
+//! kernel offers ([`Capabilities`], probed by `arbiter-sandbox`), and what the run therefore
+//! enforces ([`Enforcement`], recorded in its evidence) — or why it cannot start.
+
+use serde::{Deserialize, Serialize};
+
+/// What the kernel offers to an unprivileged process.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Capabilities {
+    /// The Landlock ABI, when Landlock is enabled.
+    pub landlock_abi: Option<u32>,
+    /// New user and PID namespaces can be created (and a process started in them).
+    pub namespaces: bool,
+    /// Why something is missing.
+    pub detail: Option<String>,
+}
+
+/// How much sandboxing a run asks for (`--sandbox`, `[run] sandbox`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SandboxMode {
+    /// Use what the kernel offers, and say in the evidence what was enforced.
+    #[default]
+    Auto,
+    /// Refuse to start without Landlock.
+    Require,
+    /// No sandbox: candidates run with the user's rights (said loudly in the report).
+    Off,
+}
+
+impl SandboxMode {
+    pub const NAMES: &'static [&'static str] = &["auto", "require", "off"];
+
+    pub fn parse(text: &str) -> Option<SandboxMode> {
+        match text {
+            "auto" => Some(SandboxMode::Auto),
+            "require" => Some(SandboxMode::Require),
+            "off" => Some(SandboxMode::Off),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            SandboxMode::Auto => "auto",
+            SandboxMode::Require => "require",
+            SandboxMode::Off => "off",
+        }
+    }
+
+    /// What a run in this mode enforces on a kernel with `caps`, or why it cannot start.
+    pub fn decide(self, caps: &Capabilities) -> Result<Enforcement, SandboxUnavailable> {
+        let landlock = caps.landlock_abi.is_some();
+        match self {
+            SandboxMode::Off => Ok(Enforcement { mode: self, ..Enforcement::default() }),
+            SandboxMode::Require if !landlock => Err(SandboxUnavailable {
+                what: "Landlock".into(),
+                detail: caps.detail.clone().unwrap_or_else(|| "the kernel does not offer it".into()),
+            }),
+            SandboxMode::Auto | SandboxMode::Require => Ok(Enforcement {
+                mode: self,
+                landlock_abi: caps.landlock_abi,
+                filesystem: landlock,
+                namespaces: caps.namespaces,
+                scoped_signals: caps.landlock_abi.is_some_and(|abi| abi >= 6),
+            }),
+        }
+    }
+}
+
+impl std::fmt::Display for SandboxMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What a run's sandbox enforces (recorded in its evidence).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Enforcement {
+    pub mode: SandboxMode,
+    /// The Landlock ABI of the kernel, when it has Landlock.
+    pub landlock_abi: Option<u32>,
+    /// Filesystem rules (Landlock): writes confined, hidden paths unreadable, no tracing of
+    /// or reading the environment of processes outside the sandbox.
+    pub filesystem: bool,
+    /// User and PID namespaces: nothing a candidate starts outlives it.
+    pub namespaces: bool,
+    /// Signals to processes outside the sandbox are refused (Landlock ABI 6).
+    pub scoped_signals: bool,
+}
+
+impl Enforcement {
+    /// Whether anything at all is enforced.
+    pub fn any(&self) -> bool {
+        self.filesystem || self.namespaces
+    }
+
+    /// One sentence for reports and progress: what candidates run under.
+    pub fn describe(&self) -> String {
+        if self.mode == SandboxMode::Off {
+            return "sandbox OFF (--sandbox off): candidates ran with your full rights and could read and write \
+                    anything you can, including .git, .arbiter/ and your secrets"
+                .into();
+        }
+        if !self.any() {
+            return "sandbox NOT ENFORCED: this kernel offers neither Landlock nor user namespaces; candidates ran \
+                    with your full rights (use --sandbox require to refuse such runs)"
+                .into();
+        }
+        let mut parts = Vec::new();
+        match (self.filesystem, self.landlock_abi) {
+            (true, Some(abi)) => parts.push(format!(
+                "filesystem confined by Landlock (ABI {abi}{})",
+                if self.scoped_signals { ", signals scoped" } else { "" }
+            )),
+            _ => parts.push("filesystem NOT confined (no Landlock on this kernel)".into()),
+        }
+        parts.push(if self.namespaces {
+            "user and PID namespaces (nothing a candidate starts outlives it)".into()
+        } else {
+            "no PID namespace (leftover processes are killed through a subreaper)".into()
+        });
+        format!("sandbox {}: {}", self.mode, parts.join("; "))
+    }
+}
+
+/// Why a run that requires the sandbox cannot start.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "--sandbox require: {what} is not available ({detail}); run on Linux 5.13 or later with Landlock enabled (`landlock` in the kernel's lsm= list), or use --sandbox auto to run with what the kernel offers (the report says what was enforced)"
+)]
+pub struct SandboxUnavailable {
+    pub what: String,
+    pub detail: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn require_refuses_a_kernel_without_landlock_and_auto_says_what_it_has() {
+        let none = Capabilities { landlock_abi: None, namespaces: false, detail: Some("ENOSYS".into()) };
+        let err = SandboxMode::Require.decide(&none).expect_err("require without landlock");
+        let text = err.to_string();
+        assert!(text.contains("Landlock is not available (ENOSYS)"), "{text}");
+        assert!(text.contains("--sandbox auto"), "{text}");
+        let auto = SandboxMode::Auto.decide(&none).expect("auto always runs");
+        assert!(!auto.any());
+        assert!(auto.describe().contains("NOT ENFORCED"), "{}", auto.describe());
+
+        let full = Capabilities { landlock_abi: Some(7), namespaces: true, detail: None };
+        let e = SandboxMode::Require.decide(&full).expect("require with landlock");
+        assert!(e.filesystem && e.namespaces && e.scoped_signals);
+        assert!(e.describe().contains("Landlock (ABI 7, signals scoped)"), "{}", e.describe());
+        let off = SandboxMode::Off.decide(&full).expect("off");
+        assert!(!off.any());
+        assert!(off.describe().contains("sandbox OFF"), "{}", off.describe());
+    }
+}

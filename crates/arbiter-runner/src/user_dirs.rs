@@ -1,0 +1,65 @@
+//! arbiter's directories outside any repository: the cache (the workspace pools, the
+//! sandbox registry) and the configuration (secrets, worker tokens), chosen the XDG way.
+//!
+//! `ARBITER_CACHE_DIR` and `ARBITER_CONFIG_DIR` win; then `$XDG_CACHE_HOME/arbiter` and
+//! `$XDG_CONFIG_HOME/arbiter`; then `~/.cache/arbiter` and `~/.config/arbiter`. Neither is
+//! ever inside a repository: no path relative to a candidate's workspace reaches them, and
+//! the sandbox hides both.
+
+use std::path::PathBuf;
+
+/// Where arbiter keeps what is not a repository's.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UserDirs {
+    pub cache: PathBuf,
+    pub config: PathBuf,
+}
+
+impl UserDirs {
+    /// The directories `env` (a variable lookup, normally the process environment) names.
+    pub fn from_env(env: impl Fn(&str) -> Option<String>) -> UserDirs {
+        let var = |name: &str| env(name).filter(|v| !v.trim().is_empty()).map(PathBuf::from);
+        let home = var("HOME").unwrap_or_else(|| PathBuf::from("/tmp"));
+        let cache = var("ARBITER_CACHE_DIR")
+            .or_else(|| var("XDG_CACHE_HOME").map(|d| d.join("arbiter")))
+            .unwrap_or_else(|| home.join(".cache").join("arbiter"));
+        let config = var("ARBITER_CONFIG_DIR")
+            .or_else(|| var("XDG_CONFIG_HOME").map(|d| d.join("arbiter")))
+            .unwrap_or_else(|| home.join(".config").join("arbiter"));
+        UserDirs { cache, config }
+    }
+
+    /// The directories of this process's environment.
+    pub fn from_process() -> UserDirs {
+        UserDirs::from_env(|name| std::env::var(name).ok())
+    }
+
+    /// Where live sandboxes are recorded (see `arbiter_sandbox::registry`).
+    pub fn sandbox_registry(&self) -> PathBuf {
+        self.cache.join("sandboxes")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn explicit_then_xdg_then_home() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |name: &str| pairs.iter().find(|(k, _)| *k == name).map(|(_, v)| v.to_string())
+        };
+        let d = UserDirs::from_env(env(&[("HOME", "/h")]));
+        assert_eq!(d, UserDirs { cache: "/h/.cache/arbiter".into(), config: "/h/.config/arbiter".into() });
+        let d = UserDirs::from_env(env(&[("HOME", "/h"), ("XDG_CACHE_HOME", "/x/c"), ("XDG_CONFIG_HOME", "/x/k")]));
+        assert_eq!(d, UserDirs { cache: "/x/c/arbiter".into(), config: "/x/k/arbiter".into() });
+        let d = UserDirs::from_env(env(&[
+            ("HOME", "/h"),
+            ("XDG_CACHE_HOME", "/x/c"),
+            ("ARBITER_CACHE_DIR", "/a/c"),
+            ("ARBITER_CONFIG_DIR", "/a/k"),
+        ]));
+        assert_eq!(d, UserDirs { cache: "/a/c".into(), config: "/a/k".into() });
+        assert_eq!(d.sandbox_registry(), PathBuf::from("/a/c/sandboxes"));
+    }
+}
