@@ -888,3 +888,39 @@ async fn a_worker_whose_lease_was_taken_commits_nothing() {
     let t = &status["tasks"][0];
     assert_eq!((t["status"].as_str(), t["lease_owner"].as_str()), (Some("running"), Some("thief")), "{t:#}");
 }
+
+/// A branch checked out while the plan runs is not moved under that checkout: the run stops
+/// before committing, gives the task back and says how to go on.
+#[test]
+fn a_branch_checked_out_during_a_run_stops_the_run_before_it_commits() {
+    let scratch = tempfile::tempdir().expect("temp dir");
+    let hold = scratch.path().join("hold");
+    std::fs::write(&hold, "").expect("marker");
+    let (repo, log) =
+        plan_repo(&format!("  T) while [ -e {hold} ]; do sleep 0.1; done; echo t > t.txt ;;", hold = hold.display()));
+    let base = rev(&repo, "main");
+    let file = write_plan(&repo, &plan_of("busy", &log, json!([task("T", &[], "test -f t.txt")])));
+    repo.arbiter(&["plan", "import", &file]).assert_code(0);
+    let child = repo
+        .arbiter_cmd(&["plan", "run", "busy"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start plan run");
+    assert!(wait_until(Duration::from_secs(60), || !log_lines(&log).is_empty()), "T never started");
+    repo.git(&["switch", "-q", "arbiter/busy"]);
+    std::fs::remove_file(&hold).expect("let the agent finish");
+    let out = child.wait_with_output().expect("wait");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("branch arbiter/busy (plan busy's integration branch) is checked out in"), "{stderr}");
+    assert!(stderr.contains("the plan run stopped"), "{stderr}");
+    assert_eq!(rev(&repo, "arbiter/busy"), base, "the checked-out branch was not moved");
+    assert_eq!(repo.status(), vec!["?? plan.json"], "the checkout shows no change");
+    let status = status_json(&repo, "busy", &[]);
+    assert_eq!((task_status(&status, "T").as_str(), status["tasks"][0]["attempts"].clone()), ("ready", json!(0)));
+    // The hint: switch away and run again.
+    repo.git(&["switch", "-q", "main"]);
+    repo.arbiter(&["plan", "run", "busy"]).assert_code(0);
+    assert_eq!(repo.git(&["show", "arbiter/busy:t.txt"]), "t\n");
+}
