@@ -74,6 +74,10 @@ pub enum PlanCommand {
         /// Also change tasks that have not started (finished ones are never changed).
         #[arg(long)]
         update: bool,
+        /// Let the plan use this existing branch (it must be the plan's integration_branch)
+        /// as its integration branch: arbiter commits onto it but never moves it back.
+        #[arg(long, value_name = "NAME")]
+        adopt_branch: Option<String>,
         #[arg(long)]
         json: bool,
     },
@@ -85,6 +89,9 @@ pub enum PlanCommand {
         strict: bool,
         #[arg(long)]
         update: bool,
+        /// Let the plan use this existing branch as its integration branch (see `import`).
+        #[arg(long, value_name = "NAME")]
+        adopt_branch: Option<String>,
         #[arg(long)]
         json: bool,
     },
@@ -127,12 +134,17 @@ pub enum PlanCommand {
     },
     /// Set the plan's budget in USD (`none` removes it); raising it lets claims resume.
     Budget { id: String, usd: String },
-    /// Every task back to its start, the integration branch back to the base. Events stay.
+    /// Every task back to its start, the integration branch (if arbiter created it) back to
+    /// where it was created. Events stay.
     Reset {
         id: String,
         /// Also forget attempts and what was spent.
         #[arg(long)]
         hard: bool,
+        /// Leave the integration branch where it is (the only way to reset a plan whose
+        /// branch was adopted).
+        #[arg(long)]
+        keep_branch: bool,
         /// Do not ask for confirmation.
         #[arg(long)]
         yes: bool,

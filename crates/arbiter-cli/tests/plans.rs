@@ -310,12 +310,15 @@ fn a_killed_plan_run_continues_where_it_stopped_and_does_no_task_twice() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_winner_committed_before_its_worker_died_is_not_done_twice() {
     use arbiter_core::time::Timestamp;
+    use arbiter_runner::git::Git;
+    use arbiter_runner::{integration, plan_branch};
     use arbiter_store::plans::{ClaimOutcome, PlanStore};
     let (repo, log) = plan_repo("  A) echo a > a.txt ;;\n  B) echo b > b.txt ;;");
     let plan = plan_of("recover", &log, json!([task("A", &[], "test -f a.txt"), task("B", &["A"], "test -f b.txt")]));
     let file = write_plan(&repo, &plan);
     repo.arbiter(&["plan", "import", &file]).assert_code(0);
-    // A worker claimed A, committed its winner, and died before reporting.
+    // A worker claimed A, committed its winner the way every worker does, and died before
+    // reporting.
     let mut gone = std::process::Command::new("true").spawn().expect("spawn true");
     let dead_pid = gone.id();
     gone.wait().expect("reap");
@@ -327,23 +330,380 @@ async fn a_winner_committed_before_its_worker_died_is_not_done_twice() {
     let worker = format!("local:{host}:{dead_pid}:1");
     let claim = store.claim("recover", &worker, Duration::from_secs(3600), now).await.expect("claim");
     assert!(matches!(claim, ClaimOutcome::Claimed(_)));
-    repo.git(&["checkout", "-q", "-b", "arbiter/recover"]);
+    let git = Git::new(repo.path());
+    let view = store.plan("recover").await.expect("read").expect("the plan");
+    let owned = plan_branch::ensure_for_run(&git, &store, &view.plan, now).await.expect("the plan's branch");
     repo.write("a.txt", "a\n");
     repo.git(&["add", "a.txt"]);
-    repo.git(&[
-        "commit",
-        "-q",
-        "-m",
-        "Task A\n\nArbiter-Plan: recover\nArbiter-Task: A\nArbiter-Run: 20261201T000000Z-000000",
-    ]);
-    repo.git(&["checkout", "-q", "main"]);
+    let patch = repo.path().join(".arbiter").join("a.patch");
+    std::fs::write(&patch, repo.git(&["diff", "--cached", "--binary"])).expect("patch");
+    repo.git(&["rm", "-q", "--cached", "a.txt"]);
+    std::fs::remove_file(repo.path().join("a.txt")).expect("clean");
+    let index = repo.path().join(".arbiter").join("index-test");
+    let message = integration::message("Task A", "recover", "A", "20261201T000000Z-000000", "c01");
+    let to = integration::Destination { plan: "recover", task: "A", branch: "arbiter/recover" };
+    let a = integration::commit_onto(&git, &to, &patch, &message, &index).await.expect("commit A").commit;
+    assert_eq!(
+        integration::find_task_commit(&git, "arbiter/recover", &owned.base, "recover", "A").await.unwrap(),
+        Some(a.clone())
+    );
+    // Someone adds a commit whose message claims to be B's: text proves nothing.
+    let tree = repo.git(&["rev-parse", "arbiter/recover^{tree}"]).trim().to_string();
+    let forged = repo
+        .git(&[
+            "commit-tree",
+            &tree,
+            "-p",
+            &a,
+            "-m",
+            "Task B\n\nArbiter-Plan: recover\nArbiter-Task: B\nArbiter-Run: 20261201T000000Z-000000",
+        ])
+        .trim()
+        .to_string();
+    repo.git(&["update-ref", "refs/heads/arbiter/recover", &forged, &a]);
 
     let run = repo.arbiter(&["plan", "run", "recover"]);
     run.assert_code(0);
-    assert!(run.stderr.contains("already committed"), "{}", run.stderr);
+    assert!(run.stderr.contains("A: its winner was already committed"), "{}", run.stderr);
     let lines = log_lines(&log);
-    assert_eq!(lines, vec!["B saw: a.txt ".to_string()], "A was not run again; B built on it");
-    assert_eq!(integrated_tasks(&repo, "arbiter/recover"), vec!["A", "B"]);
+    assert_eq!(
+        lines,
+        vec!["B saw: a.txt ".to_string()],
+        "A was not run again; B ran (on A's work) despite the forged commit"
+    );
+    let status = status_json(&repo, "recover", &[]);
+    assert_eq!(status["tasks"][0]["commit"], json!(a));
+    let b_commit = status["tasks"][1]["commit"].as_str().unwrap_or_default().to_string();
+    assert!(!b_commit.is_empty() && b_commit != forged, "{status:#}");
+    assert_eq!(repo.git(&["rev-parse", &integration::task_ref("recover", "B")]).trim(), b_commit);
+}
+
+/// A task titled like a trailer does not make another task count as done.
+#[test]
+fn a_title_that_forges_a_trailer_does_not_mark_another_task_done() {
+    let (repo, log) = plan_repo("  T1) echo one > one.txt ;;\n  T2) echo two > two.txt ;;");
+    let mut t1 = task("T1", &[], "test -f one.txt");
+    t1["title"] = json!("Arbiter-Task: T2");
+    let file = write_plan(&repo, &plan_of("forged", &log, json!([t1, task("T2", &["T1"], "test -f two.txt")])));
+    repo.arbiter(&["plan", "import", &file]).assert_code(0);
+    let run = repo.arbiter(&["plan", "run", "forged"]);
+    run.assert_code(0);
+    assert!(!run.stderr.contains("already committed"), "{}", run.stderr);
+    let lines = log_lines(&log);
+    assert_eq!(lines, vec!["T1 saw: ".to_string(), "T2 saw: one.txt ".to_string()], "T2's agent ran");
+    let status = status_json(&repo, "forged", &[]);
+    let (c1, c2) = (status["tasks"][0]["commit"].clone(), status["tasks"][1]["commit"].clone());
+    assert!(c1.is_string() && c2.is_string() && c1 != c2, "{status:#}");
+    assert_eq!(status["tasks"][1]["attempts"], 1);
+    assert_eq!(repo.git(&["show", "arbiter/forged:two.txt"]), "two\n");
+    assert_eq!(repo.git(&["log", "-1", "--format=%s", "arbiter/forged~1"]).trim(), "Arbiter-Task: T2");
+}
+
+/// Where a test's plans are stored: the repository's SQLite file, or a fresh Postgres
+/// database.
+struct Db {
+    args: Vec<String>,
+    _pg: Option<PgDatabase>,
+}
+
+impl Db {
+    fn sqlite() -> Self {
+        Db { args: Vec::new(), _pg: None }
+    }
+
+    fn postgres() -> Self {
+        let pg = PgDatabase::create();
+        Db { args: vec!["--database-url".into(), pg.url.clone()], _pg: Some(pg) }
+    }
+
+    fn extra(&self) -> Vec<&str> {
+        self.args.iter().map(String::as_str).collect()
+    }
+
+    fn arbiter(&self, repo: &TestRepo, args: &[&str]) -> Run {
+        let mut all = args.to_vec();
+        all.extend(self.extra());
+        repo.arbiter(&all)
+    }
+}
+
+fn plan_on(id: &str, log: &Path, branch: &str, tasks: Value) -> Value {
+    let mut plan = plan_of(id, log, tasks);
+    plan["integration_branch"] = json!(branch);
+    plan
+}
+
+fn rev(repo: &TestRepo, name: &str) -> String {
+    repo.git(&["rev-parse", name]).trim().to_string()
+}
+
+fn task_refs(repo: &TestRepo, plan: &str) -> Vec<String> {
+    let prefix = format!("refs/arbiter/plans/{plan}/tasks/");
+    repo.git(&["for-each-ref", "--format=%(refname)", &prefix]).lines().map(str::to_string).collect()
+}
+
+fn task_status(status: &Value, id: &str) -> String {
+    status["tasks"]
+        .as_array()
+        .and_then(|t| t.iter().find(|t| t["id"] == id))
+        .and_then(|t| t["status"].as_str())
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// A user's branch is refused until it is adopted; an adopted branch gets the plan's
+/// commits on top of the user's, and a reset never moves it back.
+fn an_existing_branch_is_refused_until_adopted_and_never_moved_back(db: Db) {
+    let (repo, log) = plan_repo("  A) echo a > a.txt ;;");
+    repo.git(&["switch", "-q", "-c", "feature"]);
+    repo.write("mine.txt", "mine\n");
+    let mine = repo.commit_all("my own work");
+    repo.git(&["switch", "-q", "main"]);
+    let file = write_plan(&repo, &plan_on("adopt", &log, "feature", json!([task("A", &[], "test -f a.txt")])));
+    for command in ["import", "apply"] {
+        let run = db.arbiter(&repo, &["plan", command, &file]);
+        run.assert_code(2);
+        assert!(run.stderr.contains("branch feature already exists"), "{}", run.stderr);
+        assert!(run.stderr.contains("arbiter did not create it for plan adopt"), "{}", run.stderr);
+        assert!(run.stderr.contains("--adopt-branch feature"), "{}", run.stderr);
+    }
+    assert_eq!(rev(&repo, "feature"), mine, "the refused import left the branch alone");
+    assert!(db.arbiter(&repo, &["plan", "list"]).stdout.contains("No plans yet"), "nothing was written");
+    let wrong = db.arbiter(&repo, &["plan", "import", &file, "--adopt-branch", "main"]);
+    wrong.assert_code(2);
+    assert!(
+        wrong.stderr.contains("--adopt-branch main does not name plan adopt's integration branch (feature)"),
+        "{}",
+        wrong.stderr
+    );
+
+    // The hint: adopt it.
+    let adopted = db.arbiter(&repo, &["plan", "import", &file, "--adopt-branch", "feature"]);
+    adopted.assert_code(0);
+    assert!(adopted.stdout.contains("integration branch feature adopted at"), "{}", adopted.stdout);
+    let status = status_json(&repo, "adopt", &db.extra());
+    assert_eq!(status["integration_branch_record"]["origin"], "adopted", "{status:#}");
+    assert_eq!(status["integration_branch_record"]["base"], json!(mine));
+    // Re-imports of the same file go on working.
+    db.arbiter(&repo, &["plan", "import", &file]).assert_code(0);
+    db.arbiter(&repo, &["plan", "import", &file, "--update"]).assert_code(0);
+    db.arbiter(&repo, &["plan", "apply", &file, "--adopt-branch", "feature"]).assert_code(0);
+
+    db.arbiter(&repo, &["plan", "run", "adopt"]).assert_code(0);
+    let after = rev(&repo, "feature");
+    assert_eq!(rev(&repo, "feature~1"), mine, "the winner is committed on top of the user's work");
+    assert_eq!(repo.git(&["show", "feature:a.txt"]), "a\n");
+
+    let reset = db.arbiter(&repo, &["plan", "reset", "adopt", "--yes"]);
+    reset.assert_code(2);
+    assert!(reset.stderr.contains("branch feature was adopted by plan adopt"), "{}", reset.stderr);
+    assert!(reset.stderr.contains("nothing was reset"), "{}", reset.stderr);
+    assert!(reset.stderr.contains("--keep-branch"), "{}", reset.stderr);
+    assert_eq!(rev(&repo, "feature"), after, "an adopted branch is never moved back");
+    assert_eq!(task_status(&status_json(&repo, "adopt", &db.extra()), "A"), "done");
+
+    // The hint: reset the tasks and keep the branch.
+    let keep = db.arbiter(&repo, &["plan", "reset", "adopt", "--yes", "--keep-branch"]);
+    keep.assert_code(0);
+    assert!(keep.stdout.contains("feature stays at"), "{}", keep.stdout);
+    assert_eq!(rev(&repo, "feature"), after);
+    assert_eq!(rev(&repo, "feature~1"), mine, "the user's commit is still there");
+    assert_eq!(task_status(&status_json(&repo, "adopt", &db.extra()), "A"), "ready");
+    assert!(task_refs(&repo, "adopt").is_empty(), "a reset forgets the tasks' commits");
+    let events = events(&repo, "adopt", &db.extra());
+    let e = events.iter().rfind(|e| e["kind"] == "plan_reset").expect("a plan_reset event");
+    assert_eq!(e["data"]["branch"]["old_tip"], json!(after), "{e:#}");
+    assert_eq!(e["data"]["branch"]["new_tip"], Value::Null, "{e:#}");
+    assert_eq!(e["data"]["branch"]["kept"], "--keep-branch", "{e:#}");
+}
+
+#[test]
+fn an_existing_branch_is_refused_until_adopted_and_never_moved_back_sqlite() {
+    an_existing_branch_is_refused_until_adopted_and_never_moved_back(Db::sqlite());
+}
+
+#[test]
+fn an_existing_branch_is_refused_until_adopted_and_never_moved_back_postgres() {
+    an_existing_branch_is_refused_until_adopted_and_never_moved_back(Db::postgres());
+}
+
+#[test]
+fn checked_out_default_and_invalid_branches_are_refused() {
+    let (repo, log) = plan_repo("");
+    let main = rev(&repo, "main");
+    let refused = |id: &str, branch: &str, adopt: bool| {
+        let file = write_plan(&repo, &plan_on(id, &log, branch, json!([task("A", &[], "true")])));
+        let mut args = vec!["plan", "import", file.as_str()];
+        if adopt {
+            args.extend(["--adopt-branch", branch]);
+        }
+        let run = repo.arbiter(&args);
+        run.assert_code(2);
+        run.stderr
+    };
+    // The checked-out branch, adopted or not.
+    for adopt in [false, true] {
+        let err = refused("here", "main", adopt);
+        assert!(err.contains("branch main (plan here's integration branch) is checked out in"), "{err}");
+        assert!(err.contains("switch OTHER`) and import again with --adopt-branch main"), "{err}");
+    }
+    // A branch checked out in a linked worktree.
+    let scratch = tempfile::tempdir().expect("temp dir");
+    let linked = scratch.path().join("side");
+    repo.git(&["worktree", "add", "-q", "-b", "side", &linked.display().to_string()]);
+    let err = refused("linked", "side", true);
+    assert!(err.contains("branch side (plan linked's integration branch) is checked out in"), "{err}");
+    assert!(err.contains("/side"), "{err}");
+
+    // The default branch, not checked out: refused, unless adopted explicitly.
+    repo.git(&["switch", "-q", "-c", "feature"]);
+    let err = refused("default", "main", false);
+    assert!(err.contains("branch main is the repository's default branch"), "{err}");
+    assert!(err.contains("--adopt-branch main"), "{err}");
+    let file = write_plan(&repo, &plan_on("default", &log, "main", json!([task("A", &[], "true")])));
+    repo.arbiter(&["plan", "import", &file, "--adopt-branch", "main"]).assert_code(0);
+    // What init.defaultBranch names, even before it exists.
+    repo.git(&["config", "init.defaultBranch", "trunk"]);
+    let err = refused("trunk", "trunk", false);
+    assert!(err.contains("branch trunk is the repository's default branch (init.defaultBranch names it)"), "{err}");
+    assert!(err.contains("Name another `integration_branch`"), "{err}");
+    // What refs/remotes/origin/HEAD points to.
+    repo.git(&["update-ref", "refs/remotes/origin/develop", "HEAD"]);
+    repo.git(&["symbolic-ref", "refs/remotes/origin/HEAD", "refs/remotes/origin/develop"]);
+    let err = refused("develop", "develop", false);
+    assert!(
+        err.contains("branch develop is the repository's default branch (refs/remotes/origin/HEAD points to it)"),
+        "{err}"
+    );
+    // Not a branch name at all.
+    let err = refused("bad", "bad..name", false);
+    assert!(err.contains("'bad..name' is not a valid branch name"), "{err}");
+
+    assert_eq!(rev(&repo, "main"), main, "no refused import moved anything");
+    let list = repo.arbiter(&["plan", "list", "--json"]).stdout;
+    let ids: Vec<String> = serde_json::from_str::<Vec<Value>>(&list)
+        .expect("JSON")
+        .iter()
+        .filter_map(|p| p["id"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(ids, vec!["default"], "only the adopted plan was stored");
+}
+
+/// `plan reset` moves a branch arbiter created back to where it was created, records the
+/// old tip, and forgets the tasks' commits; a checked-out branch is neither run on nor reset.
+fn reset_moves_back_the_branch_arbiter_created(db: Db) {
+    let (repo, log) = plan_repo("  A) echo a > a.txt ;;\n  B) echo b > b.txt ;;");
+    let base = rev(&repo, "main");
+    let file = write_plan(
+        &repo,
+        &plan_of("own", &log, json!([task("A", &[], "test -f a.txt"), task("B", &["A"], "test -f b.txt")])),
+    );
+    db.arbiter(&repo, &["plan", "import", &file]).assert_code(0);
+    let status = db.arbiter(&repo, &["plan", "status", "own"]).stdout;
+    assert!(status.contains("integration branch arbiter/own (not created yet"), "{status}");
+    db.arbiter(&repo, &["plan", "run", "own"]).assert_code(0);
+    let record = status_json(&repo, "own", &db.extra())["integration_branch_record"].clone();
+    assert_eq!((record["origin"].as_str(), record["base"].as_str()), (Some("created"), Some(base.as_str())));
+    let tip = rev(&repo, "arbiter/own");
+    assert_eq!(task_refs(&repo, "own").len(), 2, "each task's commit is recorded");
+    // Re-importing the unchanged file works, with or without --update.
+    db.arbiter(&repo, &["plan", "import", &file]).assert_code(0);
+    db.arbiter(&repo, &["plan", "import", &file, "--update"]).assert_code(0);
+
+    // Checked out: neither run on nor moved.
+    repo.git(&["switch", "-q", "arbiter/own"]);
+    let reset = db.arbiter(&repo, &["plan", "reset", "own", "--yes"]);
+    reset.assert_code(2);
+    assert!(
+        reset.stderr.contains("branch arbiter/own (plan own's integration branch) is checked out in"),
+        "{}",
+        reset.stderr
+    );
+    assert!(reset.stderr.contains("nothing was reset"), "{}", reset.stderr);
+    let run = db.arbiter(&repo, &["plan", "run", "own"]);
+    run.assert_code(2);
+    assert!(run.stderr.contains("is checked out in") && run.stderr.contains("switch OTHER"), "{}", run.stderr);
+    assert_eq!(rev(&repo, "arbiter/own"), tip);
+    assert_eq!(task_status(&status_json(&repo, "own", &db.extra()), "B"), "done");
+    // The hint: switch away, reset again.
+    repo.git(&["switch", "-q", "main"]);
+    let reset = db.arbiter(&repo, &["plan", "reset", "own", "--yes"]);
+    reset.assert_code(0);
+    assert!(reset.stdout.contains(&format!("arbiter/own was at {}", &tip[..10])), "{}", reset.stdout);
+    assert_eq!(rev(&repo, "arbiter/own"), base, "back where arbiter created it");
+    assert!(task_refs(&repo, "own").is_empty());
+    let events = events(&repo, "own", &db.extra());
+    let e = events.iter().rfind(|e| e["kind"] == "plan_reset").expect("a plan_reset event");
+    assert_eq!(
+        (e["data"]["branch"]["old_tip"].clone(), e["data"]["branch"]["new_tip"].clone()),
+        (json!(tip), json!(base))
+    );
+    // The tasks run again from the start.
+    db.arbiter(&repo, &["plan", "run", "own"]).assert_code(0);
+    assert_eq!(log_lines(&log).len(), 4, "{:?}", log_lines(&log));
+    assert_eq!(rev(&repo, "arbiter/own~2"), base);
+}
+
+#[test]
+fn reset_moves_back_the_branch_arbiter_created_sqlite() {
+    reset_moves_back_the_branch_arbiter_created(Db::sqlite());
+}
+
+#[test]
+fn reset_moves_back_the_branch_arbiter_created_postgres() {
+    reset_moves_back_the_branch_arbiter_created(Db::postgres());
+}
+
+/// A branch made outside arbiter after the import is refused at run time (the hint leads
+/// to adopting it); one arbiter created and the user deleted is created again, recorded; a
+/// store that lost its record refuses arbiter's old branch and says so.
+#[test]
+fn branches_made_deleted_or_forgotten_between_runs() {
+    let (repo, log) = plan_repo("  A) echo a > a.txt ;;");
+    let file = write_plan(&repo, &plan_of("late", &log, json!([task("A", &[], "test -f a.txt")])));
+    repo.arbiter(&["plan", "import", &file]).assert_code(0);
+    repo.git(&["branch", "arbiter/late"]);
+    let run = repo.arbiter(&["plan", "run", "late"]);
+    run.assert_code(2);
+    assert!(run.stderr.contains("branch arbiter/late already exists"), "{}", run.stderr);
+    assert!(run.stderr.contains("`arbiter plan export late -o late.json`"), "{}", run.stderr);
+    assert!(run.stderr.contains("--adopt-branch arbiter/late"), "{}", run.stderr);
+    assert!(log_lines(&log).is_empty(), "nothing ran");
+    repo.arbiter(&["plan", "export", "late", "-o", "late.json"]).assert_code(0);
+    repo.arbiter(&["plan", "import", "late.json", "--adopt-branch", "arbiter/late"]).assert_code(0);
+    repo.arbiter(&["plan", "run", "late"]).assert_code(0);
+    assert_eq!(repo.git(&["show", "arbiter/late:a.txt"]), "a\n");
+
+    // Created by arbiter, deleted by the user: created again, and recorded again.
+    let file = write_plan(&repo, &plan_of("again", &log, json!([task("A", &[], "test -f a.txt")])));
+    repo.arbiter(&["plan", "import", &file]).assert_code(0);
+    repo.arbiter(&["plan", "run", "again"]).assert_code(0);
+    repo.git(&["branch", "-q", "-D", "arbiter/again"]);
+    let reset = repo.arbiter(&["plan", "reset", "again", "--yes"]);
+    reset.assert_code(0);
+    assert!(task_refs(&repo, "again").is_empty());
+    repo.arbiter(&["plan", "run", "again"]).assert_code(0);
+    assert_eq!(repo.git(&["show", "arbiter/again:a.txt"]), "a\n");
+    let events = events(&repo, "again", &[]);
+    let created: Vec<&Value> = events.iter().filter(|e| e["kind"] == "integration_branch_created").collect();
+    assert_eq!(created.len(), 2, "{events:#?}");
+    assert_eq!(created[1]["data"]["previous"]["origin"], "created");
+
+    // The store is lost: arbiter's old branch is a branch like any other to the new one.
+    for f in std::fs::read_dir(repo.arbiter_dir()).expect("read .arbiter").flatten() {
+        if f.file_name().to_string_lossy().starts_with("arbiter.db") {
+            std::fs::remove_file(f.path()).expect("drop the store");
+        }
+    }
+    let tip = rev(&repo, "arbiter/again");
+    let run = repo.arbiter(&["plan", "import", &file]);
+    run.assert_code(2);
+    assert!(run.stderr.contains("arbiter did create a branch for a plan 'again' here before"), "{}", run.stderr);
+    assert!(run.stderr.contains("--adopt-branch arbiter/again"), "{}", run.stderr);
+    assert_eq!(rev(&repo, "arbiter/again"), tip);
+    repo.arbiter(&["plan", "import", &file, "--adopt-branch", "arbiter/again"]).assert_code(0);
+    let record = status_json(&repo, "again", &[])["integration_branch_record"].clone();
+    assert_eq!((record["origin"].as_str(), record["base"].as_str()), (Some("adopted"), Some(tip.as_str())));
 }
 
 #[test]
@@ -527,4 +887,40 @@ async fn a_worker_whose_lease_was_taken_commits_nothing() {
     let status = status_json(&repo, "taken", &[]);
     let t = &status["tasks"][0];
     assert_eq!((t["status"].as_str(), t["lease_owner"].as_str()), (Some("running"), Some("thief")), "{t:#}");
+}
+
+/// A branch checked out while the plan runs is not moved under that checkout: the run stops
+/// before committing, gives the task back and says how to go on.
+#[test]
+fn a_branch_checked_out_during_a_run_stops_the_run_before_it_commits() {
+    let scratch = tempfile::tempdir().expect("temp dir");
+    let hold = scratch.path().join("hold");
+    std::fs::write(&hold, "").expect("marker");
+    let (repo, log) =
+        plan_repo(&format!("  T) while [ -e {hold} ]; do sleep 0.1; done; echo t > t.txt ;;", hold = hold.display()));
+    let base = rev(&repo, "main");
+    let file = write_plan(&repo, &plan_of("busy", &log, json!([task("T", &[], "test -f t.txt")])));
+    repo.arbiter(&["plan", "import", &file]).assert_code(0);
+    let child = repo
+        .arbiter_cmd(&["plan", "run", "busy"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start plan run");
+    assert!(wait_until(Duration::from_secs(60), || !log_lines(&log).is_empty()), "T never started");
+    repo.git(&["switch", "-q", "arbiter/busy"]);
+    std::fs::remove_file(&hold).expect("let the agent finish");
+    let out = child.wait_with_output().expect("wait");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("branch arbiter/busy (plan busy's integration branch) is checked out in"), "{stderr}");
+    assert!(stderr.contains("the plan run stopped"), "{stderr}");
+    assert_eq!(rev(&repo, "arbiter/busy"), base, "the checked-out branch was not moved");
+    assert_eq!(repo.status(), vec!["?? plan.json"], "the checkout shows no change");
+    let status = status_json(&repo, "busy", &[]);
+    assert_eq!((task_status(&status, "T").as_str(), status["tasks"][0]["attempts"].clone()), ("ready", json!(0)));
+    // The hint: switch away and run again.
+    repo.git(&["switch", "-q", "main"]);
+    repo.arbiter(&["plan", "run", "busy"]).assert_code(0);
+    assert_eq!(repo.git(&["show", "arbiter/busy:t.txt"]), "t\n");
 }

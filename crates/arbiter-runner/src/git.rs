@@ -132,6 +132,80 @@ impl Git {
         self.run_with_index(args, None).await
     }
 
+    /// Runs `git ARGS` with `input` on its standard input (`update-ref --stdin`), failing on
+    /// a non-zero exit.
+    pub async fn run_with_input<I, S>(&self, args: I, input: &[u8]) -> Result<GitOutput, GitError>
+    where
+        I: IntoIterator<Item = S> + Clone,
+        S: AsRef<OsStr>,
+    {
+        use tokio::io::AsyncWriteExt;
+        let io = |e: std::io::Error| {
+            if e.kind() == std::io::ErrorKind::NotFound { GitError::Missing(e) } else { GitError::Io(e) }
+        };
+        let mut cmd = self.command(args.clone(), None);
+        cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        let mut child = cmd.spawn().map_err(io)?;
+        if let Some(mut stdin) = child.stdin.take() {
+            // git reads everything before it acts; a closed pipe shows up as its exit status.
+            let _ = stdin.write_all(input).await;
+            drop(stdin);
+        }
+        let out = child.wait_with_output().await.map_err(io)?;
+        if out.status.success() {
+            Ok(GitOutput { stdout: out.stdout, stderr: out.stderr })
+        } else {
+            Err(GitError::Failed {
+                args: args.into_iter().map(|a| a.as_ref().to_string_lossy().into_owned()).collect::<Vec<_>>().join(" "),
+                dir: self.dir.display().to_string(),
+                stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+            })
+        }
+    }
+
+    /// Whether `ancestor` is `descendant` or one of its ancestors (`git merge-base
+    /// --is-ancestor`, whose exit status 1 means no).
+    pub async fn is_ancestor(&self, ancestor: &str, descendant: &str) -> Result<bool, GitError> {
+        let out =
+            self.command(["merge-base", "--is-ancestor", ancestor, descendant], None).output().await.map_err(|e| {
+                if e.kind() == std::io::ErrorKind::NotFound { GitError::Missing(e) } else { GitError::Io(e) }
+            })?;
+        match out.status.code() {
+            Some(0) => Ok(true),
+            Some(1) => Ok(false),
+            _ => Err(GitError::Failed {
+                args: format!("merge-base --is-ancestor {ancestor} {descendant}"),
+                dir: self.dir.display().to_string(),
+                stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+            }),
+        }
+    }
+
+    /// The value of a configuration key, if it is set.
+    pub async fn config_value(&self, key: &str) -> Result<Option<String>, GitError> {
+        match self.run(["config", "--get", key]).await {
+            Ok(out) => Ok(Some(out.text()).filter(|v| !v.is_empty())),
+            // Exit 1: the key is not set.
+            Err(GitError::Failed { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Every worktree of the repository (the main one and each linked one) with the branch
+    /// it has checked out, if any: `(path, branch)` without `refs/heads/`.
+    pub async fn worktree_branches(&self) -> Result<Vec<(String, Option<String>)>, GitError> {
+        let out = self.run(["worktree", "list", "--porcelain"]).await?;
+        let mut all: Vec<(String, Option<String>)> = Vec::new();
+        for line in String::from_utf8_lossy(&out.stdout).lines() {
+            if let Some(path) = line.strip_prefix("worktree ") {
+                all.push((path.to_string(), None));
+            } else if let (Some(branch), Some(last)) = (line.strip_prefix("branch "), all.last_mut()) {
+                last.1 = Some(branch.strip_prefix("refs/heads/").unwrap_or(branch).to_string());
+            }
+        }
+        Ok(all)
+    }
+
     /// Runs `git ARGS` with `GIT_INDEX_FILE` pointing at a private index.
     pub async fn run_with_index<I, S>(&self, args: I, index_file: Option<&Path>) -> Result<GitOutput, GitError>
     where

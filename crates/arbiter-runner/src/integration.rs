@@ -1,30 +1,42 @@
-//! A plan's integration branch (`arbiter/<plan-id>` by default): where each task's winner
-//! is committed, so the tasks that depend on it start from its code.
+//! A plan's integration branch (`arbiter/<plan-id>` by default) as git sees it: where each
+//! task's winner is committed, so the tasks that depend on it start from its code, and the
+//! refs that record which commit holds which task. (Whether arbiter may move the branch at
+//! all is [`plan_branch`](crate::plan_branch)'s question.)
 //!
 //! A winner is committed on top of the branch as it stands at that moment, through a
-//! private index (no working tree is touched), and the branch is moved with a
-//! compare-and-swap (`git update-ref NEW OLD`), so two workers committing at once never lose
-//! a commit. A patch that no longer applies there is a conflict: the attempt fails with
-//! git's reason and the task is retried from the new tip. Each commit carries trailers
-//! naming the plan, the task and the run, which is how a task whose winner was committed
-//! just before its worker died is recognized as done instead of being done twice.
+//! private index (no working tree is touched). The branch is moved and the task's commit
+//! recorded in one `git update-ref --stdin` transaction — the branch with a compare-and-swap
+//! (`update refs/heads/<branch> NEW OLD`, so two workers committing at once never lose a
+//! commit) and `refs/arbiter/plans/<plan>/tasks/<task-key>` pointing at the new commit — so
+//! a crash can never leave the branch moved without the record, nor the record without the
+//! branch. A patch that no longer applies there is a conflict: the attempt fails with git's
+//! reason and the task is retried from the new tip.
 //!
-//! The commit the branch started from is recorded in `refs/arbiter/plans/<plan>/base` when
-//! the branch is created: the plan's `base_ref` (often `HEAD`) may point elsewhere later,
-//! and recovery and `plan reset` must still know where the plan's own commits begin.
+//! A task counts as committed only through that ref, and only while the commit it names is
+//! on the branch after the plan's base: text in a commit message proves nothing (a task
+//! title, which a plan file's author writes, could read `Arbiter-Task: T2`). The messages
+//! still carry `Arbiter-Plan` / `Arbiter-Task` / `Arbiter-Run` trailers, for people.
+//!
+//! The commit the branch was created at is also kept in `refs/arbiter/plans/<plan>/base`,
+//! for people and for older arbiter versions; the store's branch record is what arbiter
+//! trusts.
 
 use std::path::Path;
 
 use crate::capture;
 use crate::git::{Git, GitError};
 
-/// Trailer keys written into every integration commit.
+/// Trailer keys written into every integration commit (for people; never trusted).
 const PLAN_TRAILER: &str = "Arbiter-Plan";
 const TASK_TRAILER: &str = "Arbiter-Task";
 const RUN_TRAILER: &str = "Arbiter-Run";
 
 /// How often a compare-and-swap that lost a race is tried again.
 const CAS_TRIES: usize = 8;
+
+/// Hex digits of a task id kept in one ref component. Git writes `<component>.lock` while
+/// it changes a loose ref, and file names are at most 255 bytes: longer keys are split.
+const KEY_COMPONENT: usize = 200;
 
 /// Why a winner could not be committed.
 #[derive(Debug, thiserror::Error)]
@@ -45,38 +57,91 @@ pub struct Committed {
     pub parent: String,
 }
 
-fn base_ref_name(plan: &str) -> String {
+/// `refs/arbiter/plans/<plan>/base`.
+pub fn base_ref_name(plan: &str) -> String {
     format!("refs/arbiter/plans/{plan}/base")
 }
 
-/// The branch's tip, creating the branch at `base` when it does not exist yet (and
-/// recording where it started).
-pub async fn ensure_branch(repo: &Git, plan: &str, branch: &str, base: &str) -> Result<String, GitError> {
-    if repo.branch_exists(branch).await? {
-        return tip(repo, branch).await;
-    }
-    let base = repo.resolve_commit(base).await?;
-    let r = format!("refs/heads/{branch}");
-    // The empty old value: created only if nobody created it meanwhile.
-    if repo.run(["update-ref", r.as_str(), base.as_str(), ""]).await.is_ok() {
-        repo.run(["update-ref", base_ref_name(plan).as_str(), base.as_str()]).await?;
-    } else if !repo.branch_exists(branch).await? {
-        return Err(GitError::UnknownRevision(branch.to_string()));
-    }
-    tip(repo, branch).await
+/// Where the plan's task refs live: `refs/arbiter/plans/<plan>/tasks/`.
+pub fn task_refs_prefix(plan: &str) -> String {
+    format!("refs/arbiter/plans/{plan}/tasks/")
 }
 
-/// Where the plan's branch started: the recorded base, else `base_ref` as it resolves now.
-pub async fn plan_base(repo: &Git, plan: &str, base_ref: &str) -> Result<String, GitError> {
-    match repo.resolve_commit(&base_ref_name(plan)).await {
-        Ok(commit) => Ok(commit),
-        Err(_) => repo.resolve_commit(base_ref).await,
+/// A task id as a ref name component: its bytes in hex (task ids may hold `:` and `/`,
+/// which ref names cannot, or could, hold), split after 200 digits into `<200>-/<rest>`.
+/// Keys of short ids are files of hex digits and split keys directories ending in `-`, so
+/// no key is a prefix directory of another.
+pub fn task_key(task: &str) -> String {
+    let hex: String = task.bytes().map(|b| format!("{b:02x}")).collect();
+    if hex.len() <= KEY_COMPONENT {
+        hex
+    } else {
+        let (head, tail) = hex.split_at(KEY_COMPONENT);
+        format!("{head}-/{tail}")
+    }
+}
+
+/// The task id a [`task_key`] was made from.
+pub fn task_of_key(key: &str) -> Option<String> {
+    let hex = key.replacen("-/", "", 1);
+    if !hex.len().is_multiple_of(2) {
+        return None;
+    }
+    let bytes: Option<Vec<u8>> =
+        (0..hex.len()).step_by(2).map(|i| hex.get(i..i + 2).and_then(|h| u8::from_str_radix(h, 16).ok())).collect();
+    String::from_utf8(bytes?).ok()
+}
+
+/// `refs/arbiter/plans/<plan>/tasks/<task-key>`: the commit arbiter recorded for the task.
+pub fn task_ref(plan: &str, task: &str) -> String {
+    format!("{}{}", task_refs_prefix(plan), task_key(task))
+}
+
+/// Every task ref of the plan.
+pub async fn task_refs(repo: &Git, plan: &str) -> Result<Vec<String>, GitError> {
+    let prefix = task_refs_prefix(plan);
+    let out = repo.run(["for-each-ref", "--format=%(refname)", prefix.as_str()]).await?;
+    Ok(out.text().lines().map(str::trim).filter(|l| !l.is_empty()).map(str::to_string).collect())
+}
+
+/// What a ref points at, if it exists.
+async fn ref_value(repo: &Git, name: &str) -> Result<Option<String>, GitError> {
+    match repo.run(["rev-parse", "--verify", "--quiet", name]).await {
+        Ok(out) => Ok(Some(out.text())),
+        Err(GitError::Failed { .. }) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Creates the branch at `base` (only if it does not exist), records `base` in the plan's
+/// base ref and drops task refs left from an earlier branch of the plan, all in one
+/// transaction. `Ok(false)`: the branch existed already (someone created it meanwhile).
+pub async fn create_branch(repo: &Git, plan: &str, branch: &str, base: &str) -> Result<bool, GitError> {
+    let mut script =
+        format!("start\ncreate refs/heads/{branch} {base}\nupdate {base_ref} {base}\n", base_ref = base_ref_name(plan));
+    for stale in task_refs(repo, plan).await? {
+        script.push_str(&format!("delete {stale}\n"));
+    }
+    script.push_str("prepare\ncommit\n");
+    match repo.run_with_input(["update-ref", "--stdin"], script.as_bytes()).await {
+        Ok(_) => Ok(true),
+        Err(e @ GitError::Failed { .. }) => {
+            if repo.branch_exists(branch).await? {
+                Ok(false)
+            } else {
+                Err(e)
+            }
+        }
+        Err(e) => Err(e),
     }
 }
 
 /// The commit the branch points at.
 pub async fn tip(repo: &Git, branch: &str) -> Result<String, GitError> {
-    repo.resolve_commit(&format!("refs/heads/{branch}")).await
+    repo.resolve_commit(&format!("refs/heads/{branch}")).await.map_err(|e| match e {
+        GitError::UnknownRevision(_) => GitError::UnknownRevision(branch.to_string()),
+        other => other,
+    })
 }
 
 /// The message of the commit of `task`'s winner.
@@ -86,32 +151,50 @@ pub fn message(title: &str, plan: &str, task: &str, run: &str, candidate: &str) 
     )
 }
 
-/// Commits `patch` on top of the branch's current tip and moves the branch there.
+/// Where a winner goes: the plan, the task and the branch.
+pub struct Destination<'a> {
+    pub plan: &'a str,
+    pub task: &'a str,
+    pub branch: &'a str,
+}
+
+/// Commits `patch` on top of the branch's current tip, and moves the branch there and
+/// records the commit as the task's in one transaction.
 pub async fn commit_onto(
     repo: &Git,
-    branch: &str,
+    to: &Destination<'_>,
     patch: &Path,
     message: &str,
     scratch_index: &Path,
 ) -> Result<Committed, IntegrationError> {
-    let r = format!("refs/heads/{branch}");
+    let branch_ref = format!("refs/heads/{}", to.branch);
+    let task_ref = task_ref(to.plan, to.task);
     for _ in 0..CAS_TRIES {
-        let parent = tip(repo, branch).await?;
+        let parent = tip(repo, to.branch).await?;
         if let Err(detail) = capture::apply_check(repo, &parent, patch, scratch_index).await? {
             return Err(IntegrationError::Conflict { tip: parent, detail });
         }
         let commit = capture::commit_patch(repo, &parent, patch, scratch_index, message).await?;
-        match repo.run(["update-ref", r.as_str(), commit.as_str(), parent.as_str()]).await {
+        // The task's ref is compare-and-swapped too: a value left from an earlier commit
+        // that is no longer on the branch is replaced, never one written meanwhile.
+        let record = match ref_value(repo, &task_ref).await? {
+            Some(old) => format!("update {task_ref} {commit} {old}"),
+            None => format!("create {task_ref} {commit}"),
+        };
+        let script = format!("start\nupdate {branch_ref} {commit} {parent}\n{record}\nprepare\ncommit\n");
+        match repo.run_with_input(["update-ref", "--stdin"], script.as_bytes()).await {
             Ok(_) => return Ok(Committed { commit, parent }),
             // Another worker moved the branch first: build again on its new tip.
             Err(GitError::Failed { .. }) => continue,
             Err(e) => return Err(e.into()),
         }
     }
-    Err(IntegrationError::Contended { branch: branch.to_string() })
+    Err(IntegrationError::Contended { branch: to.branch.to_string() })
 }
 
-/// The commit on the branch (since `base`) that holds `task`'s winner, if there is one.
+/// The commit arbiter recorded for `task`, if it is on the branch after `base` (reachable
+/// from the tip, not from the base). A recorded commit that is not there any more (the
+/// branch was reset or rewritten) does not count.
 pub async fn find_task_commit(
     repo: &Git,
     branch: &str,
@@ -122,35 +205,34 @@ pub async fn find_task_commit(
     if !repo.branch_exists(branch).await? {
         return Ok(None);
     }
-    let range = format!("{base}..refs/heads/{branch}");
-    let out = repo.run(["log", "--format=%H%x1f%B%x1e", range.as_str()]).await?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    for entry in text.split('\x1e') {
-        let Some((sha, body)) = entry.trim_start_matches('\n').split_once('\x1f') else { continue };
-        let trailer = |key: &str| body.lines().find_map(|l| l.strip_prefix(key)?.strip_prefix(": ").map(str::trim));
-        if trailer(PLAN_TRAILER) == Some(plan) && trailer(TASK_TRAILER) == Some(task) {
-            return Ok(Some(sha.trim().to_string()));
-        }
+    let Some(commit) = ref_value(repo, &task_ref(plan, task)).await? else {
+        return Ok(None);
+    };
+    let tip = tip(repo, branch).await?;
+    if repo.is_ancestor(&commit, &tip).await? && !repo.is_ancestor(&commit, base).await? {
+        Ok(Some(commit))
+    } else {
+        Ok(None)
     }
-    Ok(None)
 }
 
-/// Points the branch back where it started (a plan reset); returns where it was and where
-/// it points now.
-pub async fn reset_branch(
-    repo: &Git,
-    plan: &str,
-    branch: &str,
-    base_ref: &str,
-) -> Result<Option<(String, String)>, GitError> {
-    if !repo.branch_exists(branch).await? {
-        return Ok(None);
+/// Deletes the plan's task refs and, when `to` is `Some((old, new))`, moves the branch from
+/// `old` to `new` (a compare-and-swap), in one transaction (a plan reset).
+pub async fn reset_refs(repo: &Git, plan: &str, branch: &str, to: Option<(&str, &str)>) -> Result<usize, GitError> {
+    let refs = task_refs(repo, plan).await?;
+    if refs.is_empty() && to.is_none() {
+        return Ok(0);
     }
-    let old = tip(repo, branch).await?;
-    let base = plan_base(repo, plan, base_ref).await?;
-    let r = format!("refs/heads/{branch}");
-    repo.run(["update-ref", r.as_str(), base.as_str(), old.as_str()]).await?;
-    Ok(Some((old, base)))
+    let mut script = String::from("start\n");
+    if let Some((old, new)) = to {
+        script.push_str(&format!("update refs/heads/{branch} {new} {old}\n"));
+    }
+    for r in &refs {
+        script.push_str(&format!("delete {r}\n"));
+    }
+    script.push_str("prepare\ncommit\n");
+    repo.run_with_input(["update-ref", "--stdin"], script.as_bytes()).await?;
+    Ok(refs.len())
 }
 
 #[cfg(test)]
@@ -162,5 +244,20 @@ mod tests {
         let m = message("Fix add", "calc", "T1", "20261201T000000Z-abcdef", "c02");
         assert!(m.starts_with("Fix add\n\n"));
         assert!(m.contains("\nArbiter-Plan: calc\nArbiter-Task: T1\nArbiter-Run: 20261201T000000Z-abcdef\n"));
+    }
+
+    #[test]
+    fn task_keys_are_ref_safe_and_reversible() {
+        assert_eq!(task_key("T1"), "5431");
+        assert_eq!(task_ref("calc", "a/b:c"), "refs/arbiter/plans/calc/tasks/612f623a63");
+        for id in ["T1", "a/b:c", "x.y_z-1", &"k".repeat(100), &"k".repeat(101), &"é/".repeat(40)] {
+            let key = task_key(id);
+            assert!(key.split('/').all(|c| !c.is_empty() && c.len() <= KEY_COMPONENT + 1), "{key}");
+            assert_eq!(task_of_key(&key).as_deref(), Some(id));
+        }
+        // A split key's directory never collides with the file of a shorter id.
+        let short = task_key(&"k".repeat(100));
+        let long = task_key(&"k".repeat(101));
+        assert_eq!(long.split('/').next(), Some(format!("{short}-").as_str()));
     }
 }

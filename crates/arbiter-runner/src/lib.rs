@@ -6,7 +6,7 @@
 //! [`builtin`] tools, the agent CLIs of [`cli_runner`], chosen by [`runners`]), verify commands ([`gates`]), the run directory and
 //! its event log ([`rundir`], [`events`]), the run's spending limit ([`budget`]), putting a patch into the repository
 //! ([`materialize`]), the tournament itself ([`engine`]), and plans: their integration
-//! branch ([`integration`]) and the local worker pool that runs their tasks ([`plan_run`]). Every decision is delegated to
+//! branch ([`integration`]), who may move it ([`plan_branch`]) and the local worker pool that runs their tasks ([`plan_run`]). Every decision is delegated to
 //! `arbiter-core`; every record goes through the `arbiter-store` port.
 
 #![forbid(unsafe_code)]
@@ -28,6 +28,7 @@ pub mod include;
 pub mod integration;
 pub mod judge;
 pub mod materialize;
+pub mod plan_branch;
 pub mod plan_run;
 pub mod pool;
 pub mod preflight;

@@ -10,9 +10,14 @@
 //! leases of local workers whose process is gone are taken back when a pool starts.
 //!
 //! Before it commits, a worker renews its lease (so no other attempt can be claimed while
-//! the commit is made) and looks for the task's commit on the branch; a worker whose lease
-//! was taken away commits nothing. Every cost is charged to the plan the moment the
-//! tournament incurs it, so a worker that dies loses none of its spending.
+//! the commit is made) and looks for the task's recorded commit on the branch; a worker
+//! whose lease was taken away commits nothing. Every cost is charged to the plan the moment
+//! the tournament incurs it, so a worker that dies loses none of its spending.
+//!
+//! The pool only runs on a branch the plan owns ([`plan_branch::ensure_for_run`]): it
+//! creates it when it does not exist, and refuses a branch it did not create or adopt and a
+//! checked-out one. A branch checked out while the pool runs stops the pool before its next
+//! tournament or commit (the task is given back, its attempt not counted).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -34,6 +39,7 @@ use crate::budget::SpendingSink;
 use crate::engine::{Engine, RunRequest};
 use crate::git::{Git, GitError};
 use crate::integration::{self, IntegrationError};
+use crate::plan_branch::{self, BranchError};
 use crate::process::process_start;
 use crate::runners::ModelAccess;
 use crate::workspace::Workspace;
@@ -118,6 +124,9 @@ pub enum PlanRunError {
     Store(#[from] StoreError),
     #[error(transparent)]
     Git(#[from] GitError),
+    /// The plan's integration branch may not be used (or no longer): the user can fix it.
+    #[error(transparent)]
+    Branch(#[from] BranchError),
     #[error("a worker task failed: {0}")]
     Join(String),
 }
@@ -217,9 +226,9 @@ impl PlanRunner {
         let view = self.plans.plan(plan_id).await?.ok_or_else(|| StoreError::NoPlan { id: plan_id.to_string() })?;
         let header = view.plan.header.clone();
         let repo = Git::new(self.workspace.repo_root().to_path_buf());
-        integration::ensure_branch(&repo, &header.id, &header.integration_branch, &header.base_ref).await?;
+        let owned = plan_branch::ensure_for_run(&repo, &*self.plans, &view.plan, self.now()).await?;
         // Where the plan's own commits begin: fixed once the branch exists.
-        let plan_base = integration::plan_base(&repo, &header.id, &header.base_ref).await?;
+        let plan_base = owned.base;
         self.reclaim_dead_local_workers(&view).await?;
 
         let sweeper = {
@@ -251,6 +260,9 @@ impl PlanRunner {
             match joined {
                 Ok(Ok(())) => {}
                 Ok(Err(e)) => {
+                    // The other slots stop too (their tasks are given back): the run
+                    // cannot go on as it is.
+                    self.cancel.cancel();
                     first_error.get_or_insert(e);
                 }
                 Err(e) => {
@@ -366,6 +378,7 @@ impl PlanRunner {
             let result = AttemptResult::Succeeded { run_id: None, commit: Some(commit.clone()) };
             return self.report(&lease, result, Usd::ZERO, Progress::Recovered { task: task.id, commit }).await;
         }
+        self.branch_still_free(&repo, branch, &lease, Usd::ZERO).await?;
         let never = |reason: String| {
             let p = Progress::Failed { task: task.id.clone(), reason: reason.clone(), retry_at: None };
             (AttemptResult::Failed { reason, retry: Retry::Never, run_id: None }, p)
@@ -460,6 +473,10 @@ impl PlanRunner {
                     let result = AttemptResult::Succeeded { run_id: Some(run_id), commit: Some(commit.clone()) };
                     return self.report(&lease, result, cost, Progress::Recovered { task: task.id, commit }).await;
                 }
+                if let Err(e) = self.branch_still_free(&repo, branch, &lease, cost).await {
+                    drop(heartbeat);
+                    return Err(e);
+                }
                 let patch = run.run_dir.join(paths::CANDIDATES).join(winner.as_str()).join(paths::PATCH);
                 let message = integration::message(&task.title, &header.id, &task.id, &run_id, winner.as_str());
                 let index = self.workspace.scratch_dir().join(format!(
@@ -468,7 +485,8 @@ impl PlanRunner {
                     task.id.replace('/', "_"),
                     lease.fence
                 ));
-                match integration::commit_onto(&repo, branch, &patch, &message, &index).await {
+                let to = integration::Destination { plan: &header.id, task: &task.id, branch };
+                match integration::commit_onto(&repo, &to, &patch, &message, &index).await {
                     Ok(c) => (
                         AttemptResult::Succeeded { run_id: Some(run_id.clone()), commit: Some(c.commit.clone()) },
                         Progress::Done { task: task.id.clone(), run: Some(run_id.clone()), commit: c.commit },
@@ -491,6 +509,28 @@ impl PlanRunner {
         };
         drop(heartbeat);
         self.report(&lease, result, cost, progress).await
+    }
+
+    /// Refuses to go on when the integration branch has been checked out since the pool
+    /// started (committing would move it under that checkout): the task is given back
+    /// without counting the attempt.
+    async fn branch_still_free(&self, repo: &Git, branch: &str, lease: &Lease, cost: Usd) -> Result<(), PlanRunError> {
+        let Some(worktree) = plan_branch::checked_out_in(repo, branch).await? else {
+            return Ok(());
+        };
+        let reason = format!("its integration branch {branch} was checked out in {worktree}");
+        let released = AttemptResult::Released { reason: reason.clone() };
+        self.report(lease, released, cost, Progress::Released { task: lease.task_id.clone(), reason }).await?;
+        Err(BranchError::CheckedOut {
+            plan: lease.plan_id.clone(),
+            branch: branch.to_string(),
+            worktree: worktree.clone(),
+            doing: "commits each task's winner onto it",
+            remedy: format!(
+                "the plan run stopped. Switch that worktree to another branch (`git -C {worktree} switch OTHER`) and run the plan again"
+            ),
+        }
+        .into())
     }
 
     /// The task's winner on the integration branch, if a worker committed it already.

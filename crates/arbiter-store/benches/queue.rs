@@ -49,7 +49,15 @@ fn plan(id: &str, n: usize, edges: bool) -> PlanSpec {
 async fn import(store: &dyn PlanStore, spec: &PlanSpec) -> Duration {
     let started = Instant::now();
     store
-        .import_plan(Import { spec, mode: ImportMode::Add, skip: &[], verdicts: &[], apply: None, now: now() })
+        .import_plan(Import {
+            spec,
+            mode: ImportMode::Add,
+            skip: &[],
+            verdicts: &[],
+            apply: None,
+            branch: None,
+            now: now(),
+        })
         .await
         .expect("import");
     started.elapsed()

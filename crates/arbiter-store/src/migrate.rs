@@ -51,10 +51,12 @@ pub struct Migration {
 pub const SQLITE: &[Migration] = &[
     Migration { version: 1, name: "runs", sql: include_str!("../migrations/sqlite/0001_runs.sql") },
     Migration { version: 2, name: "plans", sql: include_str!("../migrations/sqlite/0002_plans.sql") },
+    Migration { version: 3, name: "plan_branches", sql: include_str!("../migrations/sqlite/0003_plan_branches.sql") },
 ];
 
 /// Postgres migrations, numbered in lock-step with [`SQLITE`].
 pub const POSTGRES: &[Migration] = &[
     Migration { version: 1, name: "runs", sql: include_str!("../migrations/postgres/0001_runs.sql") },
     Migration { version: 2, name: "plans", sql: include_str!("../migrations/postgres/0002_plans.sql") },
+    Migration { version: 3, name: "plan_branches", sql: include_str!("../migrations/postgres/0003_plan_branches.sql") },
 ];

@@ -14,7 +14,10 @@ use arbiter_core::time::Timestamp;
 use sqlx::{ColumnIndex, Row};
 
 use crate::StoreError;
-use crate::plans::{AttemptRecord, AttemptResult, Claimed, Finished, Lease, PlanEvent, PlanRecord, Retry, TaskRecord};
+use crate::plans::{
+    AttemptRecord, AttemptResult, BranchOrigin, BranchRecord, Claimed, Finished, Lease, PlanEvent, PlanRecord, Retry,
+    TaskRecord,
+};
 use crate::rows::{Column, get};
 
 fn usd(pico: i64) -> Usd {
@@ -40,7 +43,46 @@ where
         cancelled: get(row, "cancelled")?,
         created_at: Timestamp(get(row, "created_at")?),
         updated_at: Timestamp(get(row, "updated_at")?),
+        branch: branch(row)?,
     })
+}
+
+/// A plan row's integration branch record (all four columns, or none).
+fn branch<R>(row: &R) -> Result<Option<BranchRecord>, StoreError>
+where
+    R: Row,
+    for<'a> &'a str: ColumnIndex<R>,
+    String: Column<R::Database>,
+    i64: Column<R::Database>,
+{
+    let name: Option<String> = get(row, "branch_name")?;
+    let origin: Option<String> = get(row, "branch_origin")?;
+    let base: Option<String> = get(row, "branch_base")?;
+    let at: Option<i64> = get(row, "branch_recorded_at")?;
+    let (Some(name), Some(origin), Some(base)) = (name, origin, base) else {
+        return Ok(None);
+    };
+    let origin =
+        BranchOrigin::parse(&origin).ok_or(StoreError::Corrupt { column: "plans.branch_origin", value: origin })?;
+    Ok(Some(BranchRecord { name, origin, base, recorded_at: Timestamp(at.unwrap_or(0)) }))
+}
+
+/// The event recording a branch record, and its data.
+pub(crate) fn branch_event(
+    record: &BranchRecord,
+    previous: Option<&BranchRecord>,
+) -> (&'static str, serde_json::Value) {
+    let kind = match record.origin {
+        BranchOrigin::Created => "integration_branch_created",
+        BranchOrigin::Adopted => "integration_branch_adopted",
+    };
+    let data = serde_json::json!({
+        "branch": record.name,
+        "origin": record.origin.as_str(),
+        "base": record.base,
+        "previous": previous.map(|p| serde_json::json!({"branch": p.name, "origin": p.origin.as_str(), "base": p.base})),
+    });
+    (kind, data)
 }
 
 /// A plan row's budget columns.
@@ -584,6 +626,26 @@ macro_rules! plan_store_impl {
                     .await
                 }
 
+                /// Records who owns the plan's integration branch, with its event.
+                async fn set_branch_tx(
+                    tx: &mut Tx<'_>,
+                    plan: &str,
+                    branch: &BranchRecord,
+                    previous: Option<&BranchRecord>,
+                    now: Timestamp,
+                ) -> Result<(), StoreError> {
+                    sqlx::query(q::SET_BRANCH)
+                        .bind(plan)
+                        .bind(&branch.name)
+                        .bind(branch.origin.as_str())
+                        .bind(&branch.base)
+                        .bind(now.0)
+                        .execute(&mut **tx)
+                        .await?;
+                    let (kind, data) = decode::branch_event(branch, previous);
+                    Self::event_tx(tx, plan, None, None, kind, now, data).await
+                }
+
                 /// Runs a dialect's optional locking statement on `plan` (and `task`).
                 async fn lock_tx(
                     tx: &mut Tx<'_>,
@@ -1092,6 +1154,10 @@ macro_rules! plan_store_impl {
                         .bind(now.0)
                         .execute(&mut *tx)
                         .await?;
+                    if let Some(branch) = import.branch {
+                        let previous = existing.as_ref().and_then(|p| p.branch.clone());
+                        Self::set_branch_tx(&mut tx, &spec.id, branch, previous.as_ref(), now).await?;
+                    }
                     // (The header with the new limit is stored just above.)
                     if let Some(locked) = locked.filter(|l| l.budget.limit != limit) {
                         Self::set_limit_tx(&mut tx, &spec.id, locked.budget, limit, now).await?;
@@ -1446,7 +1512,13 @@ macro_rules! plan_store_impl {
                     Ok(status)
                 }
 
-                async fn reset_plan(&self, plan_id: &str, hard: bool, now: Timestamp) -> Result<usize, StoreError> {
+                async fn reset_plan(
+                    &self,
+                    plan_id: &str,
+                    hard: bool,
+                    branch: Option<&BranchReset>,
+                    now: Timestamp,
+                ) -> Result<usize, StoreError> {
                     let mut tx = self.write_tx().await?;
                     Self::lock_plan_tx(&mut tx, plan_id).await?;
                     Self::lock_tx(&mut tx, <$store as PlanDialect>::LOCK_TASKS, plan_id, None).await?;
@@ -1479,11 +1551,39 @@ macro_rules! plan_store_impl {
                         Self::event_tx(&mut tx, plan_id, Some(id), None, "task_reset", now, json!({"hard": hard}))
                             .await?;
                     }
-                    Self::event_tx(&mut tx, plan_id, None, None, "plan_reset", now, json!({"hard": hard, "tasks": ids.len()}))
-                        .await?;
+                    let data = json!({"hard": hard, "tasks": ids.len(), "branch": branch});
+                    Self::event_tx(&mut tx, plan_id, None, None, "plan_reset", now, data).await?;
                     tx.commit().await?;
                     self.notify_work(plan_id).await;
                     Ok(ids.len())
+                }
+
+                async fn record_branch(
+                    &self,
+                    plan_id: &str,
+                    branch: &BranchRecord,
+                    now: Timestamp,
+                ) -> Result<Option<BranchRecord>, StoreError> {
+                    let mut tx = self.write_tx().await?;
+                    Self::lock_plan_tx(&mut tx, plan_id).await?;
+                    let row = sqlx::query(q::SELECT_PLAN).bind(plan_id).fetch_one(&mut *tx).await?;
+                    let previous = decode::plan(&row)?.branch;
+                    Self::set_branch_tx(&mut tx, plan_id, branch, previous.as_ref(), now).await?;
+                    tx.commit().await?;
+                    Ok(previous)
+                }
+
+                async fn note_event(
+                    &self,
+                    plan_id: &str,
+                    kind: &str,
+                    data: serde_json::Value,
+                    now: Timestamp,
+                ) -> Result<(), StoreError> {
+                    let mut tx = self.write_tx().await?;
+                    Self::event_tx(&mut tx, plan_id, None, None, kind, now, data).await?;
+                    tx.commit().await?;
+                    Ok(())
                 }
 
                 async fn wait_for_work(&self, _plan_id: &str, timeout: Duration) -> Wake {

@@ -31,7 +31,7 @@ pub trait PlanDialect {
 
 macro_rules! plan_columns {
     () => {
-        "id, name, header, budget_pico, spent_pico, reserved_pico, budget_crossed, guard_files, retry_backoff_seconds, cancelled, created_at, updated_at"
+        "id, name, header, budget_pico, spent_pico, reserved_pico, budget_crossed, guard_files, retry_backoff_seconds, cancelled, created_at, updated_at, branch_name, branch_origin, branch_base, branch_recorded_at"
     };
 }
 
@@ -97,6 +97,12 @@ pub const INSERT_PLAN: &str =
 
 pub const UPDATE_PLAN: &str = "UPDATE plans SET name = $2, header = $3, retry_backoff_seconds = $4,
          guard_files = $5, updated_at = $6, version = version + 1
+     WHERE id = $1";
+
+/// Who owns the plan's integration branch (`$2` the branch, `$3` created or adopted, `$4` the
+/// commit where the plan's own commits begin, `$5` now).
+pub const SET_BRANCH: &str = "UPDATE plans SET branch_name = $2, branch_origin = $3, branch_base = $4,
+         branch_recorded_at = $5, updated_at = $5, version = version + 1
      WHERE id = $1";
 
 pub const SET_HEADER: &str = "UPDATE plans SET header = $2, updated_at = $3 WHERE id = $1";

@@ -11,6 +11,9 @@
 //!   the money it spent is still charged.
 //! - Every state change is guarded (expected status and fence or version) and writes its
 //!   events in the same transaction; no reset deletes an event.
+//! - Each plan records who owns its integration branch ([`BranchRecord`]): a branch arbiter
+//!   created for it, or one the user adopted. Only such a branch is ever moved by arbiter,
+//!   and only one it created is moved back by a reset.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -35,6 +38,70 @@ pub struct PlanRecord {
     pub cancelled: bool,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
+    /// Who owns the integration branch, when arbiter created or adopted one for the plan.
+    pub branch: Option<BranchRecord>,
+}
+
+impl PlanRecord {
+    /// The branch record, if it concerns the plan's integration branch as it is named now
+    /// (a record of a branch the plan no longer uses gives no right to move this one).
+    pub fn branch_record(&self) -> Option<&BranchRecord> {
+        self.branch.as_ref().filter(|b| b.name == self.header.integration_branch)
+    }
+}
+
+/// How a plan came to own its integration branch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BranchOrigin {
+    /// arbiter created it for the plan (at [`BranchRecord::base`]); a reset may move it back.
+    Created,
+    /// It existed and the user handed it over with `--adopt-branch`: arbiter commits onto
+    /// it but never moves it back.
+    Adopted,
+}
+
+impl BranchOrigin {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BranchOrigin::Created => "created",
+            BranchOrigin::Adopted => "adopted",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "created" => Some(BranchOrigin::Created),
+            "adopted" => Some(BranchOrigin::Adopted),
+            _ => None,
+        }
+    }
+}
+
+/// The store's record of a plan's integration branch: the source of truth for whether
+/// arbiter may move it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BranchRecord {
+    /// The branch (without `refs/heads/`).
+    pub name: String,
+    pub origin: BranchOrigin,
+    /// The commit it was created at, or its tip when it was adopted: where the plan's own
+    /// commits begin.
+    pub base: String,
+    pub recorded_at: Timestamp,
+}
+
+/// What a reset did to the integration branch, recorded in its `plan_reset` event.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BranchReset {
+    pub name: String,
+    /// Where the branch was before the reset (`None`: it did not exist).
+    pub old_tip: Option<String>,
+    /// Where the reset points it (`None`: it was not moved).
+    pub new_tip: Option<String>,
+    /// Why it was not moved, when it was not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kept: Option<String>,
 }
 
 /// One task's row.
@@ -176,6 +243,8 @@ pub struct Import<'a> {
     pub verdicts: &'a [GateResult],
     /// `Some(strict)` for `plan apply`.
     pub apply: Option<bool>,
+    /// A branch the import hands to the plan (`--adopt-branch`), recorded with it.
+    pub branch: Option<&'a BranchRecord>,
     pub now: Timestamp,
 }
 
@@ -379,9 +448,34 @@ pub trait PlanStore: Send + Sync {
     async fn retry_task(&self, plan_id: &str, task_id: &str, now: Timestamp) -> Result<TaskStatus, StoreError>;
     /// Every task back to how it was imported (statuses the import or a gate gave stay);
     /// `hard` also forgets attempts and spending, a soft reset keeps both (and the attempt
-    /// counters restart). Events stay. Refused with [`StoreError::LeasesHeld`] while a task
-    /// runs under a live lease.
-    async fn reset_plan(&self, plan_id: &str, hard: bool, now: Timestamp) -> Result<usize, StoreError>;
+    /// counters restart). Events stay; `branch` (what the reset does to the integration
+    /// branch) goes into the `plan_reset` event. Refused with [`StoreError::LeasesHeld`]
+    /// while a task runs under a live lease.
+    async fn reset_plan(
+        &self,
+        plan_id: &str,
+        hard: bool,
+        branch: Option<&BranchReset>,
+        now: Timestamp,
+    ) -> Result<usize, StoreError>;
+    /// Records who owns the plan's integration branch (replacing any earlier record) and
+    /// writes an `integration_branch_created` or `integration_branch_adopted` event naming
+    /// the record it replaced. Returns that earlier record.
+    async fn record_branch(
+        &self,
+        plan_id: &str,
+        branch: &BranchRecord,
+        now: Timestamp,
+    ) -> Result<Option<BranchRecord>, StoreError>;
+    /// Appends a plan-level event (something that happened outside the store, such as a
+    /// git step that failed after the store's part was done).
+    async fn note_event(
+        &self,
+        plan_id: &str,
+        kind: &str,
+        data: serde_json::Value,
+        now: Timestamp,
+    ) -> Result<(), StoreError>;
     /// Waits until the store may have work for `plan_id`, or `timeout`.
     async fn wait_for_work(&self, plan_id: &str, timeout: Duration) -> Wake;
 }

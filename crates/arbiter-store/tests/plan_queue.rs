@@ -45,7 +45,7 @@ fn task(id: &str, deps: &[&str]) -> String {
 }
 
 async fn import(store: &dyn PlanStore, spec: &PlanSpec, mode: ImportMode) -> Result<ImportReport, StoreError> {
-    store.import_plan(Import { spec, mode, skip: &[], verdicts: &[], apply: None, now: t(0) }).await
+    store.import_plan(Import { spec, mode, skip: &[], verdicts: &[], apply: None, branch: None, now: t(0) }).await
 }
 
 async fn claim(store: &dyn PlanStore, worker: &str, at: Timestamp) -> ClaimOutcome {
@@ -408,7 +408,7 @@ async fn cancel_and_reset(store: Arc<dyn PlanStore>) {
     let i = idle(claim(&*store, "w", t(3)).await);
     assert!(i.cancelled && i.finished());
     let events_before = store.events("p").await.unwrap().len();
-    assert_eq!(store.reset_plan("p", false, t(4)).await.unwrap(), 2);
+    assert_eq!(store.reset_plan("p", false, None, t(4)).await.unwrap(), 2);
     let view = store.plan("p").await.unwrap().unwrap();
     assert_eq!(
         (view.task("A").unwrap().status, view.task("B").unwrap().status),
@@ -421,10 +421,10 @@ async fn cancel_and_reset(store: Arc<dyn PlanStore>) {
     let a = claimed(claim(&*store, "w", t(5)).await);
     assert_eq!(a.lease.attempt, 1);
     // Not while a worker holds a live lease: its commit could land after the reset.
-    let err = store.reset_plan("p", true, t(6)).await.unwrap_err();
+    let err = store.reset_plan("p", true, None, t(6)).await.unwrap_err();
     assert!(matches!(err, StoreError::LeasesHeld { .. }), "{err}");
     assert!(err.to_string().contains("A (worker w)"), "{err}");
-    store.reset_plan("p", true, t(36)).await.unwrap();
+    store.reset_plan("p", true, None, t(36)).await.unwrap();
     let view = store.plan("p").await.unwrap().unwrap();
     assert_eq!(view.plan.budget.spent, Usd::ZERO, "a hard reset forgets the spending");
     assert!(store.attempts("p").await.unwrap().is_empty());
@@ -444,14 +444,22 @@ async fn reset_keeps_imported_statuses(store: Arc<dyn PlanStore>) {
     spec.tasks[0].imported_status = Some(arbiter_core::plan::spec::ImportedStatus::Done);
     let skip = vec![("D".to_string(), "the gate rejected it".to_string())];
     store
-        .import_plan(Import { spec: &spec, mode: ImportMode::Add, skip: &skip, verdicts: &[], apply: None, now: t(0) })
+        .import_plan(Import {
+            spec: &spec,
+            mode: ImportMode::Add,
+            skip: &skip,
+            verdicts: &[],
+            apply: None,
+            branch: None,
+            now: t(0),
+        })
         .await
         .unwrap();
     let b = claimed(claim(&*store, "w", t(1)).await);
     assert_eq!(b.lease.task_id, "B");
     store.finish(&b.lease, success(), Usd::ZERO, t(2)).await.unwrap();
     for hard in [false, true] {
-        store.reset_plan("p", hard, t(3)).await.unwrap();
+        store.reset_plan("p", hard, None, t(3)).await.unwrap();
         let view = store.plan("p").await.unwrap().unwrap();
         let statuses: Vec<(&str, TaskStatus, i64)> =
             view.tasks.iter().map(|t| (t.spec.id.as_str(), t.status, t.deps_left)).collect();
@@ -542,6 +550,7 @@ async fn import_racing_a_report(store: Arc<dyn PlanStore>) {
                 skip: &[],
                 verdicts: &[],
                 apply: None,
+                branch: None,
                 now: t(0),
             })
             .await
@@ -558,6 +567,7 @@ async fn import_racing_a_report(store: Arc<dyn PlanStore>) {
                     skip: &[],
                     verdicts: &[],
                     apply: None,
+                    branch: None,
                     now: t(2),
                 })
                 .await
@@ -590,6 +600,7 @@ async fn concurrent_reports_share_dependents(store: Arc<dyn PlanStore>) {
                 skip: &[],
                 verdicts: &[],
                 apply: None,
+                branch: None,
                 now: t(0),
             })
             .await
@@ -624,6 +635,83 @@ async fn concurrent_reports_share_dependents(store: Arc<dyn PlanStore>) {
     }
     let view = store.plan("cancelled").await.unwrap().unwrap();
     assert!(view.tasks.iter().all(|t| t.status == TaskStatus::Cancelled));
+}
+
+/// Who owns the integration branch: a new plan has no record; an import can record an
+/// adopted branch (with its event) and a re-import without one keeps it; `record_branch`
+/// replaces it and names the record it replaced; the record only concerns the branch it
+/// names; a reset writes what it did to the branch into its `plan_reset` event.
+async fn branch_records(store: Arc<dyn PlanStore>) {
+    let spec = plan_with(r#""integration_branch": "feature","#, &task("A", &[]));
+    import(&*store, &spec, ImportMode::Add).await.unwrap();
+    let view = store.plan("p").await.unwrap().unwrap();
+    assert_eq!(view.plan.branch, None, "nothing is recorded before the branch is created or adopted");
+
+    let adopted = BranchRecord {
+        name: "feature".into(),
+        origin: BranchOrigin::Adopted,
+        base: "1111111111111111111111111111111111111111".into(),
+        recorded_at: t(1),
+    };
+    store
+        .import_plan(Import {
+            spec: &spec,
+            mode: ImportMode::Add,
+            skip: &[],
+            verdicts: &[],
+            apply: None,
+            branch: Some(&adopted),
+            now: t(1),
+        })
+        .await
+        .unwrap();
+    let view = store.plan("p").await.unwrap().unwrap();
+    assert_eq!(view.plan.branch.as_ref(), Some(&adopted));
+    assert_eq!(view.plan.branch_record(), Some(&adopted));
+    for mode in [ImportMode::Add, ImportMode::Update] {
+        import(&*store, &spec, mode).await.unwrap();
+        assert_eq!(store.plan("p").await.unwrap().unwrap().plan.branch, Some(adopted.clone()), "a re-import keeps it");
+    }
+    let events = store.events("p").await.unwrap();
+    let e = events.iter().find(|e| e.kind == "integration_branch_adopted").expect("an adoption event");
+    assert_eq!((e.data["branch"].as_str(), e.data["origin"].as_str()), (Some("feature"), Some("adopted")));
+    assert_eq!(e.data["previous"], serde_json::Value::Null);
+
+    // The plan moves to another branch (an --update): the old record gives no right to it.
+    let moved = plan_with(r#""integration_branch": "arbiter/p","#, &task("A", &[]));
+    import(&*store, &moved, ImportMode::Update).await.unwrap();
+    let view = store.plan("p").await.unwrap().unwrap();
+    assert_eq!(view.plan.branch.as_ref().map(|b| b.name.as_str()), Some("feature"));
+    assert_eq!(view.plan.branch_record(), None);
+    let created = BranchRecord {
+        name: "arbiter/p".into(),
+        origin: BranchOrigin::Created,
+        base: "2222222222222222222222222222222222222222".into(),
+        recorded_at: t(2),
+    };
+    let previous = store.record_branch("p", &created, t(2)).await.unwrap();
+    assert_eq!(previous, Some(adopted.clone()));
+    let view = store.plan("p").await.unwrap().unwrap();
+    assert_eq!(view.plan.branch_record(), Some(&created));
+    let events = store.events("p").await.unwrap();
+    let e = events.iter().find(|e| e.kind == "integration_branch_created").expect("a creation event");
+    assert_eq!(e.data["base"].as_str(), Some(created.base.as_str()));
+    assert_eq!(e.data["previous"]["origin"].as_str(), Some("adopted"));
+    assert!(matches!(store.record_branch("nope", &created, t(2)).await, Err(StoreError::NoPlan { .. })));
+
+    let reset = BranchReset {
+        name: "arbiter/p".into(),
+        old_tip: Some("3333333333333333333333333333333333333333".into()),
+        new_tip: Some(created.base.clone()),
+        kept: None,
+    };
+    store.reset_plan("p", false, Some(&reset), t(3)).await.unwrap();
+    let events = store.events("p").await.unwrap();
+    let e = events.iter().rfind(|e| e.kind == "plan_reset").expect("a reset event");
+    assert_eq!(serde_json::from_value::<BranchReset>(e.data["branch"].clone()).unwrap(), reset);
+    assert_eq!(store.plan("p").await.unwrap().unwrap().plan.branch_record(), Some(&created), "a reset keeps it");
+    store.note_event("p", "branch_reset_failed", serde_json::json!({"why": "test"}), t(4)).await.unwrap();
+    assert_eq!(store.events("p").await.unwrap().last().map(|e| e.kind.as_str()), Some("branch_reset_failed"));
 }
 
 /// A claimer waiting for work is woken when work appears (not only by its poll).
@@ -692,6 +780,7 @@ both!(
     costs_as_incurred,
     import_racing_a_report,
     concurrent_reports_share_dependents,
+    branch_records,
 );
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

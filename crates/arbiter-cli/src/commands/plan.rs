@@ -1,6 +1,8 @@
 //! `arbiter plan …`: import and apply plan files, inspect plans (export, show, status,
 //! list, events), change them (create, budget, reset, cancel, retry), and run them with a
-//! pool of local workers.
+//! pool of local workers. Imports, creates, resets and runs first ask
+//! [`plan_branch`](arbiter_runner::plan_branch) whether the plan owns its integration
+//! branch: a refusal changes nothing.
 
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
@@ -20,9 +22,12 @@ use arbiter_core::settings::{ConfigFile, FlagOverrides, RunSettings};
 use arbiter_runner::SystemClock;
 use arbiter_runner::git::Git;
 use arbiter_runner::integration;
-use arbiter_runner::plan_run::{PlanRunner, Progress, local_worker_prefix};
+use arbiter_runner::plan_branch::{self, BranchError};
+use arbiter_runner::plan_run::{PlanRunError, PlanRunner, Progress, local_worker_prefix};
 use arbiter_runner::workspace::Workspace;
-use arbiter_store::plans::{Import, ImportMode, PlanStore, PlanView, TaskRecord};
+use arbiter_store::plans::{
+    BranchOrigin, BranchRecord, Import, ImportMode, PlanRecord, PlanStore, PlanView, TaskRecord,
+};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
@@ -43,9 +48,11 @@ pub async fn plan(repo: Option<&Path>, database_url: Option<&str>, cmd: &PlanCom
     let now = || SystemClock.now();
     match cmd {
         PlanCommand::Schema => Ok(exit::SUCCESS),
-        PlanCommand::Import { file, update, json } => import(&ctx, &*plans, file, mode(*update), None, *json).await,
-        PlanCommand::Apply { file, strict, update, json } => {
-            import(&ctx, &*plans, file, mode(*update), Some(*strict), *json).await
+        PlanCommand::Import { file, update, adopt_branch, json } => {
+            import(&ctx, &*plans, file, mode(*update), None, adopt_branch.as_deref(), *json).await
+        }
+        PlanCommand::Apply { file, strict, update, adopt_branch, json } => {
+            import(&ctx, &*plans, file, mode(*update), Some(*strict), adopt_branch.as_deref(), *json).await
         }
         PlanCommand::Export { id, output } => {
             let view = view_of(&*plans, id).await?;
@@ -135,6 +142,20 @@ pub async fn plan(repo: Option<&Path>, database_url: Option<&str>, cmd: &PlanCom
                 let text: Vec<String> = problems.iter().map(|p| p.to_string()).collect();
                 return Err(CliError::usage(text.join("; ")));
             }
+            // Its branch (arbiter/<id>) must be free for arbiter to create, as at an import;
+            // an existing plan keeps what it has (and is refused just below).
+            if plans.plan(id).await?.is_none() {
+                let git = Git::new(workspace_for(&ctx, &header).await?.repo_root().to_path_buf());
+                plan_branch::check_import(&git, id, &header.integration_branch, None, None, now())
+                    .await
+                    .map_err(|e| match e {
+                        e @ (BranchError::Exists { .. } | BranchError::Default { .. }) => CliError::usage(format!(
+                            "{e} (`plan create` has no --adopt-branch: create the plan with `arbiter plan import FILE --adopt-branch {}`)",
+                            header.integration_branch
+                        )),
+                        e => branch_error(e),
+                    })?;
+            }
             if plans.create_plan(&header, now()).await? {
                 println!("Created plan {id} ({name}); add tasks with `arbiter plan import FILE --update`.");
                 Ok(exit::SUCCESS)
@@ -156,11 +177,25 @@ pub async fn plan(repo: Option<&Path>, database_url: Option<&str>, cmd: &PlanCom
             }
             Ok(exit::SUCCESS)
         }
-        PlanCommand::Reset { id, hard, yes } => {
+        PlanCommand::Reset { id, hard, keep_branch, yes } => {
             let view = view_of(&*plans, id).await?;
+            let header = &view.plan.header;
+            let workspace = workspace_for(&ctx, header).await?;
+            let git = Git::new(workspace.repo_root().to_path_buf());
+            // What happens to the branch is decided before anything changes: a branch the
+            // plan does not own (or a checked-out one) refuses the whole reset.
+            let branch = plan_branch::plan_reset(&git, &view.plan, *keep_branch).await.map_err(branch_error)?;
+            let branch_then = match &branch.new_tip {
+                Some(base) => format!(
+                    "Its integration branch {} goes back to where arbiter created it ({})",
+                    branch.name,
+                    short(base)
+                ),
+                None => format!("Its integration branch {} stays where it is", branch.name),
+            };
             if !*yes
                 && !confirm(&format!(
-                    "Reset plan {id} ({} tasks){}? Its integration branch goes back to the base. [y/N] ",
+                    "Reset plan {id} ({} tasks){}? {branch_then}. [y/N] ",
                     view.tasks.len(),
                     if *hard { ", forgetting attempts and spending" } else { "" }
                 ))?
@@ -168,18 +203,33 @@ pub async fn plan(repo: Option<&Path>, database_url: Option<&str>, cmd: &PlanCom
                 println!("Not reset.");
                 return Ok(exit::SUCCESS);
             }
-            let n = plans.reset_plan(id, *hard, now()).await?;
-            let header = &view.plan.header;
-            let workspace = workspace_for(&ctx, header).await?;
-            let git = Git::new(workspace.repo_root().to_path_buf());
-            match integration::reset_branch(&git, &header.id, &header.integration_branch, &header.base_ref).await? {
-                Some((old, base)) => println!(
-                    "Reset {n} task(s) of plan {id}; {} was at {} and now points where the plan started ({})",
-                    header.integration_branch,
-                    short(&old),
-                    short(&base)
+            let n = plans.reset_plan(id, *hard, Some(&branch), now()).await?;
+            let moving = match (&branch.old_tip, &branch.new_tip) {
+                (Some(old), Some(new)) => Some((old.as_str(), new.as_str())),
+                _ => None,
+            };
+            if let Err(e) = integration::reset_refs(&git, id, &branch.name, moving).await {
+                let _ = plans
+                    .note_event(id, "branch_reset_failed", json!({"branch": branch, "error": e.to_string()}), now())
+                    .await;
+                return Err(CliError::environment(format!(
+                    "reset {n} task(s) of plan {id}, but moving {} back (and forgetting its tasks' commits) failed: {e}; the branch is where it was. Run `arbiter plan reset {id} --yes` again",
+                    branch.name
+                )));
+            }
+            match (&branch.old_tip, &branch.new_tip, &branch.kept) {
+                (Some(old), Some(new), _) => println!(
+                    "Reset {n} task(s) of plan {id}; {} was at {} and now points where arbiter created it ({})",
+                    branch.name,
+                    short(old),
+                    short(new)
                 ),
-                None => println!("Reset {n} task(s) of plan {id}."),
+                (Some(old), None, _) => println!(
+                    "Reset {n} task(s) of plan {id}; {} stays at {} (--keep-branch): the plan's commits stay on it",
+                    branch.name,
+                    short(old)
+                ),
+                _ => println!("Reset {n} task(s) of plan {id}."),
             }
             Ok(exit::SUCCESS)
         }
@@ -310,12 +360,44 @@ async fn workspace_for(ctx: &RepoContext, header: &PlanSpec) -> Result<Workspace
     Ok(Workspace::at(root))
 }
 
+/// A branch refusal as the user sees it: exit 2, or 3 when git or the store failed.
+fn branch_error(e: BranchError) -> CliError {
+    if e.is_usage() { CliError::usage(e) } else { CliError::environment(e) }
+}
+
+/// Whether the plan may use its integration branch, checked before an import writes
+/// anything; returns the record an `--adopt-branch` makes. A plan file with other problems
+/// is left to the store's check, which names them all.
+async fn check_branch(
+    ctx: &RepoContext,
+    plans: &dyn PlanStore,
+    spec: &PlanSpec,
+    mode: ImportMode,
+    adopt: Option<&str>,
+) -> Result<Option<BranchRecord>, CliError> {
+    if !arbiter_core::plan::check::check(spec, &[]).is_empty() {
+        return Ok(None);
+    }
+    let stored = plans.plan(&spec.id).await?;
+    // A re-import without --update keeps the stored header, its branch included.
+    let header = match (&stored, mode) {
+        (Some(v), ImportMode::Add) => v.plan.header.clone(),
+        _ => spec.header(),
+    };
+    let git = Git::new(workspace_for(ctx, &header).await?.repo_root().to_path_buf());
+    let record = stored.as_ref().and_then(|v| v.plan.branch.as_ref());
+    plan_branch::check_import(&git, &spec.id, &header.integration_branch, record, adopt, SystemClock.now())
+        .await
+        .map_err(branch_error)
+}
+
 async fn import(
     ctx: &RepoContext,
     plans: &dyn PlanStore,
     file: &Path,
     mode: ImportMode,
     apply: Option<bool>,
+    adopt: Option<&str>,
     as_json: bool,
 ) -> Result<u8, CliError> {
     let text = std::fs::read_to_string(file)
@@ -337,15 +419,24 @@ async fn import(
     } else {
         Vec::new()
     };
+    let adopted = check_branch(ctx, plans, &spec, mode, adopt).await?;
     let report = plans
-        .import_plan(Import { spec: &spec, mode, skip: &skip, verdicts: &verdicts, apply, now: SystemClock.now() })
+        .import_plan(Import {
+            spec: &spec,
+            mode,
+            skip: &skip,
+            verdicts: &verdicts,
+            apply,
+            branch: adopted.as_ref(),
+            now: SystemClock.now(),
+        })
         .await?;
     // The gate judged the tasks this import added or changed; the others were there already.
     let verdicts: Vec<gate::GateResult> =
         verdicts.into_iter().filter(|v| report.added.contains(&v.task) || report.updated.contains(&v.task)).collect();
     if as_json {
         let v = json!({
-            "plan": spec.id, "report": report,
+            "plan": spec.id, "report": report, "adopted_branch": adopted,
             "verdicts": verdicts.iter().map(|v| json!({"task": v.task, "verdict": v.verdict, "missing": v.missing, "reason": v.reason})).collect::<Vec<_>>(),
         });
         println!("{}", pretty(&v));
@@ -361,6 +452,13 @@ async fn import(
         report.unchanged.len(),
         if report.skipped.is_empty() { String::new() } else { format!(", {} skipped", report.skipped.len()) }
     );
+    if let Some(b) = &adopted {
+        println!(
+            "  integration branch {} adopted at {}: arbiter commits onto it and never moves it back",
+            b.name,
+            short(&b.base)
+        );
+    }
     if !report.differing.is_empty() {
         println!(
             "  {} existing task(s) differ from the file ({}); pass --update to change those that have not started",
@@ -388,6 +486,9 @@ fn view_json(view: &PlanView) -> serde_json::Value {
     json!({
         "id": p.header.id, "name": p.header.name, "repository": p.header.repository,
         "base_ref": p.header.base_ref, "integration_branch": p.header.integration_branch,
+        "integration_branch_record": p.branch_record().map(|b| json!({
+            "origin": b.origin.as_str(), "base": b.base, "recorded_at": b.recorded_at.rfc3339(),
+        })),
         "cancelled": p.cancelled,
         "budget": {"limit": p.budget.limit, "spent": p.budget.spent, "reserved": p.budget.reserved, "crossed": p.budget.crossed},
         "counts": view.counts().iter().map(|(s, n)| (s.as_str(), *n)).collect::<BTreeMap<_, _>>(),
@@ -485,15 +586,25 @@ fn render_table(view: &PlanView, now: arbiter_core::time::Timestamp) -> String {
     out
 }
 
+/// Whose the integration branch is, in a few words.
+fn branch_owner(p: &PlanRecord) -> String {
+    match p.branch_record() {
+        Some(b) if b.origin == BranchOrigin::Created => format!("created by arbiter at {}", short(&b.base)),
+        Some(b) => format!("adopted at {}; never moved back", short(&b.base)),
+        None => "not created yet: the first run creates it".into(),
+    }
+}
+
 fn render_status(view: &PlanView, now: arbiter_core::time::Timestamp) -> String {
     let p = &view.plan;
     let mut out =
         format!("Plan {} — {}{}\n", p.header.id, p.header.name, if p.cancelled { " (cancelled)" } else { "" });
     out.push_str(&format!(
-        "Repository {} · base {} · integration branch {}\n",
+        "Repository {} · base {} · integration branch {} ({})\n",
         p.header.repository.as_deref().unwrap_or("-"),
         p.header.base_ref,
-        p.header.integration_branch
+        p.header.integration_branch,
+        branch_owner(p)
     ));
     out.push_str(&match p.budget.limit {
         Some(l) => format!(
@@ -595,7 +706,10 @@ async fn run(
     drop(runner);
     let _ = printer.await;
     signals.abort();
-    let outcome = outcome.map_err(|e| CliError::environment(format!("the plan run stopped: {e}")))?;
+    let outcome = outcome.map_err(|e| match e {
+        PlanRunError::Branch(b) => branch_error(b),
+        e => CliError::environment(format!("the plan run stopped: {e}")),
+    })?;
     let view = outcome.view;
     let all_ok = view.tasks.iter().all(|t| t.status.is_success());
     let code = if outcome.interrupted {

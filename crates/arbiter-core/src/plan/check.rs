@@ -28,7 +28,7 @@ impl fmt::Display for Problem {
         match self {
             Problem::BadPlanId { id } => write!(
                 f,
-                "plan id '{id}' is not a safe name: use 1 to 64 letters, digits, '.', '_' or '-', not starting with '.' or '-'"
+                "plan id '{id}' is not a safe name: use 1 to 64 letters, digits, '.', '_' or '-', not starting with '.' or '-', without '..', not ending with '.' or '.lock'"
             ),
             Problem::EmptyName => write!(f, "the plan has no name: give it a `name`"),
             Problem::BadTaskId { id } => write!(
@@ -49,10 +49,14 @@ impl fmt::Display for Problem {
     }
 }
 
-/// Plan ids become branch names and directory names.
+/// Plan ids become branch names, ref names (`refs/arbiter/plans/<id>/…`) and directory
+/// names: what git refuses in a ref name (`..`, a trailing `.` or `.lock`) is refused here.
 pub fn plan_id_ok(id: &str) -> bool {
     (1..=64).contains(&id.len())
         && !id.starts_with(['.', '-'])
+        && !id.contains("..")
+        && !id.ends_with('.')
+        && !id.ends_with(".lock")
         && id.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
 }
 
@@ -186,5 +190,6 @@ mod tests {
     fn plan_ids_are_safe_names() {
         assert!(plan_id_ok("calc-2026.v1"));
         assert!(!plan_id_ok("-x") && !plan_id_ok("a/b") && !plan_id_ok("") && !plan_id_ok(".hidden"));
+        assert!(!plan_id_ok("a..b") && !plan_id_ok("a.") && !plan_id_ok("x.lock"), "not valid in a ref name");
     }
 }
