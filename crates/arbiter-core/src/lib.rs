@@ -16,6 +16,7 @@
 //! - [`patch`]: statistics and the normalized hash of a captured `git diff`.
 //! - [`protect`]: the paths a candidate must not weaken (tests, CI, build configuration).
 //! - [`gate`]: verify-command outcomes compared with the baseline.
+//! - [`canary`]: the test that must fail in every gate run, which detects neutralised test machinery.
 //! - [`selection`]: eligibility, votes, ranking and the decision with its reasons.
 //! - [`status`] and [`event`]: run/candidate states and the event vocabulary.
 //! - [`artifact`]: the versioned JSON artifacts of the run directory.
@@ -34,6 +35,7 @@
 pub mod artifact;
 pub mod backends;
 pub mod budget;
+pub mod canary;
 pub mod command_line;
 pub mod cost;
 pub mod crosstest;
