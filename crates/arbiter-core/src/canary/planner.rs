@@ -165,10 +165,9 @@ pub fn plan(command: &str, repo: &dyn RepoView, nonce: &Nonce) -> Planned {
                 return Planned::NotApplicable { framework: Some(framework), reason: format!("{path} already exists") };
             }
             p.command = command.to_string();
-            if framework == Framework::CargoTest && !inv.args.iter().any(|a| a == "--no-fail-fast") {
-                if let Some(end) = test_word_end {
-                    p.command = format!("{} --no-fail-fast{}", &command[..end], &command[end..]);
-                }
+            let fail_fast = framework == Framework::CargoTest && !inv.args.iter().any(|a| a == "--no-fail-fast");
+            if let Some(end) = test_word_end.filter(|_| fail_fast) {
+                p.command = format!("{} --no-fail-fast{}", &command[..end], &command[end..]);
             }
             Planned::Plant(p)
         }
@@ -594,10 +593,9 @@ fn cargo(args: &[String], repo: &dyn RepoView, nonce: &Nonce) -> Result<CanaryPl
     let mut candidates: Vec<String> = Vec::new();
     if !packages.is_empty() {
         for dir in std::iter::once(root_dir.clone()).chain(members.iter().cloned()) {
-            if let Some(m) = read_manifest(&dir)? {
-                if m.package.as_ref().is_some_and(|p| packages.contains(p)) {
-                    candidates.push(dir);
-                }
+            let named = read_manifest(&dir)?.is_some_and(|m| m.package.as_ref().is_some_and(|p| packages.contains(p)));
+            if named {
+                candidates.push(dir);
             }
         }
     } else if workspace || root.package.is_none() {

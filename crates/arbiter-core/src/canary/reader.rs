@@ -68,10 +68,8 @@ fn count_of(text: &str, word: &str) -> Option<u32> {
         if token.is_empty() {
             continue;
         }
-        if token == word {
-            if let Some(n) = prev.and_then(|p| p.parse().ok()) {
-                return Some(n);
-            }
+        if let Some(n) = prev.filter(|_| token == word).and_then(|p| p.parse().ok()) {
+            return Some(n);
         }
         prev = Some(token);
     }
@@ -160,12 +158,10 @@ fn jest(plan: &CanaryPlan, output: &str) -> Reading {
     let mut canary_suite_failed = false;
     for line in clean_lines(output) {
         let t = line.trim();
-        if t.strip_prefix("● ").is_some_and(|rest| rest == title || rest.ends_with(&format!(" › {title}"))) {
-            canary_failed = true;
-        } else if t
-            .strip_prefix("✕ ")
-            .is_some_and(|rest| rest.starts_with(title) && is_timing_suffix(&rest[title.len()..]))
-        {
+        let header = t.strip_prefix("● ").is_some_and(|rest| rest == title || rest.ends_with(&format!(" › {title}")));
+        let verbose_failure =
+            t.strip_prefix("✕ ").is_some_and(|rest| rest.starts_with(title) && is_timing_suffix(&rest[title.len()..]));
+        if header || verbose_failure {
             canary_failed = true;
         } else if t
             .strip_prefix("✓ ")
