@@ -20,6 +20,7 @@
 //! - [`selection`]: eligibility, votes, ranking and the decision with its reasons.
 //! - [`status`] and [`event`]: run/candidate states and the event vocabulary.
 //! - [`artifact`]: the versioned JSON artifacts of the run directory.
+//! - [`manifest`]: `manifest.json`, the seal of a finished run directory, and checking it.
 //! - [`review`]: risk reviews, their schema and validation.
 //! - [`report`] and [`viewer`]: `final_report.md` and the self-contained `viewer/index.html`.
 //! - [`cost`]: usage and cost records and their summary.
@@ -42,6 +43,7 @@ pub mod crosstest;
 pub mod event;
 pub mod gate;
 pub mod ids;
+pub mod manifest;
 pub mod money;
 pub mod pairwise;
 pub mod patch;
