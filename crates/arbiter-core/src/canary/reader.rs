@@ -187,10 +187,16 @@ fn jest(plan: &CanaryPlan, output: &str) -> Reading {
     reading(seen(canary_failed, canary_passed), other, Vec::new())
 }
 
-/// Empty, or a timing such as ` (10 ms)`.
+/// What may follow a test's title on its line: nothing, or a timing such as ` (10 ms)`
+/// (Jest) or ` 12ms` (Vitest) — not more of another title (`walrus harbors`).
 fn is_timing_suffix(rest: &str) -> bool {
-    let rest = rest.trim();
-    rest.is_empty() || (rest.starts_with('(') && rest.ends_with(')')) || rest.ends_with("ms") || rest.ends_with('s')
+    if rest.is_empty() {
+        return true;
+    }
+    let Some(t) = rest.strip_prefix(' ').map(str::trim) else { return false };
+    let number = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit() || b == b'.');
+    (t.starts_with('(') && t.ends_with(')'))
+        || t.strip_suffix("ms").or_else(|| t.strip_suffix('s')).is_some_and(|n| number(n.trim()))
 }
 
 fn vitest(plan: &CanaryPlan, output: &str) -> Reading {

@@ -286,6 +286,15 @@ fn reads_go_output() {
 }
 
 #[test]
+fn a_longer_title_is_not_the_canary() {
+    let out = "  ✓ walrus harbors (3 ms)\n  ✓ walrus harbor_x 2ms\nTests:       3 passed, 3 total\n";
+    let r = read(Framework::Jest, &plan_for(Framework::Jest), out, Some(0));
+    assert_eq!(r.canary, CanarySeen::NotSeen);
+    let out = "  ✓ walrus harbor (3 ms)\nTests:       3 passed, 3 total\n";
+    assert_eq!(read(Framework::Jest, &plan_for(Framework::Jest), out, Some(0)).canary, CanarySeen::Passed);
+}
+
+#[test]
 fn verdicts_follow_the_calibration() {
     let r = |canary, other, code| Reading { canary, other_failures: other, exit_code: code, notes: Vec::new() };
     use CanarySeen::*;
