@@ -358,6 +358,14 @@ pub enum RunsCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Check the run directory against the manifest.json arbiter sealed it with: exit 0 when
+    /// every file is as arbiter wrote it, 1 naming each changed, missing or unexpected file.
+    Verify {
+        /// A run id, or `latest`.
+        run: String,
+        #[arg(long)]
+        json: bool,
+    },
     /// Continue a run interrupted by a crash, SIGKILL or Ctrl-C: finished candidates are
     /// kept, the others start again (continuing their agent's session where the CLI can),
     /// then evaluation runs.

@@ -47,6 +47,7 @@ async fn dispatch(cli: Cli) -> Result<u8, CliError> {
         Command::Runs(RunsCommand::List { limit, json }) => commands::runs::list(repo, *limit, *json).await,
         Command::Runs(RunsCommand::Show { run, json }) => commands::runs::show(repo, run, *json).await,
         Command::Runs(RunsCommand::Resume { run, json }) => commands::runs::resume(repo, run, *json).await,
+        Command::Runs(RunsCommand::Verify { run, json }) => commands::runs::verify(repo, run, *json).await,
         Command::Apply(args) => commands::apply::apply(repo, args).await,
         Command::Config(ConfigCommand::Show { settings, json }) => commands::config::show(repo, settings, *json).await,
         Command::Backend(cmd) => commands::backend::backend(repo, cmd).await,

@@ -22,6 +22,7 @@
 //! selection.json                   SelectionArtifact
 //! final_report.md, viewer/index.html
 //! apply.json                       ApplyRecord (written by `arbiter apply`)
+//! manifest.json                    manifest::Manifest: every other file's SHA-256 and size
 //! ```
 
 use serde::{Deserialize, Serialize};
@@ -66,6 +67,8 @@ pub mod paths {
     pub const REPORT: &str = "final_report.md";
     pub const VIEWER: &str = "viewer/index.html";
     pub const APPLY: &str = "apply.json";
+    /// The seal of the finished run directory (see [`crate::manifest`]).
+    pub const MANIFEST: &str = crate::manifest::MANIFEST;
 }
 
 /// The settings a run used, as recorded in `state.json`.

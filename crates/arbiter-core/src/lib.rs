@@ -16,9 +16,11 @@
 //! - [`patch`]: statistics and the normalized hash of a captured `git diff`.
 //! - [`protect`]: the paths a candidate must not weaken (tests, CI, build configuration).
 //! - [`gate`]: verify-command outcomes compared with the baseline.
+//! - [`canary`]: the test that must fail in every gate run, which detects neutralised test machinery.
 //! - [`selection`]: eligibility, votes, ranking and the decision with its reasons.
 //! - [`status`] and [`event`]: run/candidate states and the event vocabulary.
 //! - [`artifact`]: the versioned JSON artifacts of the run directory.
+//! - [`manifest`]: `manifest.json`, the seal of a finished run directory, and checking it.
 //! - [`review`]: risk reviews, their schema and validation.
 //! - [`report`] and [`viewer`]: `final_report.md` and the self-contained `viewer/index.html`.
 //! - [`cost`]: usage and cost records and their summary.
@@ -36,6 +38,7 @@
 pub mod artifact;
 pub mod backends;
 pub mod budget;
+pub mod canary;
 pub mod command_line;
 pub mod cost;
 pub mod crosstest;
@@ -43,6 +46,7 @@ pub mod event;
 pub mod gate;
 pub mod ids;
 pub mod limits;
+pub mod manifest;
 pub mod money;
 pub mod pairwise;
 pub mod patch;

@@ -2,8 +2,10 @@
 //!
 //! This crate owns everything that touches the outside world while a task runs: git and
 //! candidate workspaces ([`git`], [`pool`], [`workspace`], [`capture`]), child processes
-//! ([`process`], [`agent_env`]) and the sandbox they run in ([`confinement`], [`user_dirs`]), agents (the [`agent`] seam, [`command_runner`], [`builtin_agent`] with its
-//! [`builtin`] tools, the agent CLIs of [`cli_runner`], chosen by [`runners`]), verify commands ([`gates`]), the run directory and
+//! ([`process`], [`agent_env`]) and the sandbox they run in ([`confinement`], [`user_dirs`]),
+//! agents (the [`agent`] seam, [`command_runner`], [`builtin_agent`] with its [`builtin`]
+//! tools, the agent CLIs of [`cli_runner`], chosen by [`runners`]), verify commands ([`gates`])
+//! and the canaries planted in them ([`canary`]), the run directory and
 //! its event log ([`rundir`], [`events`]), the run's spending limit ([`budget`]), putting a patch into the repository
 //! ([`materialize`]), the tournament itself ([`engine`]), and plans: their integration
 //! branch ([`integration`]), who may move it ([`plan_branch`]) and the local worker pool that runs their tasks ([`plan_run`]). Every decision is delegated to
@@ -16,6 +18,7 @@ pub mod agent_env;
 pub mod budget;
 pub mod builtin;
 pub mod builtin_agent;
+pub mod canary;
 pub mod capture;
 pub mod cli_runner;
 pub mod command_runner;

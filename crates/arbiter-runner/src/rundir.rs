@@ -1,12 +1,17 @@
-//! Writing a run directory: atomic JSON files, plain text files, appended JSON lines.
+//! Writing a run directory: atomic JSON files, plain text files, appended JSON lines, and
+//! its seal (`manifest.json`): the SHA-256 and size of every file, written when the run
+//! finishes and updated by every later write arbiter makes ([`RunDir::seal`],
+//! [`RunDir::reseal`]), checked by `arbiter runs verify` ([`RunDir::verify`]).
 
 use std::fs::{self, File, OpenOptions};
-use std::io::Write;
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use arbiter_core::artifact::paths;
-use arbiter_core::ids::CandidateId;
+use arbiter_core::ids::{CandidateId, RunId};
+use arbiter_core::manifest::{FileDigest, Manifest, Verification, is_sealed};
 use serde::Serialize;
+use sha2::{Digest, Sha256};
 
 /// `.arbiter/runs/<run-id>/`.
 #[derive(Clone, Debug)]
@@ -54,6 +59,110 @@ impl RunDir {
     pub fn read_text(&self, rel: &str) -> std::io::Result<String> {
         fs::read_to_string(self.path.join(rel))
     }
+
+    /// Every file of the directory that belongs in the manifest, hashed, sorted by path.
+    pub fn scan(&self) -> io::Result<Vec<FileDigest>> {
+        let mut out = Vec::new();
+        let mut stack = vec![(self.path.clone(), String::new())];
+        while let Some((dir, prefix)) = stack.pop() {
+            for entry in fs::read_dir(&dir)? {
+                let entry = entry?;
+                let name = entry.file_name().to_string_lossy().into_owned();
+                let rel = if prefix.is_empty() { name } else { format!("{prefix}/{name}") };
+                let kind = entry.file_type()?;
+                if kind.is_dir() {
+                    stack.push((entry.path(), rel));
+                } else if is_sealed(&rel) {
+                    let (sha256, bytes) = if kind.is_symlink() {
+                        // Recorded, not followed: a link planted in the directory is a change too.
+                        let target = fs::read_link(entry.path())?;
+                        let text = format!("symlink:{}", target.display());
+                        (hex(&Sha256::digest(text.as_bytes())), text.len() as u64)
+                    } else {
+                        digest_file(&entry.path())?
+                    };
+                    out.push(FileDigest { path: rel, sha256, bytes });
+                }
+            }
+        }
+        out.sort_by(|a, b| a.path.cmp(&b.path));
+        Ok(out)
+    }
+
+    /// Seals the directory: `manifest.json` with every file's SHA-256 and size. Called once
+    /// everything of the run is written (after its last event).
+    pub fn seal(&self, run_id: &RunId) -> io::Result<Manifest> {
+        let manifest = Manifest::new(run_id.clone(), self.scan()?);
+        self.write_json(paths::MANIFEST, &manifest)?;
+        Ok(manifest)
+    }
+
+    /// [`RunDir::seal`], warning on stderr when it cannot: the run's result stands, only its
+    /// seal is missing (`arbiter runs verify` then says so).
+    pub fn seal_or_warn(&self, run_id: &RunId) {
+        if let Err(e) = self.seal(run_id) {
+            eprintln!(
+                "arbiter: warning: cannot write {}: {e}; the run directory is not sealed",
+                self.path.join(paths::MANIFEST).display()
+            );
+        }
+    }
+
+    /// The manifest, or `None` when the directory has none (not finished, or recorded by an
+    /// older arbiter). An unreadable manifest is an `InvalidData` error.
+    pub fn manifest(&self) -> io::Result<Option<Manifest>> {
+        match fs::read_to_string(self.path.join(paths::MANIFEST)) {
+            Ok(text) => serde_json::from_str(&text).map(Some).map_err(|e| {
+                io::Error::new(io::ErrorKind::InvalidData, format!("{} is not valid: {e}", paths::MANIFEST))
+            }),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Checks the directory against its manifest (`None` when it has none).
+    pub fn verify(&self) -> io::Result<Option<(Manifest, Verification)>> {
+        let Some(manifest) = self.manifest()? else { return Ok(None) };
+        let verification = manifest.verify(&self.scan()?);
+        Ok(Some((manifest, verification)))
+    }
+
+    /// Records the files arbiter just wrote to a sealed directory (`written`, relative
+    /// paths), leaving every other entry as sealed, so a change made by someone else stays
+    /// visible. A directory without a manifest stays without one. Returns whether it was
+    /// resealed.
+    pub fn reseal(&self, written: &[&str]) -> io::Result<bool> {
+        let Some(mut manifest) = self.manifest()? else { return Ok(false) };
+        let mut digests = Vec::with_capacity(written.len());
+        for rel in written {
+            let (sha256, bytes) = digest_file(&self.path.join(rel))?;
+            digests.push(FileDigest { path: rel.to_string(), sha256, bytes });
+        }
+        manifest.update(digests);
+        self.write_json(paths::MANIFEST, &manifest)?;
+        Ok(true)
+    }
+
+    /// Removes the seal of a run that is being written again (a resume): until it finishes
+    /// and is sealed anew, it is a run in progress.
+    pub fn unseal(&self) -> io::Result<()> {
+        match fs::remove_file(self.path.join(paths::MANIFEST)) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// The SHA-256 (lowercase hex) and size of a file, read in chunks.
+pub fn digest_file(path: &Path) -> io::Result<(String, u64)> {
+    let mut file = File::open(path)?;
+    let mut hasher = Sha256::new();
+    let bytes = io::copy(&mut file, &mut hasher)?;
+    Ok((hex(&hasher.finalize()), bytes))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Writes a file through a temporary sibling and a rename.
@@ -84,5 +193,34 @@ impl JsonLines {
         let mut line = serde_json::to_vec(value).map_err(std::io::Error::other)?;
         line.push(b'\n');
         self.file.write_all(&line)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arbiter_core::time::Timestamp;
+
+    #[test]
+    fn a_sealed_directory_verifies_until_someone_else_changes_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = RunDir::create(tmp.path().join("run")).unwrap();
+        let id = RunId::new(Timestamp(1_700_000_000_000_000), 7);
+        dir.write_text(paths::REPORT, "# report\n").unwrap();
+        dir.write_text("candidates/c1/patch.diff", "diff\n").unwrap();
+        let manifest = dir.seal(&id).unwrap();
+        assert_eq!(manifest.files.len(), 2);
+        assert!(dir.verify().unwrap().is_some_and(|(_, v)| v.holds()));
+
+        // arbiter's own later write is resealed; an outside edit stays visible.
+        fs::write(dir.path().join("candidates/c1/patch.diff"), "forged\n").unwrap();
+        dir.write_text(paths::APPLY, "{}\n").unwrap();
+        assert!(dir.reseal(&[paths::APPLY]).unwrap());
+        let (_, v) = dir.verify().unwrap().unwrap();
+        assert_eq!((v.changed.as_slice(), v.unexpected.len()), (&["candidates/c1/patch.diff".to_string()][..], 0));
+
+        dir.unseal().unwrap();
+        assert!(dir.verify().unwrap().is_none());
+        assert!(!dir.reseal(&[paths::APPLY]).unwrap(), "an unsealed directory stays unsealed");
     }
 }

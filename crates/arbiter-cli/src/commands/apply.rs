@@ -14,6 +14,8 @@ use crate::error::{CliError, exit};
 pub async fn apply(repo: Option<&Path>, args: &ApplyArgs) -> Result<u8, CliError> {
     let ctx = RepoContext::locate(repo).await?;
     let (id, dir) = ctx.resolve_run(&args.run)?;
+    // The patch applied comes from the run directory: not from one changed behind arbiter's back.
+    crate::commands::runs::refuse_broken_seal(&id, &dir, "applied")?;
     let selection: SelectionArtifact = read_artifact(&dir, paths::SELECTION)?;
     let state: RunState = read_artifact(&dir, paths::STATE)?;
     let (Some(winner), Some(rel)) = (selection.winner.clone(), selection.winner_patch.clone()) else {
@@ -43,7 +45,9 @@ pub async fn apply(repo: Option<&Path>, args: &ApplyArgs) -> Result<u8, CliError
         rolled_back: result.as_ref().err().map(|f| f.rolled_back).unwrap_or(false),
         error: result.as_ref().err().map(|f| f.error.to_string()),
     };
-    RunDir::open(dir.clone()).write_json(paths::APPLY, &record)?;
+    let run_dir = RunDir::open(dir.clone());
+    run_dir.write_json(paths::APPLY, &record)?;
+    run_dir.reseal(&[paths::APPLY])?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&json!(record)).unwrap_or_default());
     }

@@ -1,4 +1,4 @@
-//! `arbiter runs list`, `arbiter runs show` and `arbiter runs resume`.
+//! `arbiter runs list`, `arbiter runs show`, `arbiter runs resume` and `arbiter runs verify`.
 
 use std::path::Path;
 
@@ -6,10 +6,11 @@ use arbiter_core::artifact::{RankingArtifact, RunState, SelectionArtifact, paths
 use arbiter_core::cost::CostSummary;
 use arbiter_core::task::shorten;
 use arbiter_core::time::human_duration;
+use arbiter_runner::rundir::RunDir;
 use serde_json::json;
 
 use crate::context::{RepoContext, read_artifact};
-use crate::error::CliError;
+use crate::error::{CliError, exit};
 
 pub async fn list(repo: Option<&Path>, limit: u32, as_json: bool) -> Result<u8, CliError> {
     let ctx = RepoContext::locate(repo).await?;
@@ -110,6 +111,9 @@ pub async fn show(repo: Option<&Path>, run: &str, as_json: bool) -> Result<u8, C
 pub async fn resume(repo: Option<&Path>, given: &str, as_json: bool) -> Result<u8, CliError> {
     let ctx = RepoContext::locate(repo).await?;
     let (id, dir) = ctx.resolve_run(given)?;
+    // A resume reseals the directory when it finishes: it must not seal over someone
+    // else's changes to an interrupted run that was sealed.
+    refuse_broken_seal(&id, &dir, "resumed")?;
     let artifact: arbiter_core::artifact::SettingsArtifact = read_artifact(&dir, paths::SETTINGS).map_err(|_| {
         CliError::usage(format!(
             "run {id} has no settings.json (it was recorded by an older arbiter) and cannot be resumed; start it again with `arbiter run`"
@@ -124,4 +128,91 @@ pub async fn resume(repo: Option<&Path>, given: &str, as_json: bool) -> Result<u
             .await?;
     crate::commands::run::report(&outcome, as_json);
     Ok(crate::commands::run::exit_code(&outcome))
+}
+
+/// Refuses to act on (`what`: "applied", "resumed") a run whose directory no longer matches
+/// its seal; a run without a seal (older arbiter, never finished) is not refused.
+pub fn refuse_broken_seal(id: &arbiter_core::ids::RunId, dir: &Path, what: &str) -> Result<(), CliError> {
+    let broken = match RunDir::open(dir.to_path_buf()).verify() {
+        Ok(None) => return Ok(()),
+        Ok(Some((_, v))) if v.holds() => return Ok(()),
+        Ok(Some((_, v))) => v.describe(),
+        Err(e) => e.to_string(),
+    };
+    Err(CliError::no_result(format!(
+        "run {id} was changed after arbiter sealed it ({broken}), so it is not {what}: what it holds cannot be trusted; \
+         `arbiter runs verify {id}` lists the differences"
+    )))
+}
+
+/// `arbiter runs verify`: the run directory against its `manifest.json`.
+pub async fn verify(repo: Option<&Path>, given: &str, as_json: bool) -> Result<u8, CliError> {
+    let ctx = RepoContext::locate(repo).await?;
+    let (id, dir) = ctx.resolve_run(given)?;
+    let run_dir = RunDir::open(dir.clone());
+    let print_json = |sealed: bool, holds: bool, v: Option<&arbiter_core::manifest::Verification>, message: &str| {
+        let value = json!({
+            "run_id": id, "run_dir": dir.display().to_string(), "sealed": sealed, "holds": holds,
+            "files": v.map(|v| v.files), "changed": v.map(|v| &v.changed), "missing": v.map(|v| &v.missing),
+            "unexpected": v.map(|v| &v.unexpected), "message": message,
+        });
+        println!("{}", serde_json::to_string_pretty(&value).unwrap_or_default());
+    };
+    let outcome = match run_dir.verify() {
+        Ok(Some(found)) => Ok(found),
+        Ok(None) => Err(unsealed_message(&id, &dir)),
+        Err(e) => Err(format!(
+            "run {id}: {e}; the manifest was changed after arbiter sealed the run, so nothing in it can be checked"
+        )),
+    };
+    let (manifest, v) = match outcome {
+        Ok(found) => found,
+        Err(message) => {
+            if as_json {
+                print_json(false, false, None, &message);
+                return Ok(exit::NO_RESULT);
+            }
+            return Err(CliError::no_result(message));
+        }
+    };
+    let foreign = (manifest.run_id != id).then(|| format!("manifest.json is the seal of run {}", manifest.run_id));
+    let holds = v.holds() && foreign.is_none();
+    let message = match (&foreign, holds) {
+        (Some(f), _) => format!("run {id} does not match its seal: {f}"),
+        (None, true) => format!("Run {id}: all {} files match manifest.json", v.files),
+        (None, false) => format!("run {id} does not match manifest.json: {}", v.describe()),
+    };
+    if as_json {
+        print_json(true, holds, Some(&v), &message);
+    } else if holds {
+        println!("{message}");
+    } else {
+        println!("Run {id} was changed after arbiter sealed it:");
+        if let Some(f) = &foreign {
+            println!("  {f}");
+        }
+        for (what, list) in [("changed", &v.changed), ("missing", &v.missing), ("unexpected", &v.unexpected)] {
+            for path in list {
+                println!("  {what:<10}  {path}");
+            }
+        }
+        println!("arbiter writes a finished run's directory only through its own commands, which reseal it.");
+    }
+    Ok(if holds { exit::SUCCESS } else { exit::NO_RESULT })
+}
+
+/// Why a run has no seal, as far as its state tells, and what to do.
+fn unsealed_message(id: &arbiter_core::ids::RunId, dir: &Path) -> String {
+    let state: Option<RunState> = read_artifact(dir, paths::STATE).ok();
+    let why = match state.as_ref().map(|s| s.status) {
+        Some(arbiter_core::status::RunStatus::Running) => format!(
+            "it is still running, or its process died before the end (`arbiter runs resume {id}` finishes a dead one)"
+        ),
+        Some(arbiter_core::status::RunStatus::Interrupted) => {
+            format!("it was interrupted before it finished; `arbiter runs resume {id}` finishes and seals it")
+        }
+        Some(_) => "it was recorded by an arbiter older than manifest.json, or its seal was deleted".to_string(),
+        None => "its state.json is missing too: it never got far, or the directory was changed".to_string(),
+    };
+    format!("run {id} has no manifest.json, so it cannot be checked: {why}")
 }

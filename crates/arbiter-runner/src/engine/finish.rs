@@ -258,6 +258,8 @@ pub(super) async fn finish(
             json!({"status": status, "winner": decision.winner, "run_dir": ctx.run_dir.path().display().to_string()}),
         )
         .await;
+    // Last: everything of the run is written, the final event included.
+    ctx.run_dir.seal_or_warn(&ctx.run_id);
     Ok(RunOutcome {
         run_id: ctx.run_id.clone(),
         run_dir: ctx.run_dir.path().to_path_buf(),

@@ -241,6 +241,8 @@ impl Engine {
                 not("it has no settings.json (it was recorded by an older arbiter); start it again with `arbiter run`"
                     .into())
             })?;
+        // Written again from here on: unsealed until it finishes and is sealed anew.
+        run_dir.unseal()?;
         let repo = Git::new(ws.repo_root().to_path_buf());
         ws.init(&repo).await?;
         let (pool, confinement) = self.open_workspaces(&ws, &repo, &settings).await?;
