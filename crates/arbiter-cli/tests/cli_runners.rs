@@ -713,6 +713,7 @@ fn a_killed_run_resumes_keeping_finished_candidates_and_continuing_the_cli_sessi
     let repo = calc_repo(
         "\n[runners.fixer]\nkind = \"claude-code\"\nmodel = \"fix\"\n[runners.hanger]\nkind = \"claude-code\"\nmodel = \"hang\"\n",
     );
+    repo.allow_writes(&fakes.records_dir());
     let mut cmd = repo.arbiter_cmd(&run_args(
         "fixer,hanger",
         &["--candidates", "2", "--verify", VERIFY_PY, "--apply", "none", "--budget-usd", "1"],
@@ -731,9 +732,10 @@ fn a_killed_run_resumes_keeping_finished_candidates_and_continuing_the_cli_sessi
     let orphan = read_pid(&pid_file);
     fs::remove_file(fakes.records_dir().join("hang")).expect("let c02 finish");
 
+    // The sandbox ended the waiting agent with its arbiter.
+    assert!(wait_pid_gone(orphan), "the interrupted agent {orphan} outlived its SIGKILLed arbiter");
     let resumed = arbiter_with(&repo, &fakes, &["runs", "resume", "latest", "--json"], &[]);
     resumed.assert_code(0);
-    assert!(wait_pid_gone(orphan), "the interrupted agent {orphan} was left running");
     let summary: Value = serde_json::from_str(&resumed.stdout).expect("--json");
     assert_eq!(summary["status"], "succeeded", "{summary:#}");
     // c01 ran once; c02 ran again, continuing its session in its own worktree.
@@ -786,6 +788,7 @@ fn a_plan_task_s_spending_reaches_the_plan_while_it_runs_and_is_charged_once() {
          [backends.pricey]\nprovider = \"openai-compatible\"\nmodel = \"spend\"\nbase_url = \"http://127.0.0.1:9/v1\"\n\
          input_cost = \"10\"\noutput_cost = \"10\"\n",
     );
+    repo.allow_writes(&fakes.records_dir());
     let plan = json!({
         "id": "costly",
         "name": "Costly",

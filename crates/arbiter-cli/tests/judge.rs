@@ -210,6 +210,8 @@ printf 'import unittest\nfrom calc import add\n\n\nclass More(unittest.TestCase)
     let mut mock = MockLlm::start(&json!({"responses": [verdict(None, "first")]}));
     add_judge(&repo, &mock);
     let markers = tempfile::tempdir().expect("temp dir");
+    // Cross-tests run in the candidates' sandboxes: the marker's directory is writable there.
+    repo.allow_writes(markers.path());
     let started = markers.path().join("cross-test-started");
     // Each cross-test says it started, then waits to be interrupted.
     let config = repo.arbiter_dir().join("config.toml");

@@ -11,11 +11,12 @@ use common::*;
 use serde_json::{Value, json};
 
 /// A repository whose agent (`agent.sh LOG`) acts on the task id in its prompt, as the
-/// `case` arms in `body` say, after logging `<task> saw: <files>` to LOG.
+/// `case` arms in `body` say, after logging `<task> saw: <files>` to LOG (in an ignored
+/// directory the sandbox lets candidates write: `[sandbox] writable`).
 fn plan_repo(body: &str) -> (TestRepo, PathBuf) {
     let repo = TestRepo::new();
     repo.write("README.md", "# plans\n");
-    repo.write(".gitignore", "__pycache__/\nagent.log\n");
+    repo.write(".gitignore", "__pycache__/\nagent-log/\n");
     repo.write_agent(
         "agent.sh",
         &format!(
@@ -31,8 +32,9 @@ esac
     );
     repo.commit_all("agent");
     repo.arbiter(&["init"]).assert_code(0);
-    let log = repo.path().join("agent.log");
-    (repo, log)
+    let log_dir = repo.path().join("agent-log");
+    repo.allow_writes(&log_dir);
+    (repo, log_dir.join("agent.log"))
 }
 
 fn write_plan(repo: &TestRepo, plan: &Value) -> String {
@@ -256,13 +258,12 @@ fn a_winner_that_conflicts_with_the_branch_is_retried_from_the_new_tip() {
 fn a_killed_plan_run_continues_where_it_stopped_and_does_no_task_twice() {
     let scratch = tempfile::tempdir().expect("temp dir");
     let slow = scratch.path().join("slow");
-    let pid_file = scratch.path().join("agent.pid");
     std::fs::write(&slow, "").expect("marker");
     let (repo, log) = plan_repo(&format!(
-        "  T1) echo one > one.txt ;;\n  T2) echo $$ > {pid}; if [ -e {slow} ]; then sleep 120; fi; echo two > two.txt ;;\n  T3) echo three > three.txt ;;",
-        pid = pid_file.display(),
+        "  T1) echo one > one.txt ;;\n  T2) echo {HOST_PID} > \"$(dirname \"$log\")/agent.pid\"; if [ -e {slow} ]; then sleep 120; fi; echo two > two.txt ;;\n  T3) echo three > three.txt ;;",
         slow = slow.display()
     ));
+    let pid_file = log.with_file_name("agent.pid");
     let plan = plan_of(
         "chain",
         &log,

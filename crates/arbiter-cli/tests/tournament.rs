@@ -179,16 +179,16 @@ chmod +x tool.sh
 
 #[test]
 fn a_timed_out_agent_and_its_grandchild_are_killed() {
-    let repo = python_repo(
+    let repo = python_repo(&format!(
         r#"pid_dir="$1"
 sed -i 's/return a - b/return a + b/' calc.py
-sh -c 'sleep 300' &
-echo $! > "$pid_dir/grandchild.pid"
-echo $$ > "$pid_dir/agent.pid"
+sh -c 'echo {HOST_PID} > "$0/grandchild.pid"; exec sleep 300' "$pid_dir" &
+echo {HOST_PID} > "$pid_dir/agent.pid"
 sleep 300
-"#,
-    );
+"#
+    ));
     let pids = tempfile::tempdir().expect("temp dir");
+    repo.allow_writes(pids.path());
     let command = format!("./agent.sh {}", pids.path().display());
     let run = repo.arbiter(&[
         "run",
@@ -231,14 +231,15 @@ sleep 300
 
 #[test]
 fn sigint_interrupts_the_run_and_cleans_up() {
-    let repo = python_repo(
+    let repo = python_repo(&format!(
         r#"pid_dir="$1"
-echo $$ > "$pid_dir/$ARBITER_CANDIDATE_ID.tmp"
+echo {HOST_PID} > "$pid_dir/$ARBITER_CANDIDATE_ID.tmp"
 mv "$pid_dir/$ARBITER_CANDIDATE_ID.tmp" "$pid_dir/$ARBITER_CANDIDATE_ID.pid"
 sleep 300
-"#,
-    );
+"#
+    ));
     let pids = tempfile::tempdir().expect("temp dir");
+    repo.allow_writes(pids.path());
     let logs = tempfile::tempdir().expect("temp dir");
     let command = format!("./agent.sh {}", pids.path().display());
     let mut child = repo
@@ -293,7 +294,6 @@ sleep 300
     assert_eq!(status.and_then(|s| s.code()), Some(130), "stdout:\n{stdout}\nstderr:\n{stderr}");
 
     let dir = repo.run_dir();
-    let run_id = dir.file_name().expect("run id").to_string_lossy().into_owned();
     let state = read_json(&dir.join("state.json"));
     assert_eq!(state["status"], "interrupted", "{state:#}");
     let selection = read_json(&dir.join("selection.json"));
@@ -305,8 +305,12 @@ sleep 300
         assert_eq!(evidence["status"], "cancelled", "{evidence:#}");
     }
 
-    let run_worktrees = repo.arbiter_dir().join("worktrees").join(&run_id);
-    assert!(!run_worktrees.exists(), "{} was left behind", run_worktrees.display());
+    // Every workspace went back to the pool; the repository has no worktree of arbiter's.
+    let slots = repo.workspace_slots();
+    assert!(!slots.is_empty());
+    for slot in &slots {
+        assert_eq!(read_json(&slot.join("slot.json"))["use"], "idle", "{}", slot.display());
+    }
     let listed: Vec<String> = repo
         .git(&["worktree", "list", "--porcelain"])
         .lines()
@@ -618,57 +622,112 @@ fn passed_through_secrets_are_redacted_from_gate_logs() {
     }
 }
 
-/// A run killed outright (SIGKILL: no chance to clean up) leaves its worktrees behind; the
-/// next run prunes them, records the dead run as interrupted, and proceeds normally.
+/// A run killed outright (SIGKILL: no chance to clean up). In the sandbox nothing it started
+/// survives it: the agents die with it. Without the sandbox (`--sandbox off`) they run on in
+/// their own process groups until the next run ends them. Either way the next run records the
+/// dead run as interrupted and proceeds normally.
 #[test]
-fn the_next_run_prunes_what_a_crashed_run_left() {
-    let repo = python_repo(
-        r#"if [ "$1" = hang ]; then
-  echo $$ > "$2/$ARBITER_CANDIDATE_ID.tmp"
+fn what_a_crashed_run_left_is_ended_with_it_or_by_the_next_run() {
+    for sandbox in ["auto", "off"] {
+        let repo = python_repo(&format!(
+            r#"if [ "$1" = hang ]; then
+  echo {HOST_PID} > "$2/$ARBITER_CANDIDATE_ID.tmp"
   mv "$2/$ARBITER_CANDIDATE_ID.tmp" "$2/$ARBITER_CANDIDATE_ID.pid"
+  setsid sh -c 'exec sleep 301' </dev/null >/dev/null 2>&1 &
   sleep 300
 fi
 sed -i 's/return a - b/return a + b/' calc.py
-"#,
-    );
-    let pids = tempfile::tempdir().expect("temp dir");
-    let hang = format!("./agent.sh hang {}", pids.path().display());
-    let mut child = repo
-        .arbiter_cmd(&["run", "--task", "Fix add", "--candidates", "2", "--command", &hang, "--apply", "none"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn arbiter");
-    let pid_files = [pids.path().join("c01.pid"), pids.path().join("c02.pid")];
-    let started = wait_until(Duration::from_secs(60), || pid_files.iter().all(|p| p.exists()));
-    kill(Pid::from_raw(child.id() as i32), Signal::SIGKILL).expect("send SIGKILL");
-    let _ = child.wait();
-    // The agents run in their own process groups: the crash orphaned them, still running.
-    let agents: Vec<i32> = pid_files.iter().filter(|p| p.exists()).map(|p| read_pid(p)).collect();
-    if !started {
-        for pid in &agents {
-            let _ = kill(Pid::from_raw(*pid), Signal::SIGKILL);
+"#
+        ));
+        let pids = tempfile::tempdir().expect("temp dir");
+        repo.allow_writes(pids.path());
+        let hang = format!("./agent.sh hang {}", pids.path().display());
+        let mut child = repo
+            .arbiter_cmd(&[
+                "run",
+                "--task",
+                "Fix add",
+                "--candidates",
+                "2",
+                "--command",
+                &hang,
+                "--apply",
+                "none",
+                "--sandbox",
+                sandbox,
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn arbiter");
+        let pid_files = [pids.path().join("c01.pid"), pids.path().join("c02.pid")];
+        let started = wait_until(Duration::from_secs(60), || pid_files.iter().all(|p| p.exists()));
+        // The daemons the agents started (new sessions: out of every process group).
+        let daemons_of_this_repo = || {
+            processes_with("sleep 301")
+                .into_iter()
+                .filter(|pid| {
+                    fs::read_link(format!("/proc/{pid}/cwd"))
+                        .is_ok_and(|cwd| repo.workspace_slots().iter().any(|s| cwd.starts_with(s)))
+                })
+                .collect::<Vec<_>>()
+        };
+        wait_until(Duration::from_secs(10), || daemons_of_this_repo().len() == 2);
+        kill(Pid::from_raw(child.id() as i32), Signal::SIGKILL).expect("send SIGKILL");
+        let _ = child.wait();
+        let agents: Vec<i32> = pid_files.iter().filter(|p| p.exists()).map(|p| read_pid(p)).collect();
+        let daemons = daemons_of_this_repo();
+        let stop_all = || {
+            for pid in agents.iter().chain(&daemons) {
+                let _ = kill(Pid::from_raw(*pid), Signal::SIGKILL);
+            }
+        };
+        if !started || daemons.len() != 2 && sandbox == "off" {
+            stop_all();
+            panic!("{sandbox}: the agents did not start (daemons {daemons:?})");
         }
-        panic!("the agents did not start");
-    }
-    assert!(agents.iter().all(|pid| !pid_gone(*pid)), "the orphaned agents should still run before the next run");
-    let crashed = repo.run_dir();
-    let crashed_id = crashed.file_name().expect("run id").to_string_lossy().into_owned();
-    assert!(repo.arbiter_dir().join("worktrees").join(&crashed_id).exists(), "the crash should leave worktrees");
+        if sandbox == "auto" {
+            for pid in agents.iter().chain(&daemons) {
+                assert!(wait_pid_gone(*pid), "process {pid} outlived its SIGKILLed arbiter in the sandbox");
+            }
+        } else {
+            let alive = agents.iter().chain(&daemons).all(|pid| !pid_gone(*pid));
+            if !alive {
+                stop_all();
+            }
+            assert!(alive, "without the sandbox, the orphans still run before the next run");
+        }
+        let crashed = repo.run_dir();
+        let crashed_id = crashed.file_name().expect("run id").to_string_lossy().into_owned();
 
-    repo.arbiter(&["run", "--task", "Fix add", "--candidates", "1", "--command", "./agent.sh", "--verify", VERIFY_PY])
+        repo.arbiter(&[
+            "run",
+            "--task",
+            "Fix add",
+            "--candidates",
+            "1",
+            "--command",
+            "./agent.sh",
+            "--verify",
+            VERIFY_PY,
+            "--sandbox",
+            sandbox,
+        ])
         .assert_code(0);
-    assert!(!repo.arbiter_dir().join("worktrees").join(&crashed_id).exists(), "leftovers were not pruned");
-    for pid in &agents {
-        assert!(wait_pid_gone(*pid), "orphaned agent {pid} of the crashed run is still running");
+        for pid in agents.iter().chain(&daemons) {
+            assert!(wait_pid_gone(*pid), "{sandbox}: process {pid} of the crashed run is still running");
+        }
+        assert_eq!(read_json(&crashed.join("state.json"))["status"], "interrupted");
+        let listed = repo.git(&["worktree", "list", "--porcelain"]);
+        assert_eq!(listed.lines().filter(|l| l.starts_with("worktree ")).count(), 1, "{listed}");
+        // Both runs may start within one second: find the second one by elimination, not order.
+        let second = repo.run_dirs().into_iter().find(|d| *d != crashed).expect("the second run");
+        let events = read_json_lines(&second.join("runtime_events.jsonl"));
+        assert!(
+            events.iter().any(|e| e["kind"] == "leftovers_pruned" && e["data"]["runs"][0] == crashed_id.as_str()),
+            "{sandbox}: {events:#?}"
+        );
     }
-    assert_eq!(read_json(&crashed.join("state.json"))["status"], "interrupted");
-    let listed = repo.git(&["worktree", "list", "--porcelain"]);
-    assert_eq!(listed.lines().filter(|l| l.starts_with("worktree ")).count(), 1, "{listed}");
-    // Both runs may start within one second: find the second one by elimination, not order.
-    let second = repo.run_dirs().into_iter().find(|d| *d != crashed).expect("the second run");
-    let events = read_json_lines(&second.join("runtime_events.jsonl"));
-    assert!(events.iter().any(|e| e["kind"] == "leftovers_pruned" && e["data"]["runs"][0] == crashed_id.as_str()));
 }
 
 /// Ignored files named in the include-list reach each worktree, the setup command runs
@@ -838,7 +897,7 @@ fn a_killed_run_resumes_from_a_fresh_worktree_when_its_own_is_gone() {
         r#"set -e
 echo "$ARBITER_CANDIDATE_ID" >> {log}
 if [ "$ARBITER_CANDIDATE_ID" = c03 ]; then
-  echo $$ > {pid}
+  echo {HOST_PID} > {pid}
   while [ -e {marker} ]; do sleep 0.1; done
 fi
 sed -i 's/return a - b/return a + b/' calc.py
@@ -847,6 +906,7 @@ sed -i 's/return a - b/return a + b/' calc.py
         pid = scratch.path().join("c03.pid").display(),
         marker = marker.display()
     ));
+    repo.allow_writes(scratch.path());
     let mut child = repo
         .arbiter_cmd(&[
             "run",
@@ -876,15 +936,20 @@ sed -i 's/return a - b/return a + b/' calc.py
     child.kill().expect("SIGKILL arbiter");
     let _ = child.wait();
     let orphan = read_pid(&pid_file);
+    // The sandbox ended c03's agent with its arbiter.
+    assert!(wait_pid_gone(orphan), "c03's agent outlived its SIGKILLed arbiter");
     std::fs::remove_file(&marker).expect("let c03 finish");
-    // Its worktrees are gone (as after another run pruned them): c03 starts again from scratch.
+    // Its workspace is gone (as after another run took it over): c03 starts again from scratch.
     let run_id = repo.run_dir().file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let worktrees = repo.arbiter_dir().join("worktrees").join(&run_id);
-    // Kill the orphan first, as a pruning run would, so the worktree can go.
-    let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(orphan), nix::sys::signal::Signal::SIGKILL);
-    assert!(wait_pid_gone(orphan));
-    std::fs::remove_dir_all(&worktrees).expect("remove the worktrees");
-    repo.git(&["worktree", "prune"]);
+    let own = repo
+        .workspace_slots()
+        .into_iter()
+        .find(|s| {
+            let state = read_json(&s.join("slot.json"));
+            state["owner"]["run"] == run_id.as_str() && state["owner"]["candidate"] == "c03"
+        })
+        .expect("c03's workspace");
+    std::fs::remove_dir_all(&own).expect("remove c03's workspace");
 
     let resumed = repo.arbiter(&["runs", "resume", &run_id]);
     resumed.assert_code(0);
@@ -900,8 +965,4 @@ sed -i 's/return a - b/return a + b/' calc.py
         .expect("run_resumed");
     assert_eq!(event["data"]["restarting"][0]["reuses_worktree"], false, "{event:#}");
     assert_eq!(event["data"]["baseline_kept"], true, "{event:#}");
-    assert!(
-        !worktrees.exists() || std::fs::read_dir(&worktrees).map(|d| d.count()).unwrap_or(0) == 0,
-        "worktrees removed"
-    );
 }

@@ -6,6 +6,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::canary::CanaryCheck;
+
 /// One verify command run once, in one tree.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CommandOutcome {
@@ -16,11 +18,27 @@ pub struct CommandOutcome {
     pub duration_ms: u64,
     /// The last lines of stdout and stderr together, secrets redacted.
     pub output_tail: String,
+    /// The canary planted in this run (see [`crate::canary`]), and what became of it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub canary: Option<CanaryCheck>,
 }
 
 impl CommandOutcome {
+    /// Whether the command passed: its exit code, or — with a canary in the run — whether
+    /// the canary failed and nothing else did.
     pub fn passed(&self) -> bool {
-        self.exit_code == Some(0) && !self.timed_out
+        if self.timed_out {
+            return false;
+        }
+        match self.canary.as_ref().and_then(|c| c.verdict.command_passed()) {
+            Some(passed) => passed,
+            None => self.exit_code == Some(0),
+        }
+    }
+
+    /// Whether the canary of this run did not fail: the test machinery was neutralised.
+    pub fn tampered(&self) -> bool {
+        self.canary.as_ref().is_some_and(|c| c.verdict.tampered())
     }
 }
 
@@ -147,6 +165,7 @@ mod tests {
             timed_out: false,
             duration_ms: 1,
             output_tail: String::new(),
+            canary: None,
         }
     }
 

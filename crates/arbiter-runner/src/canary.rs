@@ -6,7 +6,7 @@ use std::fs;
 use std::io;
 use std::path::{Component, Path, PathBuf};
 
-use arbiter_core::canary::{CanaryPlan, Nonce, RepoView};
+use arbiter_core::canary::{CanaryPlan, Nonce, Planned, RepoView, StaticRepo};
 
 /// The largest file the planner is given to read (configuration files are small).
 const MAX_READ: u64 = 1 << 20;
@@ -157,4 +157,63 @@ mod tests {
         bad.files[0].path = "Cargo.toml".into();
         assert_eq!(plant(dir.path(), &bad).map(|_| ()).map_err(|e| e.kind()), Err(io::ErrorKind::AlreadyExists));
     }
+}
+
+/// The files the planner may read (it reads nothing else; see `arbiter_core::canary::RepoView`).
+const PLANNER_READS: &[&str] = &[
+    "package.json",
+    "Cargo.toml",
+    "go.mod",
+    "pytest.ini",
+    ".pytest.ini",
+    "pytest.toml",
+    "pyproject.toml",
+    "tox.ini",
+    "setup.cfg",
+];
+
+/// At most this many files are loaded for the planner (a monorepo's Go test files, say).
+const MAX_LOADED: usize = 400;
+
+/// Plans a canary for each verify command, from the base commit as the repository holds it
+/// (never from a candidate's tree: a candidate could steer the plan). One random nonce per
+/// call, so each run's canaries are named afresh.
+pub async fn plan_for(repo: &crate::git::Git, base: &str, commands: &[String]) -> Vec<Planned> {
+    if commands.is_empty() {
+        return Vec::new();
+    }
+    let files: Vec<String> = match repo.run(["ls-tree", "-r", "-z", "--name-only", base]).await {
+        Ok(out) => {
+            String::from_utf8_lossy(&out.stdout).split('\0').filter(|f| !f.is_empty()).map(str::to_string).collect()
+        }
+        Err(e) => {
+            let reason = format!("the base's files cannot be listed: {e}");
+            return commands
+                .iter()
+                .map(|_| Planned::NotApplicable { framework: None, reason: reason.clone() })
+                .collect();
+        }
+    };
+    let mut go_dirs = std::collections::BTreeSet::new();
+    let wanted: Vec<&String> = files
+        .iter()
+        .filter(|f| {
+            let (dir, name) = f.rsplit_once('/').unwrap_or(("", f.as_str()));
+            PLANNER_READS.contains(&name) || (name.ends_with("_test.go") && go_dirs.insert(dir.to_string()))
+        })
+        .take(MAX_LOADED)
+        .collect();
+    let mut contents = std::collections::BTreeMap::new();
+    for path in wanted {
+        let spec = format!("{base}:{path}");
+        if let Ok(out) = repo.run(["cat-file", "blob", spec.as_str()]).await
+            && out.stdout.len() as u64 <= MAX_READ
+            && let Ok(text) = String::from_utf8(out.stdout)
+        {
+            contents.insert(path.clone(), text);
+        }
+    }
+    let view = StaticRepo { files, contents };
+    let nonce = random_nonce();
+    commands.iter().map(|c| arbiter_core::canary::plan(c, &view, &nonce)).collect()
 }

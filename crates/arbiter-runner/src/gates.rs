@@ -1,11 +1,17 @@
 //! Running verify commands: arbiter runs them itself, in a tree it controls (the baseline's
-//! workspace or a candidate's), in that tree's sandbox (a candidate's code runs when its tests
-//! do), each with a time limit and its whole process group killed on timeout or interrupt. Full output goes to a log file; the
-//! outcome keeps a redacted tail.
+//! workspace or a candidate's), in that tree's sandbox (a candidate's code runs when its
+//! tests do), each with a time limit and its whole process group killed on timeout or
+//! interrupt. Full output goes to a log file; the outcome keeps a redacted tail.
+//!
+//! A command with a canary ([`Gate::canary`]) runs with the canary's files planted beside
+//! the base's tests (and its own command line, e.g. `cargo test --no-fail-fast`); its whole
+//! log is read for the canary's fate (`arbiter_core::canary`), and the files are taken out
+//! again before anything else happens in the tree.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use arbiter_core::canary::{self, CanaryCheck, CanaryPlan};
 use arbiter_core::gate::{CommandOutcome, tail};
 use arbiter_core::redact::Redactor;
 use tokio_util::sync::CancellationToken;
@@ -15,45 +21,94 @@ use crate::process::{self, ShellCommand};
 /// Bytes of output kept in an outcome.
 const TAIL_BYTES: u64 = 4000;
 
-/// Runs each command in `cwd`, in order, writing `log_dir/verify-<n>.log`, in `jail` (the
-/// sandbox of the tree's candidate) when there is one.
-#[allow(clippy::too_many_arguments)]
-pub async fn run_verify(
-    commands: &[String],
-    cwd: &Path,
-    jail: Option<&arbiter_sandbox::Jail>,
-    env: &[(String, String)],
-    timeout: Duration,
-    log_dir: &Path,
-    cancel: &CancellationToken,
-    redactor: &Redactor,
-) -> std::io::Result<Vec<CommandOutcome>> {
-    std::fs::create_dir_all(log_dir)?;
-    let mut outcomes = Vec::with_capacity(commands.len());
-    for (i, command) in commands.iter().enumerate() {
-        if cancel.is_cancelled() {
+/// Bytes of a log read for the canary (the end of a longer one: the summaries are there).
+const CANARY_LOG_BYTES: u64 = 16 << 20;
+
+/// One verify command as a gate run runs it.
+#[derive(Clone, Copy, Debug)]
+pub struct Gate<'a> {
+    /// The command as configured (what the outcome is recorded under).
+    pub command: &'a str,
+    /// The canary planted for it, when the base showed it failing (or this is the base).
+    pub canary: Option<&'a CanaryPlan>,
+}
+
+impl<'a> Gate<'a> {
+    /// Commands without canaries.
+    pub fn plain(commands: &'a [String]) -> Vec<Gate<'a>> {
+        commands.iter().map(|c| Gate { command: c, canary: None }).collect()
+    }
+}
+
+/// Where and how a gate run happens.
+pub struct GateRun<'a> {
+    pub cwd: &'a Path,
+    pub jail: Option<&'a arbiter_sandbox::Jail>,
+    pub env: &'a [(String, String)],
+    pub timeout: Duration,
+    pub log_dir: &'a Path,
+    pub cancel: &'a CancellationToken,
+    pub redactor: &'a Redactor,
+}
+
+/// Runs each gate in order, writing `log_dir/verify-<n>.log` (`first_index` numbers them).
+pub async fn run_verify(gates: &[Gate<'_>], run: &GateRun<'_>) -> std::io::Result<Vec<CommandOutcome>> {
+    let mut outcomes = Vec::with_capacity(gates.len());
+    for (i, gate) in gates.iter().enumerate() {
+        if run.cancel.is_cancelled() {
             break;
         }
-        let log: PathBuf = log_dir.join(format!("verify-{}.log", i + 1));
-        let cmd = ShellCommand {
-            command: command.clone(),
-            cwd: cwd.to_path_buf(),
-            env: env.to_vec(),
-            stdout: log.clone(),
-            stderr: log.clone(),
-            timeout,
-            jail: jail.cloned(),
-        };
-        let exit = process::run_shell(&cmd, cancel).await?;
-        process::redact_file(&log, redactor)?;
-        let text = process::read_tail(&log, TAIL_BYTES * 2);
-        outcomes.push(CommandOutcome {
-            command: command.clone(),
-            exit_code: if exit.cancelled { None } else { exit.code },
-            timed_out: exit.timed_out,
-            duration_ms: exit.duration.as_millis() as u64,
-            output_tail: redactor.redact(&tail(&text, 40, TAIL_BYTES as usize)),
-        });
+        outcomes.push(run_gate(gate, i + 1, run).await?);
     }
     Ok(outcomes)
+}
+
+/// Runs one gate, its log `verify-<number>.log`.
+pub async fn run_gate(gate: &Gate<'_>, number: usize, run: &GateRun<'_>) -> std::io::Result<CommandOutcome> {
+    std::fs::create_dir_all(run.log_dir)?;
+    let log: PathBuf = run.log_dir.join(format!("verify-{number}.log"));
+    let planted = match gate.canary {
+        Some(plan) => Some(crate::canary::plant(run.cwd, plan)?),
+        None => None,
+    };
+    let cmd = ShellCommand {
+        command: gate.canary.map_or(gate.command, |plan| plan.command.as_str()).to_string(),
+        cwd: run.cwd.to_path_buf(),
+        env: run.env.to_vec(),
+        stdout: log.clone(),
+        stderr: log.clone(),
+        timeout: run.timeout,
+        jail: run.jail.cloned(),
+    };
+    let exit = process::run_shell(&cmd, run.cancel).await;
+    // Out again before anything else sees the tree, whatever happened.
+    if let Some(planted) = planted {
+        planted.remove()?;
+    }
+    let exit = exit?;
+    let code = if exit.cancelled { None } else { exit.code };
+    process::redact_file(&log, run.redactor)?;
+    let canary = gate.canary.map(|plan| {
+        let output = process::read_tail(&log, CANARY_LOG_BYTES);
+        let reading = canary::read(plan.framework, plan, &output, code);
+        // Planted in a candidate's tree only for a command the base calibrated; on the base
+        // its own reading says whether it is calibrated.
+        let verdict = canary::verdict(&reading, true);
+        CanaryCheck {
+            framework: Some(plan.framework),
+            files: plan.files.iter().map(|f| f.path.clone()).collect(),
+            not_planted: None,
+            reading: Some(reading),
+            verdict,
+        }
+    });
+    let text = process::read_tail(&log, TAIL_BYTES * 2);
+    Ok(CommandOutcome {
+        command: gate.command.to_string(),
+        exit_code: code,
+        timed_out: exit.timed_out,
+        duration_ms: exit.duration.as_millis() as u64,
+        output_tail: run.redactor.redact(&tail(&text, 40, TAIL_BYTES as usize)),
+        canary,
+    })
 }

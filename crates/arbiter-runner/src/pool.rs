@@ -175,6 +175,8 @@ impl Pool {
                 }
                 // The lock is taken by whoever holds the slot, this process included.
                 let mut slot = Slot::try_lock(&path, self)?;
+                // What its dead owner left running there (without a sandbox to end it).
+                kill_processes_inside(&path);
                 slot.set_state(SlotState { usage: Use::Idle, owner: state.owner.clone(), base: state.base });
                 slot.settled = true;
                 state.owner
@@ -731,11 +733,13 @@ mod tests {
         assert_eq!(dirs.len(), 3, "three distinct slots");
         assert!(pool.abandoned().is_empty(), "slots held by this process are not abandoned");
 
-        // A holder that died: its state says in use, its lock is free.
+        // A holder that died (no drop ran): its state says in use, its lock is free.
         let dead = Owner { run: "crashed-run".into(), candidate: "c09".into(), pid: i32::MAX as u32 };
         let slot = held.pop().unwrap();
-        slot.set_state(SlotState { usage: Use::InUse, owner: Some(dead.clone()), base: Some(base.clone()) });
+        let dir = slot.dir().to_path_buf();
         drop(slot);
+        let state = SlotState { usage: Use::InUse, owner: Some(dead.clone()), base: Some(base.clone()) };
+        fs::write(dir.join(STATE_FILE), serde_json::to_vec(&state).unwrap()).unwrap();
         assert_eq!(pool.abandoned(), vec![dead.clone()]);
         assert!(pool.abandoned().is_empty(), "reported once");
 

@@ -73,6 +73,20 @@ impl TestRepo {
         self.head()
     }
 
+    /// Lets candidates write `dir` too (`[sandbox] writable` in `.arbiter/config.toml`): how a
+    /// fake agent reports to its test from inside the sandbox.
+    pub fn allow_writes(&self, dir: &Path) {
+        fs::create_dir_all(dir).unwrap_or_else(|e| panic!("create {}: {e}", dir.display()));
+        let config = self.path().join(".arbiter").join("config.toml");
+        if !config.exists() {
+            run_arbiter_in(self.path(), &["init"]).assert_code(0);
+        }
+        let text = fs::read_to_string(&config).unwrap_or_default();
+        assert!(!text.lines().any(|l| l.trim() == "[sandbox]"), "allow_writes is called once per repository");
+        fs::write(&config, format!("{text}\n[sandbox]\nwritable = [{:?}]\n", dir.display().to_string()))
+            .expect("write config.toml");
+    }
+
     /// The workspaces of this repository's pool (in the tests' cache).
     pub fn workspace_slots(&self) -> Vec<PathBuf> {
         let name = self.path().file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
@@ -282,6 +296,26 @@ pub fn pid_gone(pid: i32) -> bool {
 /// Waits (a few seconds at most, for the reaping of orphans) until `pid` is gone.
 pub fn wait_pid_gone(pid: i32) -> bool {
     wait_until(Duration::from_secs(10), || pid_gone(pid))
+}
+
+/// A shell expression for the shell's own pid as the host sees it. A candidate runs in a
+/// PID namespace, where `$$` is a small number of that namespace; `/proc` is the host's, and
+/// the parent of `cut` (the shell) is named there by its host pid.
+pub const HOST_PID: &str = "$(cut -d\" \" -f4 /proc/self/stat)";
+
+/// Processes whose command line holds `marker` (as the host sees them).
+pub fn processes_with(marker: &str) -> Vec<i32> {
+    fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            fs::read(format!("/proc/{pid}/cmdline"))
+                .map(|c| String::from_utf8_lossy(&c).replace('\0', " ").contains(marker))
+                .unwrap_or(false)
+        })
+        .collect()
 }
 
 /// Reads a PID written by a fake agent.

@@ -7,8 +7,10 @@ use std::path::Path;
 use std::time::Duration;
 
 use arbiter_core::artifact::{AgentOutcome, Baseline, PatchEvidence, RunnerSummary, SCHEMA_VERSION, paths};
+use arbiter_core::canary::{self, CanaryCheck};
 use arbiter_core::crosstest::{AuthoredTest, rule_for};
 use arbiter_core::event::EventKind;
+use arbiter_core::gate::CommandOutcome;
 use arbiter_core::ids::CandidateId;
 use arbiter_core::limits::{self, ChangedFile};
 use arbiter_core::patch;
@@ -21,7 +23,7 @@ use serde_json::json;
 
 use crate::agent::{AgentContext, AgentRunner};
 use crate::capture;
-use crate::gates::run_verify;
+use crate::gates::{Gate, GateRun, run_gate, run_verify};
 use crate::include::copy_includes;
 use crate::materialize::describe_paths;
 use crate::pool::{Owner, Slot};
@@ -123,6 +125,7 @@ pub(super) async fn run_baseline(ctx: &RunCtx) -> BaselineRun {
         commands: Vec::new(),
     };
     if verify.is_empty() {
+        ctx.send_calibration(Vec::new());
         return BaselineRun { baseline, tree: None };
     }
     ctx.events.emit(EventKind::BaselineStarted, None, json!({"commands": verify})).await;
@@ -132,20 +135,20 @@ pub(super) async fn run_baseline(ctx: &RunCtx) -> BaselineRun {
     match prepare_workspace(ctx, None, &log_dir).await {
         Err(e) => baseline.error = Some(e),
         Ok(slot) => {
-            let timeout = Duration::from_secs(ctx.settings.verify_timeout_seconds.value);
             let jail = ctx.confinement.jail(&slot);
-            match run_verify(
-                verify,
-                &slot.tree(),
-                jail.as_ref(),
-                &ctx.command_env(),
-                timeout,
-                &log_dir,
-                &ctx.cancel,
-                &ctx.redactor,
-            )
-            .await
-            {
+            let tree = slot.tree();
+            let run = GateRun {
+                cwd: &tree,
+                jail: jail.as_ref(),
+                env: &ctx.command_env(),
+                timeout: Duration::from_secs(ctx.settings.verify_timeout_seconds.value),
+                log_dir: &log_dir,
+                cancel: &ctx.cancel,
+                redactor: &ctx.redactor,
+            };
+            let gates: Vec<Gate> =
+                verify.iter().enumerate().map(|(i, c)| Gate { command: c, canary: ctx.canary_plan(i) }).collect();
+            match calibrate(run_verify(&gates, &run).await, &run).await {
                 Ok(outcomes) => baseline.commands = outcomes,
                 Err(e) => baseline.error = Some(format!("cannot run the verify commands: {e}")),
             }
@@ -156,6 +159,7 @@ pub(super) async fn run_baseline(ctx: &RunCtx) -> BaselineRun {
             }
         }
     }
+    ctx.send_calibration(calibration_of(&baseline));
     if !ctx.cancel.is_cancelled()
         && let Err(e) = ctx.run_dir.write_json(paths::BASELINE, &baseline)
     {
@@ -172,6 +176,49 @@ pub(super) async fn run_baseline(ctx: &RunCtx) -> BaselineRun {
         )
         .await;
     BaselineRun { baseline, tree: kept }
+}
+
+/// The base's gate runs, each canary calibrated: a command whose run did not show its canary
+/// failing (it does not collect it, or its output cannot be read) runs again without it, and
+/// that plain run is its baseline.
+async fn calibrate(
+    outcomes: std::io::Result<Vec<CommandOutcome>>,
+    run: &GateRun<'_>,
+) -> std::io::Result<Vec<CommandOutcome>> {
+    let mut outcomes = outcomes?;
+    for (i, outcome) in outcomes.iter_mut().enumerate() {
+        let Some(check) = outcome.canary.clone() else { continue };
+        if check.reading.as_ref().is_some_and(canary::calibrated) || run.cancel.is_cancelled() {
+            continue;
+        }
+        let number = i + 1;
+        let log = run.log_dir.join(format!("verify-{number}.log"));
+        let _ = std::fs::rename(&log, run.log_dir.join(format!("verify-{number}.canary.log")));
+        let mut plain = run_gate(&Gate { command: &outcome.command, canary: None }, number, run).await?;
+        plain.canary = Some(CanaryCheck {
+            not_planted: Some(
+                "the base's run did not show the canary failing (the command does not collect it, or its output does not say); the command's exit code decides (log: verify-N.canary.log)"
+                    .replace('N', &number.to_string()),
+            ),
+            verdict: canary::Verdict::NotApplicable,
+            ..check
+        });
+        *outcome = plain;
+    }
+    Ok(outcomes)
+}
+
+/// Which verify commands' canaries a baseline calibrated.
+pub(super) fn calibration_of(baseline: &Baseline) -> Vec<bool> {
+    baseline
+        .commands
+        .iter()
+        .map(|o| {
+            o.canary.as_ref().is_some_and(|c| {
+                c.verdict != canary::Verdict::NotApplicable && c.reading.as_ref().is_some_and(canary::calibrated)
+            })
+        })
+        .collect()
 }
 
 /// The run of a candidate that never started.
@@ -554,32 +601,53 @@ pub(super) async fn evaluate_candidate(ctx: &RunCtx, run: &mut CandidateRun, slo
             ctx.events.emit(EventKind::GatesSealed, Some(&run.id), json!({"own_tests_taken_out": own_tests})).await;
         }
     }
-    let timeout = Duration::from_secs(ctx.settings.verify_timeout_seconds.value);
+    // The canaries the base calibrated go in: the candidate's code cannot tell this run
+    // from one without them.
+    let calibration = ctx.calibration().await;
+    let gates: Vec<Gate> = verify
+        .iter()
+        .enumerate()
+        .map(|(i, c)| Gate {
+            command: c,
+            canary: calibration.get(i).copied().unwrap_or(false).then(|| ctx.canary_plan(i)).flatten(),
+        })
+        .collect();
     let jail = ctx.confinement.jail(slot);
-    match run_verify(
-        verify,
-        tree,
-        jail.as_ref(),
-        &ctx.command_env(),
-        timeout,
-        &cdir.join("gates"),
-        &ctx.cancel,
-        &ctx.redactor,
-    )
-    .await
-    {
+    let gate_logs = cdir.join("gates");
+    let gate_run = GateRun {
+        cwd: tree,
+        jail: jail.as_ref(),
+        env: &ctx.command_env(),
+        timeout: Duration::from_secs(ctx.settings.verify_timeout_seconds.value),
+        log_dir: &gate_logs,
+        cancel: &ctx.cancel,
+        redactor: &ctx.redactor,
+    };
+    match run_verify(&gates, &gate_run).await {
         Ok(outcomes) => {
             for o in &outcomes {
                 ctx.events
                     .emit(
                         EventKind::GateFinished,
                         Some(&run.id),
-                        json!({"command": o.command, "passed": o.passed(), "exit_code": o.exit_code, "timed_out": o.timed_out, "duration_ms": o.duration_ms}),
+                        json!({"command": o.command, "passed": o.passed(), "exit_code": o.exit_code, "timed_out": o.timed_out, "duration_ms": o.duration_ms, "canary": o.canary.as_ref().map(|c| c.verdict)}),
                     )
                     .await;
             }
             if outcomes.len() < verify.len() {
                 run.gates_skipped = Some("the run was interrupted".into());
+            }
+            let tampered: Vec<String> = outcomes.iter().filter(|o| o.tampered()).map(|o| o.command.clone()).collect();
+            if !tampered.is_empty() {
+                let violation = Violation::TamperedChecks { commands: tampered };
+                ctx.events
+                    .emit(
+                        EventKind::Warning,
+                        Some(&run.id),
+                        json!({"message": format!("{}: {}", run.id, violation.describe()), "violation": violation}),
+                    )
+                    .await;
+                run.violations.push(violation);
             }
             run.gate_outcomes = outcomes;
         }

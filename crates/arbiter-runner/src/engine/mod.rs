@@ -21,6 +21,7 @@ use arbiter_core::artifact::{
     AgentOutcome, Baseline, CandidateState, Evidence, Materialization, PatchEvidence, RunState, SCHEMA_VERSION,
     SettingsSnapshot, paths,
 };
+use arbiter_core::canary::{CanaryPlan, Planned};
 use arbiter_core::cost::{CallRecord, CostSummary};
 use arbiter_core::crosstest::AuthoredTest;
 use arbiter_core::event::{Event, EventKind};
@@ -33,8 +34,8 @@ use arbiter_core::status::{CandidateStatus, RunStatus};
 use arbiter_core::task::Task;
 use arbiter_store::{CandidateRecord, RunRecord, Store, StoreError};
 use serde_json::json;
-use tokio::sync::Semaphore;
 use tokio::sync::mpsc::UnboundedSender;
+use tokio::sync::{Semaphore, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::budget::RunBudget;
@@ -141,6 +142,12 @@ pub(super) struct RunCtx {
     pub(super) pool: Pool,
     /// What every process a candidate starts runs under.
     pub(super) confinement: Confinement,
+    /// The canary of each verify command, planned from the base commit.
+    pub(super) canaries: Vec<Planned>,
+    /// Which verify commands' canaries the base's run showed failing (sent once by the
+    /// baseline; a candidate's gates plant only those).
+    pub(super) calibration: watch::Receiver<Option<Vec<bool>>>,
+    calibration_sender: Mutex<Option<watch::Sender<Option<Vec<bool>>>>>,
     pub(super) base_commit: String,
     pub(super) task: Task,
     pub(super) settings: RunSettings,
@@ -330,6 +337,7 @@ impl Engine {
                 }),
             )
             .await;
+        let canaries = crate::canary::plan_for(&repo, &state.base_commit, &settings.verify.value).await;
         let ctx = self.assemble(RunParts {
             run_id: run_id.clone(),
             repo,
@@ -337,6 +345,7 @@ impl Engine {
             run_dir,
             pool,
             confinement,
+            canaries,
             base_commit: state.base_commit.clone(),
             task: state.task.clone(),
             settings,
@@ -366,6 +375,8 @@ impl Engine {
         for id in &pruned {
             let _ = self.store.finish_run(id, RunStatus::Interrupted, None, None).await;
         }
+
+        let canaries = crate::canary::plan_for(&repo, &base_commit, &req.settings.verify.value).await;
 
         let started = self.clock.now();
         let run_id = RunId::new(started, self.run_suffix);
@@ -484,6 +495,7 @@ impl Engine {
             run_dir,
             pool,
             confinement,
+            canaries,
             base_commit,
             task: req.task,
             settings,
@@ -542,6 +554,7 @@ impl Engine {
             secrets.add("a backend key from the secrets file", value);
         }
         let redactor = secrets.redactor();
+        let (calibration_sender, calibration) = watch::channel(None);
         let budget = Arc::new(RunBudget::new(
             p.settings.budget_usd.value,
             &self.cancel,
@@ -555,6 +568,9 @@ impl Engine {
             run_dir: p.run_dir,
             pool: p.pool,
             confinement: p.confinement,
+            canaries: p.canaries,
+            calibration,
+            calibration_sender: Mutex::new(Some(calibration_sender)),
             base_commit: p.base_commit,
             task: p.task,
             settings: p.settings,
@@ -581,6 +597,7 @@ struct RunParts {
     run_dir: RunDir,
     pool: Pool,
     confinement: Confinement,
+    canaries: Vec<Planned>,
     base_commit: String,
     task: Task,
     settings: RunSettings,
@@ -602,7 +619,10 @@ async fn drive(
         let ctx = ctx.clone();
         tokio::spawn(async move {
             match saved {
-                Some(baseline) => BaselineRun { baseline, tree: None },
+                Some(baseline) => {
+                    ctx.send_calibration(candidate::calibration_of(&baseline));
+                    BaselineRun { baseline, tree: None }
+                }
                 None => run_baseline(&ctx).await,
             }
         })
@@ -746,6 +766,32 @@ impl RunCtx {
     /// The environment of verify and setup commands: the allowlist plus `env_passthrough`.
     pub(super) fn command_env(&self) -> Vec<(String, String)> {
         crate::agent_env::build(self.process_env.clone(), &self.settings.env_passthrough.value, Vec::new())
+    }
+
+    /// The canary planned for verify command `index`, if any.
+    pub(super) fn canary_plan(&self, index: usize) -> Option<&CanaryPlan> {
+        match self.canaries.get(index) {
+            Some(Planned::Plant(plan)) => Some(plan),
+            _ => None,
+        }
+    }
+
+    /// Which verify commands' canaries the base calibrated, once the baseline knows (all
+    /// uncalibrated when it never says, or the run is interrupted first).
+    pub(super) async fn calibration(&self) -> Vec<bool> {
+        let mut rx = self.calibration.clone();
+        tokio::select! {
+            known = rx.wait_for(Option::is_some) => known.map(|v| v.clone().unwrap_or_default()).unwrap_or_default(),
+            _ = self.cancel.cancelled() => Vec::new(),
+        }
+    }
+
+    /// Says which canaries the base calibrated (the first call counts).
+    pub(super) fn send_calibration(&self, calibrated: Vec<bool>) {
+        let sender = self.calibration_sender.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(tx) = sender {
+            let _ = tx.send(Some(calibrated));
+        }
     }
 
     pub(super) fn scratch_index(&self, name: &str) -> PathBuf {
