@@ -44,6 +44,10 @@ pub struct InvocationSpec {
     /// A fresh per-candidate directory the runner creates: `HOME` and the CLI's config
     /// directory point into it, and [`Invocation::files`] are relative to it.
     pub agent_home: PathBuf,
+    /// The CLI already runs in arbiter's sandbox (its files and processes confined): a CLI
+    /// whose own sandbox cannot run inside another (Codex's needs to write `/tmp`) is asked
+    /// to leave sandboxing to arbiter, unless `permission_mode` says otherwise.
+    pub confined: bool,
 }
 
 /// A model endpoint to point a CLI at.
@@ -313,6 +317,7 @@ mod tests {
             prompt: "Fix add in calc.py".into(),
             prompt_file: "/run/c1/prompt.md".into(),
             agent_home: "/run/c1/home".into(),
+            confined: false,
             ..Default::default()
         }
     }

@@ -18,6 +18,7 @@ fn spec() -> InvocationSpec {
         prompt: "Fix add in calc.py".into(),
         prompt_file: PROMPT_FILE.into(),
         agent_home: HOME.into(),
+        confined: false,
         ..Default::default()
     }
 }
@@ -222,6 +223,12 @@ fn codex_arguments_config_and_stdin() {
     );
     assert_eq!(inv.stdin, PromptInput::Null, "codex waits on an open stdin");
     assert_eq!(env(&inv, "CODEX_HOME"), Some(home(".codex").as_str()));
+    // In arbiter's sandbox, Codex's own (which cannot set itself up there) is left out,
+    // unless the runner asks for one.
+    let confined = invocation(CliAgent::Codex, &InvocationSpec { confined: true, ..spec() });
+    assert_eq!(strs(&confined.args)[3..5], ["--sandbox", "danger-full-access"]);
+    let asked = InvocationSpec { confined: true, permission_mode: Some("workspace-write".into()), ..spec() };
+    assert_eq!(strs(&invocation(CliAgent::Codex, &asked).args)[3..5], ["--sandbox", "workspace-write"]);
     assert!(!file(&inv, ".codex/config.toml").contains("model_provider"));
 
     let s = InvocationSpec {

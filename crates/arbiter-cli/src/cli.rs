@@ -60,9 +60,28 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// arbiter's cache of candidate workspaces (the warm pool of each repository).
+    #[command(subcommand)]
+    Cache(CacheCommand),
     /// Plans: many tasks with dependencies, run as tournaments by a pool of workers.
     #[command(subcommand)]
     Plan(PlanCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum CacheCommand {
+    /// Remove idle workspaces (and the pools of repositories that no longer exist); a
+    /// workspace in use is never touched.
+    Prune {
+        /// Keep this many idle workspaces per repository (the most recently used).
+        #[arg(long, value_name = "N", default_value_t = 0)]
+        keep: usize,
+        /// Also remove workspaces kept with --keep-worktrees.
+        #[arg(long)]
+        kept: bool,
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -219,7 +238,8 @@ pub struct BackendAddArgs {
     /// The environment variable holding the key.
     #[arg(long, value_name = "VAR", conflicts_with = "api_key_stdin")]
     pub api_key_env: Option<String>,
-    /// Read the key from stdin and keep it in .arbiter/secrets.toml (mode 0600).
+    /// Read the key from stdin and keep it in the repository's secrets file (mode 0600, in
+    /// ~/.config/arbiter/secrets/, outside the repository).
     #[arg(long)]
     pub api_key_stdin: bool,
     /// USD per million input tokens.

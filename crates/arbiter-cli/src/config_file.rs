@@ -1,4 +1,4 @@
-//! Editing `.arbiter/config.toml` and `.arbiter/secrets.toml`.
+//! Editing `.arbiter/config.toml` and the repository's secrets file (`~/.config/arbiter/secrets/`).
 //!
 //! The config file belongs to the user: edits go through `toml_edit`, so comments, order
 //! and formatting survive. Keys live only in `secrets.toml`, created with mode 0600 and
@@ -6,7 +6,7 @@
 
 use std::fs;
 use std::io::Write;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 
 use arbiter_core::backends::{BackendSection, SecretsFile};
@@ -107,7 +107,21 @@ pub fn set_enabled(path: &Path, name: &str, enabled: bool) -> Result<(), CliErro
     }
 }
 
-/// Reads `.arbiter/secrets.toml` (empty when absent).
+/// Moves an older `.arbiter/secrets.toml` to `to`: its keys join those already there (a key
+/// already at `to` wins), the result is written with mode 0600, and only then is the old file
+/// removed — nothing is lost when any step fails.
+pub fn migrate_secrets(from: &Path, to: &Path) -> Result<(), CliError> {
+    let old = read_secrets(from)?;
+    let mut merged = read_secrets(to)?;
+    for (name, secret) in old.backends {
+        merged.backends.entry(name).or_insert(secret);
+    }
+    write_secrets(to, &merged)?;
+    fs::remove_file(from)?;
+    Ok(())
+}
+
+/// Reads a secrets file (empty when absent).
 pub fn read_secrets(path: &Path) -> Result<SecretsFile, CliError> {
     match fs::read_to_string(path) {
         Ok(text) => toml::from_str(&text).map_err(|e| CliError::usage(format!("cannot parse {}: {e}", path.display()))),
@@ -116,9 +130,12 @@ pub fn read_secrets(path: &Path) -> Result<SecretsFile, CliError> {
     }
 }
 
-/// Writes `.arbiter/secrets.toml` with mode 0600.
+/// Writes a secrets file with mode 0600 (its directory 0700).
 pub fn write_secrets(path: &Path, secrets: &SecretsFile) -> Result<(), CliError> {
     let text = toml::to_string(secrets).map_err(|e| CliError::environment(format!("cannot encode secrets: {e}")))?;
+    if let Some(dir) = path.parent() {
+        fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
+    }
     let tmp = path.with_extension("toml.tmp");
     {
         let mut f = fs::OpenOptions::new().create(true).write(true).truncate(true).mode(0o600).open(&tmp)?;

@@ -37,9 +37,29 @@ impl RepoContext {
         Ok(RepoContext { git: Git::new(root.clone()), workspace: Workspace::at(root) })
     }
 
-    /// `.arbiter/secrets.toml`: backend keys given with `--api-key-stdin` (mode 0600).
+    /// The repository's secrets file: backend keys given with `--api-key-stdin` (mode 0600),
+    /// in arbiter's configuration directory (`~/.config/arbiter/secrets/<repo>.toml`), never
+    /// inside the repository. A `.arbiter/secrets.toml` an older arbiter wrote is moved there
+    /// the first time it is needed.
     pub fn secrets_path(&self) -> PathBuf {
-        self.workspace.dir().join("secrets.toml")
+        let dirs = arbiter_runner::user_dirs::UserDirs::from_process();
+        let path = dirs.secrets_file(self.workspace.repo_root());
+        let old = self.workspace.dir().join("secrets.toml");
+        if old.exists() {
+            match crate::config_file::migrate_secrets(&old, &path) {
+                Ok(()) => eprintln!(
+                    "arbiter: moved {} to {} (mode 0600): secrets no longer live inside the repository",
+                    old.display(),
+                    path.display()
+                ),
+                Err(e) => eprintln!(
+                    "arbiter: warning: {} could not be moved to {}: {e}; move it there yourself (mode 0600)",
+                    old.display(),
+                    path.display()
+                ),
+            }
+        }
+        path
     }
 
     /// The parsed `.arbiter/config.toml`, or defaults when there is none.

@@ -12,7 +12,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-use crate::cli::{Cli, Command, ConfigCommand, RunsCommand};
+use crate::cli::{CacheCommand, Cli, Command, ConfigCommand, RunsCommand};
 use crate::error::CliError;
 
 fn main() -> ExitCode {
@@ -55,5 +55,6 @@ async fn dispatch(cli: Cli) -> Result<u8, CliError> {
         Command::MockLlm { script, bind } => commands::mock_llm::mock_llm(script, bind).await,
         Command::Plan(cmd) => commands::plan::plan(repo, cli.database_url.as_deref(), cmd).await,
         Command::Runners { json } => commands::runners::runners(repo, *json).await,
+        Command::Cache(CacheCommand::Prune { keep, kept, json }) => commands::cache::prune(*keep, *kept, *json),
     }
 }

@@ -1,5 +1,5 @@
 //! Turning the configured backends into endpoints the built-in agent can call: provider,
-//! base URL, key (from the named environment variable, else `.arbiter/secrets.toml`),
+//! base URL, key (from the named environment variable, else the repository's secrets file),
 //! limits and prices.
 
 use std::collections::BTreeMap;

@@ -64,8 +64,9 @@ fn keys_stay_in_the_secrets_file_and_are_never_printed() {
     assert!(config.starts_with(&before), "the user's file must be kept as it was, with the new tables after it");
     assert!(!config.contains(KEY));
     assert!(config.contains("input_cost = \"0.15\""), "{config}");
-    let secrets = repo.arbiter_dir().join("secrets.toml");
+    let secrets = repo.secrets_file();
     assert!(std::fs::read_to_string(&secrets).expect("secrets").contains(KEY));
+    assert!(!repo.arbiter_dir().join("secrets.toml").exists(), "no secret inside the repository");
     assert_eq!(std::fs::metadata(&secrets).expect("meta").permissions().mode() & 0o777, 0o600);
 
     for args in [
@@ -79,7 +80,7 @@ fn keys_stay_in_the_secrets_file_and_are_never_printed() {
         assert!(!run.stdout.contains(KEY) && !run.stderr.contains(KEY), "{args:?} printed the key");
     }
     let list = repo.arbiter(&["backend", "list"]);
-    assert!(list.stdout.contains("in .arbiter/secrets.toml") && list.stdout.contains("0.15/0.6"), "{}", list.stdout);
+    assert!(list.stdout.contains("in the secrets file") && list.stdout.contains("0.15/0.6"), "{}", list.stdout);
 
     repo.arbiter(&["backend", "disable", "local"]).assert_code(0);
     assert!(repo.arbiter(&["backend", "list"]).stdout.contains("disabled"));

@@ -351,7 +351,7 @@ fn a_stored_key_reaches_the_server_and_nothing_else() {
     let shell = shell.unwrap_or_else(|| panic!("no run_shell result: {transcript:#?}"));
     assert!(shell["content"].as_str().unwrap_or_default().contains("[REDACTED]"), "{shell:#}");
 
-    let secrets = repo.arbiter_dir().join("secrets.toml");
+    let secrets = repo.secrets_file();
     assert!(fs::read_to_string(&secrets).expect("secrets.toml").contains(LEAK_KEY), "the key belongs in secrets.toml");
     let config = fs::read_to_string(repo.arbiter_dir().join("config.toml")).expect("config.toml");
     assert!(!config.contains(LEAK_KEY), "config.toml holds the key:\n{config}");

@@ -126,13 +126,10 @@ fn transcript_types(run_dir: &Path, id: &str) -> Vec<String> {
         .collect()
 }
 
-/// No file under `.arbiter/` but `secrets.toml` holds any of `secrets`.
+/// No file under `.arbiter/` holds any of `secrets` (the secrets file is not in there).
 #[track_caller]
 fn assert_no_secret_under_arbiter(repo: &TestRepo, secrets: &[&str]) {
     for file in files_under(&repo.arbiter_dir()) {
-        if file.file_name().is_some_and(|n| n == "secrets.toml") {
-            continue;
-        }
         let text = String::from_utf8_lossy(&fs::read(&file).expect("read")).into_owned();
         for secret in secrets {
             assert!(!text.contains(secret), "{} contains {secret}", file.display());
@@ -570,7 +567,7 @@ fn a_cli_on_a_backend_gets_its_key_by_environment_only() {
     assert!(summary["env_names"].as_array().expect("env names").iter().all(|n| n != "ANTHROPIC_API_KEY"));
     assert_no_secret_under_arbiter(&repo, &[BACKEND_KEY, ANTHROPIC_KEY, OPENAI_KEY, DB_URL]);
     assert!(
-        fs::read_to_string(repo.arbiter_dir().join("secrets.toml")).expect("secrets.toml").contains(BACKEND_KEY),
+        fs::read_to_string(repo.secrets_file()).expect("secrets file").contains(BACKEND_KEY),
         "the key is kept where it was given"
     );
 }

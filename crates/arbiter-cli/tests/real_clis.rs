@@ -127,19 +127,20 @@ fn assert_fixed(repo: &TestRepo, run: &Run, cli: &str) -> Value {
     assert_eq!(summary["agent_cli"]["final_status"], "success", "{summary:#}");
     assert!(summary["agent_cli"]["usage"]["input_tokens"].as_u64().is_some_and(|n| n > 0), "{summary:#}");
     for file in files_under(&repo.arbiter_dir()) {
-        if file.file_name().is_some_and(|n| n == "secrets.toml") {
-            continue;
-        }
         let text = String::from_utf8_lossy(&fs::read(&file).expect("read")).into_owned();
         assert!(!text.contains(MOCK_KEY), "{} holds the key", file.display());
     }
-    assert!(
-        !repo.arbiter_dir().join("worktrees").exists()
-            || files_under(&repo.arbiter_dir().join("worktrees"))
-                .iter()
-                .all(|p| !p.to_string_lossy().contains("agent-homes")),
-        "an agent home was left behind"
-    );
+    // It ran in the sandbox, and its home was emptied afterwards.
+    let state = read_json(&dir.join("state.json"));
+    assert_eq!(state["sandbox"]["filesystem"], true, "{cli} ran outside the sandbox: {state:#}");
+    let homes: Vec<PathBuf> = repo
+        .workspace_slots()
+        .iter()
+        .map(|slot| slot.join("home"))
+        .filter(|home| home.exists())
+        .flat_map(|home| files_under(&home))
+        .collect();
+    assert!(homes.is_empty(), "an agent home was left behind: {homes:?}");
     summary
 }
 

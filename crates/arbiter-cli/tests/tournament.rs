@@ -966,3 +966,53 @@ sed -i 's/return a - b/return a + b/' calc.py
     assert_eq!(event["data"]["restarting"][0]["reuses_worktree"], false, "{event:#}");
     assert_eq!(event["data"]["baseline_kept"], true, "{event:#}");
 }
+
+/// The warm pool is bounded by `arbiter cache prune`: idle workspaces go, kept ones only when
+/// asked, and the next run builds what it needs again.
+#[test]
+fn cache_prune_bounds_the_pool_and_keeps_what_the_user_kept() {
+    let repo = python_repo(AGENT_FIX);
+    // A cache of its own: pruning the shared one would race the other tests.
+    let cache = tempfile::tempdir().expect("temp dir");
+    let arbiter = |args: &[&str]| {
+        Run::from_output(repo.arbiter_cmd(args).env("ARBITER_CACHE_DIR", cache.path()).output().expect("run arbiter"))
+    };
+    let slots = || -> Vec<std::path::PathBuf> {
+        fs::read_dir(cache.path().join("workspaces"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .flat_map(|pool| fs::read_dir(pool.path()).into_iter().flatten().flatten())
+            .filter(|e| e.file_name().to_string_lossy().starts_with("slot-"))
+            .map(|e| e.path())
+            .collect()
+    };
+    let run = |extra: &[&str]| {
+        let mut args =
+            vec!["run", "--task", "Fix add", "--command", "./agent.sh", "--verify", VERIFY_PY, "--apply", "none"];
+        args.extend_from_slice(extra);
+        arbiter(&args)
+    };
+    run(&["--candidates", "3"]).assert_code(0);
+    assert_eq!(slots().len(), 4, "three candidates and the base: {:?}", slots());
+    let kept = run(&["--candidates", "1", "--keep-worktrees"]);
+    kept.assert_code(0);
+    assert_eq!(slots().len(), 4, "the second run reused the warm workspaces: {:?}", slots());
+
+    let pruned = arbiter(&["cache", "prune", "--json"]);
+    pruned.assert_code(0);
+    let report: Value = serde_json::from_str(&pruned.stdout).expect("--json");
+    assert_eq!(report["workspaces_removed"], 2, "{report:#}");
+    let left = slots();
+    assert_eq!(left.len(), 2, "the kept candidate's and the kept base's workspaces stay: {left:?}");
+    for slot in &left {
+        assert_eq!(read_json(&slot.join("slot.json"))["use"], "kept", "{}", slot.display());
+        assert!(slot.join("tree/calc.py").exists());
+    }
+    let all = arbiter(&["cache", "prune", "--kept"]);
+    all.assert_code(0);
+    assert!(all.stdout.contains("Removed 2 workspace(s)"), "{}", all.stdout);
+    assert!(slots().is_empty(), "{:?}", slots());
+    run(&["--candidates", "1"]).assert_code(0);
+    assert_eq!(repo.status(), Vec::<String>::new());
+}

@@ -1,6 +1,6 @@
 //! Model backends as configured: `[backends.NAME]` tables, the `[roles]` chains, and where
 //! each backend's key comes from. Keys themselves never appear here: a backend names an
-//! environment variable (`api_key_env`) or has its key in `.arbiter/secrets.toml` (mode
+//! environment variable (`api_key_env`) or has its key in the repository's secrets file (`~/.config/arbiter/secrets/<repo>.toml`, mode
 //! 0600), which is read by the caller.
 
 use std::collections::BTreeMap;
@@ -141,7 +141,7 @@ pub enum KeyStatus {
     Env { var: String },
     /// `api_key_env` names a variable that is not set.
     EnvMissing { var: String },
-    /// The key is in `.arbiter/secrets.toml`.
+    /// The key is in the repository's secrets file.
     SecretsFile,
     /// No key configured (fine for local servers).
     None,
@@ -152,7 +152,7 @@ impl fmt::Display for KeyStatus {
         match self {
             KeyStatus::Env { var } => write!(f, "from ${var}"),
             KeyStatus::EnvMissing { var } => write!(f, "MISSING (${var} is not set)"),
-            KeyStatus::SecretsFile => f.write_str("in .arbiter/secrets.toml"),
+            KeyStatus::SecretsFile => f.write_str("in the secrets file"),
             KeyStatus::None => f.write_str("none"),
         }
     }
@@ -169,7 +169,7 @@ pub fn key_status(b: &BackendSection, env_is_set: impl Fn(&str) -> bool, in_secr
     }
 }
 
-/// `.arbiter/secrets.toml`.
+/// A repository's secrets file: backend keys by backend name.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SecretsFile {

@@ -128,7 +128,7 @@ pub const DEFAULT_CONFIG_TOML: &str = r#"# arbiter configuration. Command-line f
 
 # Model backends (managed with `arbiter backend add|list|show|remove|enable|disable|test`).
 # Keys are never stored here: name an environment variable, or use --api-key-stdin to keep
-# the key in .arbiter/secrets.toml (mode 0600).
+# the key in the repository's secrets file (~/.config/arbiter/secrets/, mode 0600).
 # [backends.local-qwen]
 # provider = "openai-compatible"
 # model = "qwen2.5-coder-7b-instruct"

@@ -130,6 +130,7 @@ impl CliRunner {
             resume_session: resume_session.filter(|_| self.agent.resume_supported()),
             endpoint: self.endpoint_spec(),
             agent_home,
+            confined: false,
         }
     }
 
@@ -524,12 +525,13 @@ impl AgentRunner for CliRunner {
         let home = ctx.home.clone();
         let _remove_home = RemoveOnDrop(home.clone());
         let prompt = std::fs::read_to_string(&ctx.prompt_file)?;
-        let spec = self.invocation_spec(
+        let mut spec = self.invocation_spec(
             prompt,
             std::path::absolute(&ctx.prompt_file)?,
             home.clone(),
             ctx.resume_session.clone(),
         );
+        spec.confined = ctx.jail.as_ref().is_some_and(|j| j.policy.landlock);
         validate(self.agent, &spec).map_err(|e| std::io::Error::other(self.explain(&e)))?;
         let inv = invocation(self.agent, &spec);
         prepare_home(&home, &inv)?;

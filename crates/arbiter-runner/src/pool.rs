@@ -118,7 +118,7 @@ impl Pool {
         let objects = common.join("objects").canonicalize().map_err(io(&common))?;
         let object_format =
             repo.run(["rev-parse", "--show-object-format"]).await.map(|o| o.text()).unwrap_or_else(|_| "sha1".into());
-        let dir = cache.join("workspaces").join(repo_key(&root));
+        let dir = cache.join("workspaces").join(crate::user_dirs::repo_key(&root));
         fs::create_dir_all(&dir).map_err(io(&dir))?;
         restrict(&dir);
         let _ = fs::write(dir.join("repository"), format!("{}\n", root.display()));
@@ -137,6 +137,7 @@ impl Pool {
     /// A free slot, reset to `base` and taken for `owner` (created when every slot is busy).
     pub async fn acquire(&self, base: &str, owner: &Owner) -> Result<Slot, PoolError> {
         let mut slot = self.lock_free_slot()?;
+        slot.settled = false;
         slot.reset(base).await?;
         slot.set_state(SlotState { usage: Use::InUse, owner: Some(owner.clone()), base: Some(base.to_string()) });
         Ok(slot)
@@ -151,9 +152,10 @@ impl Pool {
             if !same || state.usage == Use::Kept {
                 continue;
             }
-            if let Some(slot) = Slot::try_lock(&path, self)
+            if let Some(mut slot) = Slot::try_lock(&path, self)
                 && slot.tree().join(".git").exists()
             {
+                slot.settled = false;
                 // Whatever the interrupted attempt left running (without a sandbox to end it).
                 kill_processes_inside(&path);
                 slot.set_state(SlotState { usage: Use::InUse, owner: Some(owner.clone()), base: state.base });
@@ -174,11 +176,10 @@ impl Pool {
                     return None;
                 }
                 // The lock is taken by whoever holds the slot, this process included.
-                let mut slot = Slot::try_lock(&path, self)?;
+                let slot = Slot::try_lock(&path, self)?;
                 // What its dead owner left running there (without a sandbox to end it).
                 kill_processes_inside(&path);
                 slot.set_state(SlotState { usage: Use::Idle, owner: state.owner.clone(), base: state.base });
-                slot.settled = true;
                 state.owner
             })
             .collect()
@@ -282,7 +283,8 @@ pub struct Slot {
     objects: PathBuf,
     object_format: String,
     pool: PathBuf,
-    /// Released, kept or removed already: nothing left for `drop` to do.
+    /// Nothing left for `drop` to do: released, kept or removed already, or locked only to be
+    /// looked at. A slot taken for use is not, and `drop` releases it.
     settled: bool,
 }
 
@@ -309,7 +311,8 @@ impl Slot {
             objects: pool.objects.clone(),
             object_format: pool.object_format.clone(),
             pool: pool.dir.clone(),
-            settled: false,
+            // A lock taken to look or to prune settles nothing; a lease taken for use does.
+            settled: true,
         })
     }
 
@@ -496,6 +499,45 @@ impl Slot {
     }
 }
 
+/// What pruning every pool of a cache removed.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct CachePruneReport {
+    /// Pools of repositories that no longer exist, removed whole.
+    pub pools_removed: usize,
+    pub slots_removed: usize,
+    pub bytes_freed: u64,
+    /// Workspaces left because they are in use.
+    pub in_use: usize,
+}
+
+/// Prunes every pool under `cache` (`arbiter cache prune`): the pool of a repository that
+/// no longer exists goes whole (unless a workspace of it is in use); in the others, idle
+/// workspaces beyond the `keep` most recently used go, and kept ones too with `kept`.
+pub fn prune_cache(cache: &Path, keep: usize, kept: bool) -> CachePruneReport {
+    let mut report = CachePruneReport::default();
+    for entry in fs::read_dir(cache.join("workspaces")).into_iter().flatten().flatten() {
+        let dir = entry.path();
+        if !dir.is_dir() {
+            continue;
+        }
+        let repository = fs::read_to_string(dir.join("repository")).unwrap_or_default();
+        let gone = repository.trim().is_empty() || !Path::new(repository.trim()).join(".git").exists();
+        let pool = Pool { dir: dir.clone(), objects: PathBuf::new(), object_format: String::new() };
+        let pruned = pool.prune(if gone { 0 } else { keep }, kept || gone);
+        report.slots_removed += pruned.slots_removed;
+        report.bytes_freed += pruned.bytes_freed;
+        let left = pool.slot_dirs();
+        report.in_use += left.iter().filter(|slot| Slot::try_lock(slot, &pool).is_none()).count();
+        if gone && left.is_empty() {
+            report.bytes_freed += size_of(&dir);
+            if fs::remove_dir_all(&dir).is_ok() {
+                report.pools_removed += 1;
+            }
+        }
+    }
+    report
+}
+
 /// Removes idle slots beyond [`IDLE_SLOTS_KEPT`] (the highest-numbered first).
 fn trim_idle(pool_dir: &Path) {
     let pool = Pool { dir: pool_dir.to_path_buf(), objects: PathBuf::new(), object_format: String::new() };
@@ -512,20 +554,6 @@ fn trim_idle(pool_dir: &Path) {
             slot.destroy();
         }
     }
-}
-
-/// The directory name of a repository's pool: its name and a hash of its path.
-fn repo_key(root: &Path) -> String {
-    use sha2::{Digest, Sha256};
-    let name: String = root
-        .file_name()
-        .map(|n| {
-            n.to_string_lossy().chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).collect()
-        })
-        .unwrap_or_else(|| "repo".into());
-    let hash = Sha256::digest(root.as_os_str().as_encoded_bytes());
-    let hex: String = hash.iter().take(8).map(|b| format!("{b:02x}")).collect();
-    format!("{name}-{hex}")
 }
 
 fn read_state(slot: &Path) -> SlotState {
@@ -758,6 +786,27 @@ mod tests {
             dir,
             "kept is never reused"
         );
+    }
+
+    #[tokio::test]
+    async fn pruning_the_cache_drops_pools_of_vanished_repositories_and_spares_busy_workspaces() {
+        let (repo_a, git_a, base_a) = repo().await;
+        let (repo_b, git_b, base_b) = repo().await;
+        let cache = tempfile::tempdir().unwrap();
+        let a = Pool::open(cache.path(), &git_a).await.unwrap();
+        let b = Pool::open(cache.path(), &git_b).await.unwrap();
+        let idle = a.acquire(&base_a, &Owner::new("r", "c01")).await.unwrap();
+        let busy = a.acquire(&base_a, &Owner::new("r", "c02")).await.unwrap();
+        idle.release();
+        b.acquire(&base_b, &Owner::new("r", "c01")).await.unwrap().release();
+        drop(repo_b);
+        let report = prune_cache(cache.path(), 0, false);
+        assert_eq!(report.pools_removed, 1, "{report:?}");
+        assert!(!b.dir().exists());
+        assert_eq!(report.slots_removed, 2, "b's slot and a's idle one: {report:?}");
+        assert_eq!(report.in_use, 1);
+        assert!(busy.tree().join("src/a.txt").exists());
+        drop(repo_a);
     }
 
     #[tokio::test]

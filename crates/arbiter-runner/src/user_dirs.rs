@@ -6,7 +6,7 @@
 //! ever inside a repository: no path relative to a candidate's workspace reaches them, and
 //! the sandbox hides both.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Where arbiter keeps what is not a repository's.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -38,6 +38,28 @@ impl UserDirs {
     pub fn sandbox_registry(&self) -> PathBuf {
         self.cache.join("sandboxes")
     }
+
+    /// The secrets file of the repository at `root` (backend keys, mode 0600): outside the
+    /// repository, so no candidate can reach it by a relative path, and hidden by the sandbox.
+    pub fn secrets_file(&self, root: &Path) -> PathBuf {
+        self.config.join("secrets").join(format!("{}.toml", repo_key(root)))
+    }
+}
+
+/// The name arbiter files a repository under in its own directories: the repository's
+/// directory name and a hash of its canonical path (two clones of one project differ).
+pub fn repo_key(root: &Path) -> String {
+    use sha2::{Digest, Sha256};
+    let root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
+    let name: String = root
+        .file_name()
+        .map(|n| {
+            n.to_string_lossy().chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).collect()
+        })
+        .unwrap_or_else(|| "repo".into());
+    let hash = Sha256::digest(root.as_os_str().as_encoded_bytes());
+    let hex: String = hash.iter().take(8).map(|b| format!("{b:02x}")).collect();
+    format!("{name}-{hex}")
 }
 
 #[cfg(test)]

@@ -18,6 +18,10 @@ use crate::json_lines::{JsonLines, count, exit_code, non_empty_text, text};
 /// The exec default sandbox is read-only: edits fail and codex still exits 0.
 const DEFAULT_SANDBOX: &str = "workspace-write";
 
+/// Inside arbiter's sandbox: Codex's own (bubblewrap, with a lock file in `/tmp`) cannot set
+/// itself up there, and arbiter's confines everything Codex starts anyway.
+const CONFINED_SANDBOX: &str = "danger-full-access";
+
 /// The provider id arbiter's endpoint gets in Codex's config (a new id: Codex ignores a
 /// changed `base_url` on its built-in `openai` provider).
 const PROVIDER_ID: &str = "arbiter";
@@ -28,7 +32,8 @@ pub(crate) fn invocation(spec: &InvocationSpec) -> Invocation {
     // runner's business. No `--ephemeral`: session files (in the per-run CODEX_HOME) are
     // what `resume` needs.
     inv.args(["exec", "--json", "--skip-git-repo-check"]);
-    inv.args(["--sandbox", spec.permission_mode_or(DEFAULT_SANDBOX)]);
+    let default = if spec.confined { CONFINED_SANDBOX } else { DEFAULT_SANDBOX };
+    inv.args(["--sandbox", spec.permission_mode_or(default)]);
     inv.option("-m", spec.model.as_deref());
     inv.args(spec.extra_args.iter().cloned());
     if let Some(session) = &spec.resume_session {

@@ -87,6 +87,14 @@ impl TestRepo {
             .expect("write config.toml");
     }
 
+    /// This repository's secrets file (in the tests' configuration directory).
+    pub fn secrets_file(&self) -> PathBuf {
+        test_dirs()
+            .join("config")
+            .join("secrets")
+            .join(format!("{}.toml", arbiter_runner::user_dirs::repo_key(self.path())))
+    }
+
     /// The workspaces of this repository's pool (in the tests' cache).
     pub fn workspace_slots(&self) -> Vec<PathBuf> {
         let name = self.path().file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
