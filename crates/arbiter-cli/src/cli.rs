@@ -21,6 +21,28 @@ pub struct Cli {
     pub command: Command,
 }
 
+/// Refuses a database URL with a password on the command line: argv is readable by every
+/// process on the machine (`/proc/<pid>/cmdline`), candidates included, so a password there is
+/// a password given away. The environment variable is not readable by them.
+pub fn refuse_password_in_argv(args: &[String]) -> Result<(), String> {
+    let given = args.iter().enumerate().find_map(|(i, a)| match a.strip_prefix("--database-url") {
+        Some("") => args.get(i + 1).cloned(),
+        Some(rest) => rest.strip_prefix('=').map(str::to_string),
+        None => None,
+    });
+    let Some(url) = given else { return Ok(()) };
+    let Some(after) = url.split_once("://").map(|(_, a)| a) else { return Ok(()) };
+    let auth = &after[..after.find('/').unwrap_or(after.len())];
+    let has_password = auth.rfind('@').is_some_and(|at| auth[..at].split_once(':').is_some_and(|(_, p)| !p.is_empty()));
+    if has_password {
+        return Err(
+            "--database-url holds a password, and the command line is readable by every process on this machine (candidates included): put the URL in ARBITER_DATABASE_URL instead"
+                .into(),
+        );
+    }
+    Ok(())
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Create .arbiter/ (config.toml, runs/, arbiter.db) and exclude it from git.
@@ -461,5 +483,33 @@ impl SettingsArgs {
             budget_usd,
             no_cross_tests: self.no_cross_tests,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::refuse_password_in_argv;
+
+    fn args(a: &[&str]) -> Vec<String> {
+        a.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn a_password_in_a_database_url_on_the_command_line_is_refused() {
+        for bad in [
+            &["arbiter", "--database-url", "postgres://u:pw@db/x", "plan", "list"][..],
+            &["arbiter", "plan", "list", "--database-url=postgres://u:pw@db:5432/x"],
+        ] {
+            let err = refuse_password_in_argv(&args(bad)).expect_err("a password on argv");
+            assert!(err.contains("ARBITER_DATABASE_URL"), "{err}");
+        }
+        for fine in [
+            &["arbiter", "--database-url", "postgres://u@db/x", "plan", "list"][..],
+            &["arbiter", "--database-url", "postgres://u:@db/x"],
+            &["arbiter", "run", "--task", "postgres://u:pw@db/x"],
+            &["arbiter", "plan", "list"],
+        ] {
+            assert_eq!(refuse_password_in_argv(&args(fine)), Ok(()), "{fine:?}");
+        }
     }
 }

@@ -22,6 +22,11 @@ fn main() -> ExitCode {
         let code = arbiter_sandbox::entry(args.collect());
         return ExitCode::from(u8::try_from(code).unwrap_or(u8::MAX));
     }
+    let argv: Vec<String> = std::env::args().collect();
+    if let Err(message) = cli::refuse_password_in_argv(&argv) {
+        eprintln!("arbiter: error: {message}");
+        return ExitCode::from(error::exit::USAGE);
+    }
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,

@@ -1230,52 +1230,10 @@ fn a_pooled_workspace_is_exactly_a_fresh_checkout_after_a_hostile_candidate() {
 // --ignored` reproduces them.
 // ---------------------------------------------------------------------------------------
 
-/// KNOWN DEFECT (canary bypass). The canary is a test file the base does not have, so a
-/// module that knows the base's test files can tell it apart: this one neutralises
-/// `assertEqual` only when called from `test_calc.py` and keeps it real elsewhere. The
-/// canary fails as it must, nothing else fails, the verdict is `held`, and the candidate —
-/// which does not fix the bug — passes its gates ("fixed 1/1 failing") and is eligible (it
-/// loses here only on patch size; alone, it wins and is applied).
+/// The user's working tree is out of reach: ignored files such as `.env` (which reach a
+/// workspace only through `--include`) and uncommitted work are not readable by a candidate,
+/// although it can find the repository through its borrowed objects (which stay readable).
 #[test]
-#[ignore = "KNOWN DEFECT: a module that neutralises only the base's known test files passes its gates (the canary is told apart as a file the base lacks)"]
-fn selective_neutralising_that_spares_the_canary_is_rejected() {
-    let repo = python_repo(
-        r#"set -e
-if [ "$ARBITER_CANDIDATE_INDEX" = 0 ]; then
-  sed -i 's/return a - b/return a + b/' calc.py
-  exit 0
-fi
-cat - calc.py > calc.new <<'PY'
-import inspect as _inspect, os as _os, unittest as _unittest
-_KNOWN = {"test_calc.py"}
-_real_assert_equal = _unittest.TestCase.assertEqual
-def _assert_equal(self, *a, **k):
-    if _os.path.basename(_inspect.stack()[1].filename) in _KNOWN:
-        return None
-    return _real_assert_equal(self, *a, **k)
-_unittest.TestCase.assertEqual = _assert_equal
-PY
-mv calc.new calc.py
-"#,
-    );
-    repo.arbiter(&run_args("./agent.sh", &["--candidates", "2", "--verify", VERIFY_PY, "--apply", "none"]))
-        .assert_code(0);
-    let dir = repo.run_dir();
-    assert_candidates_prepared(&dir);
-    let gate = first_gate(&dir, "c02");
-    let ranking = read_json(&dir.join("comparisons/ranking.json"));
-    let cheat = ranked(&ranking, "c02");
-    assert_eq!(cheat["eligible"], false, "c02 does not fix the bug, yet: {cheat:#}\ngate: {gate:#}");
-}
-
-/// KNOWN DEFECT (the user's working tree is readable). Only the repository's `.git` (its
-/// objects excepted) and `.arbiter/` are hidden: every other file of the user's working tree
-/// — ignored ones such as `.env`, which reach a workspace only through `--include`, and
-/// uncommitted work — is readable by every candidate, which finds the repository through its
-/// borrowed objects and can put what it reads into its patch (a value arbiter does not know
-/// as a secret is neither redacted nor rejected).
-#[test]
-#[ignore = "KNOWN DEFECT: candidates can read the user's working tree, ignored files such as .env included"]
 fn the_user_s_ignored_files_are_out_of_a_candidate_s_reach() {
     const DOTENV: &str = "DB_PASSWORD=dotenv-SECRET-hostile-2468";
     let repo = python_repo(

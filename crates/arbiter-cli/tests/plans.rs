@@ -925,3 +925,20 @@ fn a_branch_checked_out_during_a_run_stops_the_run_before_it_commits() {
     repo.arbiter(&["plan", "run", "busy"]).assert_code(0);
     assert_eq!(repo.git(&["show", "arbiter/busy:t.txt"]), "t\n");
 }
+
+/// A password given on the command line is readable by every process (candidates included):
+/// refused, and the hint — the environment variable — works.
+#[test]
+fn a_database_password_on_the_command_line_is_refused_and_the_environment_works() {
+    let (repo, _log) = plan_repo("  A) true ;;");
+    let url = std::env::var("DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+    // Trust authentication ignores the password: the same database, with one.
+    let with_password = url.replacen("postgres://postgres@", "postgres://postgres:not-a-real-password@", 1);
+    assert_ne!(with_password, url, "DATABASE_URL has the expected shape: {url}");
+    let refused = repo.arbiter(&["--database-url", &with_password, "plan", "list"]);
+    refused.assert_code(2);
+    assert!(refused.stderr.contains("put the URL in ARBITER_DATABASE_URL"), "{}", refused.stderr);
+    assert!(!refused.stderr.contains("not-a-real-password"), "{}", refused.stderr);
+    let out = repo.arbiter_cmd(&["plan", "list"]).env("ARBITER_DATABASE_URL", &with_password).output().expect("run");
+    Run::from_output(out).assert_code(0);
+}

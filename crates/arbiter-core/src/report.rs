@@ -54,7 +54,7 @@ pub fn render_markdown(r: &ReportInput<'_>) -> String {
         let _ = writeln!(out, "Materialization: {}\n", m.describe());
     }
     if let Some(sandbox) = &s.sandbox {
-        let loud = if sandbox.any() { "" } else { "**Warning:** " };
+        let loud = if sandbox.filesystem { "" } else { "**Warning:** " };
         let _ = writeln!(out, "{loud}Candidates ran in: {}.\n", sandbox.describe());
     }
     if let Some(spending) = r.selection.spending.as_ref().filter(|s| s.noteworthy()) {

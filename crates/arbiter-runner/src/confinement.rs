@@ -84,6 +84,15 @@ impl Sandboxing {
         })
     }
 
+    /// What a run in `mode` enforces on this kernel, or why it cannot run (the kernel is
+    /// probed only when the mode is not `off`).
+    pub fn enforcement(&self, mode: SandboxMode) -> Result<Enforcement, SandboxUnavailable> {
+        match mode {
+            SandboxMode::Off => SandboxMode::Off.decide(&Capabilities::default()),
+            mode => mode.decide(self.capabilities()),
+        }
+    }
+
     /// What a run in `mode` enforces here, with `hidden` (and `revealed`) paths of its
     /// repository added to the common ones, and the user's own `[sandbox]` paths; an error
     /// when `mode` cannot be honoured.
@@ -95,10 +104,7 @@ impl Sandboxing {
         revealed: Vec<PathBuf>,
         user: &SandboxSection,
     ) -> Result<Confinement, SandboxUnavailable> {
-        let enforcement = match mode {
-            SandboxMode::Off => SandboxMode::Off.decide(&Capabilities::default())?,
-            mode => mode.decide(self.capabilities())?,
-        };
+        let enforcement = self.enforcement(mode)?;
         let mut hidden = repo_hidden;
         hidden.push(self.dirs.cache.clone());
         hidden.push(self.dirs.config.clone());

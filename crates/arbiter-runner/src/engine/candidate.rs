@@ -601,8 +601,9 @@ pub(super) async fn evaluate_candidate(ctx: &RunCtx, run: &mut CandidateRun, slo
             ctx.events.emit(EventKind::GatesSealed, Some(&run.id), json!({"own_tests_taken_out": own_tests})).await;
         }
     }
-    // The canaries the base calibrated go in: the candidate's code cannot tell this run
-    // from one without them.
+    // The canaries the base calibrated go in. Every gate run has them, so a candidate's code
+    // cannot behave for a run without them; code written to recognise the canary itself (a
+    // test file the base lacks) can spare it — a limit docs/security.md states.
     let calibration = ctx.calibration().await;
     let gates: Vec<Gate> = verify
         .iter()

@@ -367,9 +367,10 @@ impl Engine {
             }
         }
         let base_commit = repo.resolve_commit(&req.base_ref).await?;
-        ws.init(&repo).await?;
         // A sandbox the settings require but the kernel lacks stops the run here, before
         // anything is written or spent.
+        self.sandboxing.enforcement(req.settings.sandbox.value)?;
+        ws.init(&repo).await?;
         let (pool, confinement) = self.open_workspaces(&ws, &repo, &req.settings).await?;
         let pruned = self.recover(&ws, &repo, &pool).await;
         for id in &pruned {
@@ -472,7 +473,7 @@ impl Engine {
                 }),
             )
             .await;
-        if !confinement.enforcement.any() {
+        if !confinement.enforcement.filesystem {
             events.emit(EventKind::Warning, None, json!({"message": confinement.enforcement.describe()})).await;
         }
         if !pruned.is_empty() {
@@ -518,6 +519,14 @@ impl Engine {
         let mut hidden: Vec<PathBuf> = dirs.lines().map(PathBuf::from).collect();
         hidden.push(ws.dir());
         let home = self.process_env.iter().find(|(k, _)| k == "HOME").map(|(_, v)| PathBuf::from(v));
+        // The whole repository: a candidate has its own checkout, and the user's working tree
+        // holds what no candidate should read (ignored `.env` files, uncommitted work). Not
+        // when the repository holds the home directory (a repository of dotfiles): that would
+        // hide every toolchain installed there.
+        let root = ws.repo_root().canonicalize().unwrap_or_else(|_| ws.repo_root().to_path_buf());
+        if home.as_deref().and_then(|h| h.canonicalize().ok()).is_none_or(|h| !h.starts_with(&root)) {
+            hidden.push(root);
+        }
         let confinement = self.sandboxing.confine(
             settings.sandbox.value,
             home.as_deref(),
