@@ -159,6 +159,18 @@ mod tests {
     }
 }
 
+/// Whether `command` names a program through which a recognised framework can run: only
+/// then is the base listed and read for the planner (a plan's tasks with commands like
+/// `test -f out.txt` skip that work).
+fn might_run_tests(command: &str) -> bool {
+    const PROGRAMS: &[&str] =
+        &["python", "python3", "pytest", "py.test", "jest", "vitest", "npm", "npx", "yarn", "pnpm", "cargo", "go"];
+    command.split(|c: char| c.is_whitespace() || matches!(c, ';' | '&' | '|' | '(' | ')')).any(|word| {
+        let name = word.rsplit('/').next().unwrap_or(word);
+        PROGRAMS.contains(&name) || name.starts_with("python3.")
+    })
+}
+
 /// The files the planner may read (it reads nothing else; see `arbiter_core::canary::RepoView`).
 const PLANNER_READS: &[&str] = &[
     "package.json",
@@ -181,6 +193,11 @@ const MAX_LOADED: usize = 400;
 pub async fn plan_for(repo: &crate::git::Git, base: &str, commands: &[String]) -> Vec<Planned> {
     if commands.is_empty() {
         return Vec::new();
+    }
+    if !commands.iter().any(|c| might_run_tests(c)) {
+        let reason =
+            "not a run of a test framework arbiter recognises (unittest, pytest, Jest, Vitest, cargo test, go test)";
+        return commands.iter().map(|_| Planned::NotApplicable { framework: None, reason: reason.into() }).collect();
     }
     let files: Vec<String> = match repo.run(["ls-tree", "-r", "-z", "--name-only", base]).await {
         Ok(out) => {

@@ -131,24 +131,49 @@ pub async fn commit_patch(
     scratch_index: &Path,
     message: &str,
 ) -> Result<String, GitError> {
+    match try_commit_patch(repo, base, patch_file, scratch_index, message).await? {
+        Ok(commit) => Ok(commit),
+        Err(stderr) => Err(GitError::Failed {
+            args: format!("apply --cached {}", patch_file.display()),
+            dir: repo.dir().display().to_string(),
+            stderr,
+        }),
+    }
+}
+
+/// [`commit_patch`], with a patch that does not apply to `base` as git's complaint (the
+/// check and the commit in one pass: no separate `apply --check`).
+pub async fn try_commit_patch(
+    repo: &Git,
+    base: &str,
+    patch_file: &Path,
+    scratch_index: &Path,
+    message: &str,
+) -> Result<Result<String, String>, GitError> {
     let result = async {
         repo.run_with_index(["read-tree", base], Some(scratch_index)).await?;
-        repo.run_with_index(
-            [std::ffi::OsStr::new("apply"), std::ffi::OsStr::new("--cached"), patch_file.as_os_str()],
-            Some(scratch_index),
-        )
-        .await?;
+        let applied = repo
+            .run_with_index(
+                [std::ffi::OsStr::new("apply"), std::ffi::OsStr::new("--cached"), patch_file.as_os_str()],
+                Some(scratch_index),
+            )
+            .await;
+        match applied {
+            Ok(_) => {}
+            Err(GitError::Failed { stderr, .. }) => return Ok(Err(stderr)),
+            Err(e) => return Err(e),
+        }
         let tree = repo.run_with_index(["write-tree"], Some(scratch_index)).await?.text();
         let mut args =
             vec!["commit-tree".to_string(), tree, "-p".into(), base.to_string(), "-m".into(), message.to_string()];
-        if !repo.has_identity().await {
+        if !repo.facts().await?.has_identity {
             args = [
                 vec!["-c".to_string(), "user.name=arbiter".into(), "-c".into(), "user.email=arbiter@localhost".into()],
                 args,
             ]
             .concat();
         }
-        Ok(repo.run(args).await?.text())
+        Ok(Ok(repo.run(args).await?.text()))
     }
     .await;
     let _ = std::fs::remove_file(scratch_index);

@@ -16,6 +16,22 @@ use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
+/// What does not change about a repository while arbiter runs: looked up once per process
+/// and repository (a plan's tasks would otherwise ask git for it hundreds of times).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RepoFacts {
+    /// The git directory (`.git`, or a linked worktree's own), absolute.
+    pub git_dir: PathBuf,
+    /// The common git directory (the main repository's `.git`), absolute.
+    pub common_dir: PathBuf,
+    /// `sha1` or `sha256`.
+    pub object_format: String,
+    /// Whether commits get an author from the configuration (`user.name` and `user.email`).
+    pub has_identity: bool,
+}
+
+static FACTS: std::sync::Mutex<Option<std::collections::HashMap<PathBuf, RepoFacts>>> = std::sync::Mutex::new(None);
+
 /// Serializes changes to worktree records within this process (see [`Git::worktree_add`]).
 static WORKTREE_RECORDS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
@@ -191,18 +207,35 @@ impl Git {
         }
     }
 
-    /// Every worktree of the repository (the main one and each linked one) with the branch
-    /// it has checked out, if any: `(path, branch)` without `refs/heads/`.
+    /// Every worktree of the repository (the main one first) and the branch it has checked
+    /// out (`None`: a detached HEAD), read from the git directory's `HEAD` files rather than
+    /// asked of git: a plan checks it before every commit.
     pub async fn worktree_branches(&self) -> Result<Vec<(String, Option<String>)>, GitError> {
-        let out = self.run(["worktree", "list", "--porcelain"]).await?;
-        let mut all: Vec<(String, Option<String>)> = Vec::new();
-        for line in String::from_utf8_lossy(&out.stdout).lines() {
-            if let Some(path) = line.strip_prefix("worktree ") {
-                all.push((path.to_string(), None));
-            } else if let (Some(branch), Some(last)) = (line.strip_prefix("branch "), all.last_mut()) {
-                last.1 = Some(branch.strip_prefix("refs/heads/").unwrap_or(branch).to_string());
-            }
+        let facts = self.facts().await?;
+        let branch_of = |head: &Path| -> Option<String> {
+            let text = std::fs::read_to_string(head).ok()?;
+            text.trim().strip_prefix("ref: refs/heads/").map(str::to_string)
+        };
+        let mut all = Vec::new();
+        // A bare repository has no main worktree.
+        if facts.common_dir.file_name().is_some_and(|n| n == ".git")
+            && let Some(main) = facts.common_dir.parent()
+        {
+            all.push((main.display().to_string(), branch_of(&facts.common_dir.join("HEAD"))));
         }
+        let mut linked: Vec<(String, Option<String>)> = std::fs::read_dir(facts.common_dir.join("worktrees"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|entry| {
+                let admin = entry.path();
+                let gitdir = std::fs::read_to_string(admin.join("gitdir")).ok()?;
+                let path = Path::new(gitdir.trim()).parent()?.display().to_string();
+                Some((path, branch_of(&admin.join("HEAD"))))
+            })
+            .collect();
+        linked.sort();
+        all.extend(linked);
         Ok(all)
     }
 
@@ -335,6 +368,34 @@ impl Git {
             Err(GitError::Failed { .. }) => Ok(false),
             Err(e) => Err(e),
         }
+    }
+
+    /// The repository's [`RepoFacts`] (asked of git once per process).
+    pub async fn facts(&self) -> Result<RepoFacts, GitError> {
+        let cached = FACTS.lock().unwrap_or_else(|p| p.into_inner()).as_ref().and_then(|m| m.get(&self.dir).cloned());
+        if let Some(facts) = cached {
+            return Ok(facts);
+        }
+        let out = self
+            .run(["rev-parse", "--path-format=absolute", "--git-dir", "--git-common-dir", "--show-object-format"])
+            .await?
+            .text();
+        let mut lines = out.lines();
+        let (Some(git_dir), Some(common_dir), format) = (lines.next(), lines.next(), lines.next()) else {
+            return Err(GitError::NotARepository(self.dir.display().to_string()));
+        };
+        let facts = RepoFacts {
+            git_dir: PathBuf::from(git_dir),
+            common_dir: PathBuf::from(common_dir),
+            object_format: format.unwrap_or("sha1").to_string(),
+            has_identity: self.has_identity().await,
+        };
+        FACTS
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_or_insert_with(Default::default)
+            .insert(self.dir.clone(), facts.clone());
+        Ok(facts)
     }
 
     /// Whether an author identity is configured (commits need one).

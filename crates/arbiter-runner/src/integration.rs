@@ -171,10 +171,10 @@ pub async fn commit_onto(
     let task_ref = task_ref(to.plan, to.task);
     for _ in 0..CAS_TRIES {
         let parent = tip(repo, to.branch).await?;
-        if let Err(detail) = capture::apply_check(repo, &parent, patch, scratch_index).await? {
-            return Err(IntegrationError::Conflict { tip: parent, detail });
-        }
-        let commit = capture::commit_patch(repo, &parent, patch, scratch_index, message).await?;
+        let commit = match capture::try_commit_patch(repo, &parent, patch, scratch_index, message).await? {
+            Ok(commit) => commit,
+            Err(detail) => return Err(IntegrationError::Conflict { tip: parent, detail }),
+        };
         // The task's ref is compare-and-swapped too: a value left from an earlier commit
         // that is no longer on the branch is replaced, never one written meanwhile.
         let record = match ref_value(repo, &task_ref).await? {

@@ -113,11 +113,9 @@ impl Pool {
     /// The pool of `repo` (the user's repository) under `cache` (`<cache>/workspaces/...`).
     pub async fn open(cache: &Path, repo: &Git) -> Result<Pool, PoolError> {
         let root = repo.dir().canonicalize().map_err(io(repo.dir()))?;
-        let common = repo.run(["rev-parse", "--git-common-dir"]).await?.text();
-        let common = if Path::new(&common).is_absolute() { PathBuf::from(common) } else { root.join(common) };
-        let objects = common.join("objects").canonicalize().map_err(io(&common))?;
-        let object_format =
-            repo.run(["rev-parse", "--show-object-format"]).await.map(|o| o.text()).unwrap_or_else(|_| "sha1".into());
+        let facts = repo.facts().await?;
+        let objects = facts.common_dir.join("objects").canonicalize().map_err(io(&facts.common_dir))?;
+        let object_format = facts.object_format;
         let dir = cache.join("workspaces").join(crate::user_dirs::repo_key(&root));
         fs::create_dir_all(&dir).map_err(io(&dir))?;
         restrict(&dir);

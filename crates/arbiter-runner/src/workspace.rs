@@ -75,8 +75,7 @@ impl Workspace {
             fs::write(self.config_path(), DEFAULT_CONFIG_TOML)?;
             report.created_config = true;
         }
-        let common = git.run(["rev-parse", "--git-common-dir"]).await?.text();
-        let common = if Path::new(&common).is_absolute() { PathBuf::from(common) } else { self.root.join(common) };
+        let common = git.facts().await?.common_dir;
         let exclude = common.join("info").join("exclude");
         let current = fs::read_to_string(&exclude).unwrap_or_default();
         if !current.lines().any(|l| l.trim() == "/.arbiter/" || l.trim() == ".arbiter/" || l.trim() == ".arbiter") {

@@ -515,8 +515,8 @@ impl Engine {
         settings: &RunSettings,
     ) -> Result<(Pool, Confinement), EngineError> {
         let pool = Pool::open(&self.sandboxing.dirs().cache, repo).await?;
-        let dirs = repo.run(["rev-parse", "--path-format=absolute", "--git-dir", "--git-common-dir"]).await?.text();
-        let mut hidden: Vec<PathBuf> = dirs.lines().map(PathBuf::from).collect();
+        let facts = repo.facts().await?;
+        let mut hidden: Vec<PathBuf> = vec![facts.git_dir, facts.common_dir];
         hidden.push(ws.dir());
         let home = self.process_env.iter().find(|(k, _)| k == "HOME").map(|(_, v)| PathBuf::from(v));
         // The whole repository: a candidate has its own checkout, and the user's working tree
