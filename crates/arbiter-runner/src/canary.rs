@@ -128,36 +128,6 @@ impl Planted {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use arbiter_core::canary::{CanaryFile, Framework};
-
-    #[test]
-    fn plants_and_removes_without_leaving_directories() {
-        let dir = tempfile::tempdir().unwrap();
-        fs::write(dir.path().join("Cargo.toml"), "[package]\nname = \"x\"\n").unwrap();
-        let plan = CanaryPlan {
-            framework: Framework::CargoTest,
-            command: "cargo test".into(),
-            files: vec![CanaryFile { path: "tests/deep/a.rs".into(), content: "x".into() }],
-            test: "a".into(),
-            class: None,
-        };
-        let planted = plant(dir.path(), &plan).unwrap();
-        assert_eq!(fs::read_to_string(dir.path().join("tests/deep/a.rs")).unwrap(), "x");
-        planted.remove().unwrap();
-        assert!(!dir.path().join("tests").exists());
-        let view = CheckoutView::from_ls_files(dir.path().to_path_buf(), "Cargo.toml\0");
-        assert!(view.read("Cargo.toml").is_some_and(|t| t.contains("name")));
-        assert_eq!(view.read("../etc/passwd"), None);
-        let mut bad = plan.clone();
-        bad.files[0].path = "../escape.rs".into();
-        assert!(plant(dir.path(), &bad).is_err());
-        bad.files[0].path = "Cargo.toml".into();
-        assert_eq!(plant(dir.path(), &bad).map(|_| ()).map_err(|e| e.kind()), Err(io::ErrorKind::AlreadyExists));
-    }
-}
 
 /// Whether `command` names a program through which a recognised framework can run: only
 /// then is the base listed and read for the planner (a plan's tasks with commands like
@@ -233,4 +203,35 @@ pub async fn plan_for(repo: &crate::git::Git, base: &str, commands: &[String]) -
     let view = StaticRepo { files, contents };
     let nonce = random_nonce();
     commands.iter().map(|c| arbiter_core::canary::plan(c, &view, &nonce)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arbiter_core::canary::{CanaryFile, Framework};
+
+    #[test]
+    fn plants_and_removes_without_leaving_directories() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join("Cargo.toml"), "[package]\nname = \"x\"\n").unwrap();
+        let plan = CanaryPlan {
+            framework: Framework::CargoTest,
+            command: "cargo test".into(),
+            files: vec![CanaryFile { path: "tests/deep/a.rs".into(), content: "x".into() }],
+            test: "a".into(),
+            class: None,
+        };
+        let planted = plant(dir.path(), &plan).unwrap();
+        assert_eq!(fs::read_to_string(dir.path().join("tests/deep/a.rs")).unwrap(), "x");
+        planted.remove().unwrap();
+        assert!(!dir.path().join("tests").exists());
+        let view = CheckoutView::from_ls_files(dir.path().to_path_buf(), "Cargo.toml\0");
+        assert!(view.read("Cargo.toml").is_some_and(|t| t.contains("name")));
+        assert_eq!(view.read("../etc/passwd"), None);
+        let mut bad = plan.clone();
+        bad.files[0].path = "../escape.rs".into();
+        assert!(plant(dir.path(), &bad).is_err());
+        bad.files[0].path = "Cargo.toml".into();
+        assert_eq!(plant(dir.path(), &bad).map(|_| ()).map_err(|e| e.kind()), Err(io::ErrorKind::AlreadyExists));
+    }
 }

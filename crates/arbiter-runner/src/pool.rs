@@ -213,7 +213,7 @@ impl Pool {
                 let _ = fs::remove_dir_all(entry.path());
             }
         }
-        idle.sort_by(|a, b| b.0.cmp(&a.0));
+        idle.sort_by_key(|(used, _)| std::cmp::Reverse(*used));
         for (_, path) in idle.into_iter().skip(keep) {
             if let Some(slot) = Slot::try_lock(&path, self) {
                 report.bytes_freed += size_of(&path);
