@@ -169,22 +169,37 @@ SH
 chmod +x "$floor"
 
 # --- timing --------------------------------------------------------------------------------
-# Each arbiter command has a cache of its own, so the cold one's removal never touches the
-# warm one's pool; the removal happens in hyperfine's --prepare, off the clock.
+# Each arbiter command has a cache of its own. The cold one starts by renaming its pool out
+# of the way (a rename: no time), and the removal of what it renamed happens in the --prepare
+# before every timed run, off the clock.
 cache_cold="$BENCH_DIR/cache-cold"; cache_warm="$BENCH_DIR/cache-warm"
+cold="$BENCH_DIR/cold.sh"
+cat > "$cold" <<'SH'
+#!/bin/sh
+# cold.sh CACHE ARBITER ARGS...: run arbiter with an empty workspace pool in CACHE.
+cache="$1"; shift
+[ -d "$cache/workspaces" ] && mv "$cache/workspaces" "$cache/workspaces.trash.$$"
+ARBITER_CACHE_DIR="$cache" exec "$@"
+SH
+chmod +x "$cold"
+prepare="$BENCH_DIR/prepare.sh"
+printf '#!/bin/sh
+rm -rf %s/workspaces.trash.*
+sync
+' "$cache_cold" > "$prepare"
+chmod +x "$prepare"
 cmd_floor="bash $floor $repo $CANDIDATES"
 run_args="--repo $repo run --task noop --candidates $CANDIDATES --runner command --command true --apply none"
-cmd_cold="env ARBITER_CACHE_DIR=$cache_cold $arbiter $run_args"
+cmd_cold="$cold $cache_cold $arbiter $run_args"
 cmd_warm="env ARBITER_CACHE_DIR=$cache_warm $arbiter $run_args"
 cmd_seq="$cmd_warm --parallel 1"
 names=(floor arbiter-cold arbiter-warm); cmds=("$cmd_floor" "$cmd_cold" "$cmd_warm")
-prepares=("sync" "rm -rf $cache_cold/workspaces; sync" "sync")
-if [ "$EXTRA" = 1 ]; then names+=(arbiter-parallel-1); cmds+=("$cmd_seq"); prepares+=("sync"); fi
+if [ "$EXTRA" = 1 ]; then names+=(arbiter-parallel-1); cmds+=("$cmd_seq"); fi
 
 # arbiter exits non-zero when no candidate wins, which is the expected outcome of a no-op
 # task without verify commands; what is measured is the time, so failures are ignored
 # (each run's success is checked below from its state.json instead).
-hf() { hyperfine --shell=none --ignore-failure --style basic "$@" >&2; }
+hf() { hyperfine --shell=none --ignore-failure --style basic --prepare "$prepare" "$@" >&2; }
 
 order_for_round() { # ABBA over the command indices
   local r="$1" n="${#names[@]}" i
@@ -217,7 +232,7 @@ if [ "$WARMUP" -gt 0 ]; then
   log "warmup: $WARMUP run(s) of each command"
   for ((w = 1; w <= WARMUP; w++)); do
     for i in $(order_for_round "$w"); do
-      hf --runs 1 --prepare "${prepares[$i]}" -n "warmup ${names[$i]}" "${cmds[$i]}" >/dev/null 2>&1
+      hf --runs 1 -n "warmup ${names[$i]}" "${cmds[$i]}" >/dev/null 2>&1
     done
   done
 fi
@@ -225,7 +240,6 @@ fi
 started="$(date +%s)"; done_runs=0
 for ((r = 1; r <= RUNS; r++)); do
   args=()
-  for i in $(order_for_round "$r"); do args+=(--prepare "${prepares[$i]}"); done
   for i in $(order_for_round "$r"); do args+=(-n "${names[$i]}" "${cmds[$i]}"); done
   log "round $r/$RUNS: $(for i in $(order_for_round "$r"); do printf '%s ' "${names[$i]}"; done)"
   t0="$(date +%s)"; b0="$(busy_ticks)"
@@ -305,7 +319,7 @@ if [ "$SANDBOX" = 1 ]; then
   true_bin="$(command -v true)"
   ( cd "$sb/tree" && hyperfine --shell=none --style basic --warmup 20 --runs 300 --export-json "$sb/sandbox.json" \
       -n direct "$true_bin" \
-      -n sandboxed "$arbiter __sandbox run --policy $policy -- $true_bin" >&2 )
+      -n sandboxed "$arbiter __sandbox run --policy '$policy' -- $true_bin" >&2 )
   jq -r '(.results[] | select(.command == "direct") | .median) as $d | .results[] |
     "\(.command): median \((.median * 1000 * 100 | round) / 100) ms (min \((.min * 1000 * 100 | round) / 100) ms)" +
     (if .command == "sandboxed" then " -> overhead \(((.median - $d) * 1000 * 100 | round) / 100) ms per sandboxed process (target < 20 ms)" else "" end)' \

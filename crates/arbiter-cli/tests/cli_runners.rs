@@ -137,16 +137,10 @@ fn assert_no_secret_under_arbiter(repo: &TestRepo, secrets: &[&str]) {
     }
 }
 
-/// The agent homes are gone after the run: nothing is left in the scratch area.
+/// The agent homes are emptied after the run.
 #[track_caller]
 fn assert_agent_homes_removed(repo: &TestRepo) {
-    let leftovers: Vec<PathBuf> = repo
-        .workspace_slots()
-        .iter()
-        .map(|slot| slot.join("home"))
-        .filter(|home| home.exists())
-        .flat_map(|home| files_under(&home))
-        .collect();
+    let leftovers = repo.agent_home_leftovers();
     assert!(leftovers.is_empty(), "agent homes left behind: {leftovers:?}");
 }
 

@@ -133,13 +133,7 @@ fn assert_fixed(repo: &TestRepo, run: &Run, cli: &str) -> Value {
     // It ran in the sandbox, and its home was emptied afterwards.
     let state = read_json(&dir.join("state.json"));
     assert_eq!(state["sandbox"]["filesystem"], true, "{cli} ran outside the sandbox: {state:#}");
-    let homes: Vec<PathBuf> = repo
-        .workspace_slots()
-        .iter()
-        .map(|slot| slot.join("home"))
-        .filter(|home| home.exists())
-        .flat_map(|home| files_under(&home))
-        .collect();
+    let homes = repo.agent_home_leftovers();
     assert!(homes.is_empty(), "an agent home was left behind: {homes:?}");
     summary
 }

@@ -128,7 +128,6 @@ impl Planted {
     }
 }
 
-
 /// Whether `command` names a program through which a recognised framework can run: only
 /// then is the base listed and read for the planner (a plan's tasks with commands like
 /// `test -f out.txt` skip that work).

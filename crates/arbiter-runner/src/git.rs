@@ -168,15 +168,7 @@ impl Git {
             drop(stdin);
         }
         let out = child.wait_with_output().await.map_err(io)?;
-        if out.status.success() {
-            Ok(GitOutput { stdout: out.stdout, stderr: out.stderr })
-        } else {
-            Err(GitError::Failed {
-                args: args.into_iter().map(|a| a.as_ref().to_string_lossy().into_owned()).collect::<Vec<_>>().join(" "),
-                dir: self.dir.display().to_string(),
-                stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
-            })
-        }
+        self.outcome(args, out)
     }
 
     /// Whether `ancestor` is `descendant` or one of its ancestors (`git merge-base
@@ -248,15 +240,23 @@ impl Git {
         let out = self.command(args.clone(), index_file).output().await.map_err(|e| {
             if e.kind() == std::io::ErrorKind::NotFound { GitError::Missing(e) } else { GitError::Io(e) }
         })?;
+        self.outcome(args, out)
+    }
+
+    /// A finished git process as a result: its output, or its failure with its own message.
+    fn outcome<I, S>(&self, args: I, out: std::process::Output) -> Result<GitOutput, GitError>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
         if out.status.success() {
-            Ok(GitOutput { stdout: out.stdout, stderr: out.stderr })
-        } else {
-            Err(GitError::Failed {
-                args: args.into_iter().map(|a| a.as_ref().to_string_lossy().into_owned()).collect::<Vec<_>>().join(" "),
-                dir: self.dir.display().to_string(),
-                stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
-            })
+            return Ok(GitOutput { stdout: out.stdout, stderr: out.stderr });
         }
+        Err(GitError::Failed {
+            args: args.into_iter().map(|a| a.as_ref().to_string_lossy().into_owned()).collect::<Vec<_>>().join(" "),
+            dir: self.dir.display().to_string(),
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        })
     }
 
     /// The top of the repository containing this directory.

@@ -95,6 +95,17 @@ impl TestRepo {
             .join(format!("{}.toml", arbiter_runner::user_dirs::repo_key(self.path())))
     }
 
+    /// Files left in the agent homes of this repository's workspaces (a runner empties its
+    /// agent's home when the agent ends).
+    pub fn agent_home_leftovers(&self) -> Vec<PathBuf> {
+        self.workspace_slots()
+            .iter()
+            .map(|slot| slot.join("home"))
+            .filter(|home| home.exists())
+            .flat_map(|home| files_under(&home))
+            .collect()
+    }
+
     /// The workspaces of this repository's pool (in the tests' cache).
     pub fn workspace_slots(&self) -> Vec<PathBuf> {
         let name = self.path().file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();

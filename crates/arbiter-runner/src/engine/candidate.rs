@@ -465,15 +465,7 @@ pub(super) async fn evaluate_candidate(ctx: &RunCtx, run: &mut CandidateRun, slo
     let text = if secrets.is_empty() {
         text
     } else {
-        let violation = Violation::SecretInPatch { sources: secrets };
-        ctx.events
-            .emit(
-                EventKind::Warning,
-                Some(&run.id),
-                json!({"message": format!("{}: {}", run.id, violation.describe()), "violation": violation}),
-            )
-            .await;
-        run.violations.push(violation);
+        disqualify(ctx, run, Violation::SecretInPatch { sources: secrets }).await;
         ctx.redactor.redact(&text)
     };
     let patch_path = cdir.join(paths::PATCH);
@@ -521,7 +513,7 @@ pub(super) async fn evaluate_candidate(ctx: &RunCtx, run: &mut CandidateRun, slo
     if let Some(touched) = &touched {
         let files = changed_files(tree, touched);
         for breach in limits::check(&ctx.settings.limits.value, run.patch_text.len() as u64, &files) {
-            run.violations.push(Violation::OverLimit { breach });
+            disqualify(ctx, run, Violation::OverLimit { breach }).await;
         }
         if run.violations.is_empty() && run.patch.as_ref().is_some_and(|p| p.applies_cleanly) {
             run.authored_tests = authored_tests(ctx, tree, touched);
@@ -640,20 +632,24 @@ pub(super) async fn evaluate_candidate(ctx: &RunCtx, run: &mut CandidateRun, slo
             }
             let tampered: Vec<String> = outcomes.iter().filter(|o| o.tampered()).map(|o| o.command.clone()).collect();
             if !tampered.is_empty() {
-                let violation = Violation::TamperedChecks { commands: tampered };
-                ctx.events
-                    .emit(
-                        EventKind::Warning,
-                        Some(&run.id),
-                        json!({"message": format!("{}: {}", run.id, violation.describe()), "violation": violation}),
-                    )
-                    .await;
-                run.violations.push(violation);
+                disqualify(ctx, run, Violation::TamperedChecks { commands: tampered }).await;
             }
             run.gate_outcomes = outcomes;
         }
         Err(e) => run.gates_skipped = Some(format!("cannot run the verify commands: {e}")),
     }
+}
+
+/// Records what disqualifies a candidate, and says so in the events.
+async fn disqualify(ctx: &RunCtx, run: &mut CandidateRun, violation: Violation) {
+    ctx.events
+        .emit(
+            EventKind::Warning,
+            Some(&run.id),
+            json!({"message": format!("{}: {}", run.id, violation.describe()), "violation": violation}),
+        )
+        .await;
+    run.violations.push(violation);
 }
 
 /// The files a patch adds, changes or deletes, as the candidate left them (sizes and link
