@@ -1103,6 +1103,45 @@ mod tests {
     }
 
     #[test]
+    fn sandbox_mode_limits_and_paths_layer_and_bad_values_name_the_fix() {
+        let cfg = ConfigFile::parse(
+            "[run]\nsandbox = \"require\"\nmax_patch_files = 7\n[sandbox]\nwritable = [\"~/.cache/b\"]\nhidden = [\"/srv\"]\n",
+            "c",
+        )
+        .unwrap();
+        let s = RunSettings::resolve(&cfg, flags_with_command()).unwrap();
+        assert_eq!(s.sandbox, Sourced { value: SandboxMode::Require, origin: Origin::Config });
+        assert_eq!(s.limits.value.max_patch_files, 7);
+        assert_eq!(s.limits.value.max_patch_bytes, CandidateLimits::default().max_patch_bytes);
+        assert_eq!(s.limits.origin, Origin::Config);
+        assert_eq!(s.sandbox_paths.value.writable, vec!["~/.cache/b".to_string()]);
+        let flag = RunSettings::resolve(&cfg, FlagOverrides { sandbox: Some("off".into()), ..flags_with_command() });
+        assert_eq!(flag.unwrap().sandbox, Sourced { value: SandboxMode::Off, origin: Origin::Flag });
+        let defaults = RunSettings::resolve(&ConfigFile::default(), flags_with_command()).unwrap();
+        assert_eq!(defaults.sandbox, Sourced { value: SandboxMode::Auto, origin: Origin::Default });
+
+        let bad = RunSettings::resolve(
+            &ConfigFile::default(),
+            FlagOverrides { sandbox: Some("on".into()), ..flags_with_command() },
+        );
+        let err = bad.unwrap_err().to_string();
+        assert!(err.contains("'on' (from flag) is not a sandbox mode") && err.contains("auto, require, off"), "{err}");
+        let relative = ConfigFile::parse("[sandbox]\nwritable = [\"cache\"]\n", "c").unwrap();
+        let err = RunSettings::resolve(&relative, flags_with_command()).unwrap_err().to_string();
+        assert!(err.contains("'cache' is not an absolute path") && err.contains("~/paths"), "{err}");
+        let zero = ConfigFile::parse("[run]\nmax_file_bytes = 0\n", "c").unwrap();
+        assert!(RunSettings::resolve(&zero, flags_with_command()).unwrap_err().to_string().contains("positive number"));
+        // Settings recorded before these existed read as their defaults.
+        let mut old = serde_json::to_value(&defaults).unwrap();
+        for key in ["sandbox", "sandbox_paths", "limits"] {
+            old.as_object_mut().unwrap().remove(key);
+        }
+        let back: RunSettings = serde_json::from_value(old).unwrap();
+        assert_eq!(back.sandbox.value, SandboxMode::Auto);
+        assert_eq!(back.limits.value, CandidateLimits::default());
+    }
+
+    #[test]
     fn zero_candidates_is_refused() {
         let err =
             RunSettings::resolve(&ConfigFile::default(), FlagOverrides { candidates: Some(0), ..flags_with_command() })
