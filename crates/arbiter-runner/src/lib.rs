@@ -23,6 +23,7 @@ pub mod capture;
 pub mod cli_runner;
 pub mod command_runner;
 pub mod confinement;
+pub mod coordinator;
 pub mod engine;
 pub mod events;
 pub mod gates;
@@ -39,6 +40,7 @@ pub mod process;
 pub mod rundir;
 pub mod runners;
 pub mod user_dirs;
+pub mod worker;
 pub mod workspace;
 
 /// A random 24-bit run id suffix (run ids must not collide between concurrent runs).
