@@ -1269,3 +1269,27 @@ cp stolen.txt "$M/stolen.txt"
         assert!(!text.contains("dotenv-SECRET"), "{} holds the user's .env", file.display());
     }
 }
+
+/// The sandbox hides the repository, so a program named by its absolute path inside it would
+/// fail in every candidate (permission denied, exit 126). The run refuses it before anything
+/// starts, and the fix it names (the path relative to the root) runs.
+#[test]
+fn a_program_named_inside_the_hidden_repository_is_refused_and_the_named_fix_runs() {
+    let repo = python_repo("sed -i 's/return a - b/return a + b/' calc.py\n");
+    let absolute = repo.path().join("agent.sh").display().to_string();
+    let refused = repo.arbiter(&run_args(&absolute, &["--candidates", "1", "--verify", VERIFY_PY]));
+    refused.assert_code(2);
+    assert!(refused.stderr.contains("inside the repository"), "{}", refused.stderr);
+    assert!(repo.run_dirs().is_empty(), "a refused run wrote a run directory");
+    let fix = "`./agent.sh`";
+    assert!(refused.stderr.contains(fix), "the error names no relative path: {}", refused.stderr);
+    repo.arbiter(&run_args("./agent.sh", &["--candidates", "1", "--verify", VERIFY_PY, "--apply", "none"]))
+        .assert_code(0);
+    assert_eq!(read_json(&repo.run_dir().join("selection.json"))["winner"], "c01");
+    // Without the sandbox the absolute path is reachable, and accepted.
+    repo.arbiter(&run_args(
+        &absolute,
+        &["--candidates", "1", "--verify", VERIFY_PY, "--apply", "none", "--sandbox", "off"],
+    ))
+    .assert_code(0);
+}

@@ -18,9 +18,25 @@ pub struct MissingProgram {
     pub fix: String,
 }
 
+/// Where the checked commands run.
+#[derive(Clone, Copy, Debug)]
+pub struct CommandSite<'a> {
+    /// The repository root: relative program paths are resolved against it (commands run
+    /// in a checkout of it).
+    pub repo: &'a Path,
+    /// The `PATH` bare names are looked up on.
+    pub path: &'a str,
+    /// Whether the sandbox hides the repository from the commands (they run in a checkout
+    /// of their own; a program named by its absolute path inside the repository is not
+    /// there for them).
+    pub repo_hidden: bool,
+}
+
 /// Checks the program of `command` (`what` names it in the error, e.g. "verify command").
-/// Relative paths are resolved against `repo` (where commands run); bare names on `path`.
-pub fn check_program(what: &str, command: &str, repo: &Path, path: &str) -> Result<(), MissingProgram> {
+/// Relative paths are resolved against the repository (where commands run); bare names on
+/// `PATH`.
+pub fn check_program(what: &str, command: &str, site: &CommandSite<'_>) -> Result<(), MissingProgram> {
+    let (repo, path) = (site.repo, site.path);
     let missing = |program: &str, problem: &str, fix: String| MissingProgram {
         what: what.to_string(),
         command: command.to_string(),
@@ -32,7 +48,18 @@ pub fn check_program(what: &str, command: &str, repo: &Path, path: &str) -> Resu
         None | Some(Program::Builtin(_)) => Ok(()),
         Some(Program::Path(p)) => {
             let full = if Path::new(p).is_absolute() { Path::new(p).to_path_buf() } else { repo.join(p) };
-            if !full.exists() {
+            if site.repo_hidden
+                && Path::new(p).is_absolute()
+                && let Some(inside) = inside_repository(&full, repo)
+            {
+                Err(missing(
+                    p,
+                    "is inside the repository, which the sandbox hides from every command a candidate's run starts (each runs in a checkout of its own)",
+                    format!(
+                        "name it relative to the repository root (`./{inside}`) to run each checkout's own copy (commit it first), or keep it outside the repository"
+                    ),
+                ))
+            } else if !full.exists() {
                 Err(missing(
                     p,
                     "does not exist",
@@ -56,6 +83,13 @@ pub fn check_program(what: &str, command: &str, repo: &Path, path: &str) -> Resu
             }
         }
     }
+}
+
+/// `program`'s path relative to the repository root, when it is inside the repository.
+pub fn inside_repository(program: &Path, repo: &Path) -> Option<String> {
+    let canonical = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+    let relative = canonical(program).strip_prefix(canonical(repo)).ok()?.to_path_buf();
+    Some(relative.display().to_string())
 }
 
 /// Where an agent program is: a path with a `/` (relative ones against `repo`, when
@@ -83,14 +117,22 @@ mod tests {
     fn finds_and_misses_programs() {
         let dir = tempfile::tempdir().unwrap();
         let path = std::env::var("PATH").unwrap_or_default();
-        assert!(check_program("verify command", "sh -c true", dir.path(), &path).is_ok());
-        assert!(check_program("verify command", "cd x && make", dir.path(), &path).is_ok());
-        let e = check_program("verify command", "no-such-tool-xyz --flag", dir.path(), &path).unwrap_err();
+        let site = CommandSite { repo: dir.path(), path: &path, repo_hidden: true };
+        assert!(check_program("verify command", "sh -c true", &site).is_ok());
+        assert!(check_program("verify command", "cd x && make", &site).is_ok());
+        let e = check_program("verify command", "no-such-tool-xyz --flag", &site).unwrap_err();
         assert!(e.to_string().contains("`no-such-tool-xyz`, which is not on PATH"), "{e}");
-        let e = check_program("runner command", "./agent.sh", dir.path(), &path).unwrap_err();
+        let e = check_program("runner command", "./agent.sh", &site).unwrap_err();
         assert!(e.to_string().contains("does not exist"), "{e}");
         std::fs::write(dir.path().join("agent.sh"), "#!/bin/sh\n").unwrap();
-        let e = check_program("runner command", "./agent.sh", dir.path(), &path).unwrap_err();
+        let e = check_program("runner command", "./agent.sh", &site).unwrap_err();
         assert!(e.to_string().contains("chmod +x"), "{e}");
+        // Named by its absolute path, a program in the repository is out of the sandbox's
+        // sight: the fix names it relative to the root.
+        let absolute = dir.path().join("agent.sh").display().to_string();
+        let e = check_program("runner command", &absolute, &site).unwrap_err();
+        assert!(e.to_string().contains("inside the repository") && e.to_string().contains("`./agent.sh`"), "{e}");
+        let unsandboxed = CommandSite { repo_hidden: false, ..site };
+        assert!(check_program("runner command", &absolute, &unsandboxed).unwrap_err().to_string().contains("chmod +x"));
     }
 }

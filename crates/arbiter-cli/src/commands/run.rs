@@ -9,7 +9,7 @@ use arbiter_core::task::Task;
 use arbiter_runner::SystemClock;
 use arbiter_runner::cli_runner::{Cli, install_hint};
 use arbiter_runner::engine::{Engine, EngineError, RunOutcome, RunRequest};
-use arbiter_runner::preflight::{check_program, locate_program};
+use arbiter_runner::preflight::{CommandSite, check_program, inside_repository, locate_program};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
@@ -131,17 +131,27 @@ where
 /// Every program the run will start must exist before anything is spent.
 pub fn preflight(settings: &RunSettings, repo: &Path) -> Result<(), CliError> {
     let path = std::env::var("PATH").unwrap_or_default();
+    let site = CommandSite { repo, path: &path, repo_hidden: repo_hidden(settings, repo)? };
     for v in &settings.verify.value {
-        check_program("verify command", v, repo, &path).map_err(CliError::usage)?;
+        check_program("verify command", v, &site).map_err(CliError::usage)?;
     }
     if let Some(setup) = &settings.setup.value {
-        check_program("setup command", setup, repo, &path).map_err(CliError::usage)?;
+        check_program("setup command", setup, &site).map_err(CliError::usage)?;
     }
     for r in &settings.runners {
         let RunnerKind::Command { command } = &r.kind else { continue };
-        check_program(&format!("the {} runner's command", r.name), command, repo, &path).map_err(CliError::usage)?;
+        check_program(&format!("the {} runner's command", r.name), command, &site).map_err(CliError::usage)?;
     }
     Ok(())
+}
+
+/// Whether the run's sandbox will hide the repository from the commands it starts (it does
+/// whenever it confines the filesystem, unless the repository holds the home directory).
+fn repo_hidden(settings: &RunSettings, repo: &Path) -> Result<bool, CliError> {
+    let enforcement =
+        crate::context::sandboxing()?.enforcement(settings.sandbox.value).map_err(CliError::environment)?;
+    let home_inside = std::env::var_os("HOME").is_some_and(|h| inside_repository(Path::new(&h), repo).is_some());
+    Ok(enforcement.filesystem && !home_inside)
 }
 
 /// Every agent CLI the run will start must be installed and able to run as configured
@@ -149,11 +159,20 @@ pub fn preflight(settings: &RunSettings, repo: &Path) -> Result<(), CliError> {
 /// anything is spent. A relative `binary` is made absolute against the repository root.
 pub fn preflight_agents(p: &mut Prepared, repo: &Path) -> Result<(), CliError> {
     let path = std::env::var("PATH").unwrap_or_default();
+    let hidden = repo_hidden(&p.settings, repo)?;
     for spec in &mut p.settings.runners {
         let RunnerKind::Agent(agent) = &mut spec.kind else { continue };
         let Some(cli) = Cli::parse(&agent.cli) else { continue };
         let program = agent.binary.clone().unwrap_or_else(|| cli.default_binary().to_string());
         let located = match locate_program(&program, Some(repo), &path) {
+            Ok((_, found)) if hidden && inside_repository(&found, repo).is_some() => {
+                return Err(CliError::usage(format!(
+                    "the {} runner runs `{program}`, which is inside the repository, which the sandbox hides from every candidate; install it outside the repository and set `binary = \"/path/to/{}\"` in [runners.{}]",
+                    spec.name,
+                    cli.default_binary(),
+                    spec.name
+                )));
+            }
             Ok((located, _)) => located,
             Err(problem) => {
                 return Err(CliError::usage(format!(
