@@ -17,6 +17,8 @@ pub mod postgres;
 mod rows;
 pub mod sql;
 pub mod sqlite;
+mod unit_impl;
+pub mod units;
 
 use arbiter_core::event::Event;
 use arbiter_core::ids::{CandidateId, RunId};
@@ -78,6 +80,10 @@ pub enum StoreError {
         "the lease on task {task} of plan {plan} (fencing token {fence}) is no longer held: its lease expired and another attempt took over, or the plan was cancelled or reset; the report was refused (the cost it reported was charged)"
     )]
     StaleLease { plan: String, task: String, fence: i64 },
+    #[error(
+        "the lease on unit {unit} of task {task} of plan {plan} (fencing token {fence}) is no longer held: it expired and another worker took the unit over, or its attempt ended; the report was refused (the cost it reported was charged)"
+    )]
+    StaleUnit { plan: String, task: String, unit: String, fence: i64 },
     #[error("plan {plan} has tasks running under live leases: {}; stop their workers or `arbiter plan cancel {plan}` first (a lease that is not renewed also runs out), then reset", .tasks.join(", "))]
     LeasesHeld { plan: String, tasks: Vec<String> },
     #[error("task {task} of plan {plan} is {status}: {action} is not possible from there")]

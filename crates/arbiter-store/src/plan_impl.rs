@@ -807,13 +807,15 @@ macro_rules! plan_store_impl {
                     Ok(out)
                 }
 
-                /// The general claim: within a write transaction, under the store's locks.
+                /// The general claim (of the best ready task, or of `only`): within a write
+                /// transaction, under the store's locks.
                 async fn claim_tx(
                     tx: &mut Tx<'_>,
                     plan: &str,
                     worker: &str,
                     ttl: Duration,
                     now: Timestamp,
+                    only: Option<&str>,
                 ) -> Result<ClaimOutcome, StoreError> {
                     let PlanLock { budget, guard_files, cancelled, backoff_base } = Self::lock_plan_tx(tx, plan).await?;
                     let available = budget.available();
@@ -822,12 +824,15 @@ macro_rules! plan_store_impl {
                     let picked = if cancelled || exhausted {
                         None
                     } else {
-                        sqlx::query(<$store as PlanDialect>::PICK)
-                            .bind(plan)
-                            .bind(now.0)
-                            .bind(guard_files)
-                            .fetch_optional(&mut **tx)
-                            .await?
+                        let pick = match only {
+                            Some(task) => sqlx::query(<$store as PlanDialect>::PICK_ONE)
+                                .bind(plan)
+                                .bind(now.0)
+                                .bind(guard_files)
+                                .bind(task),
+                            None => sqlx::query(<$store as PlanDialect>::PICK).bind(plan).bind(now.0).bind(guard_files),
+                        };
+                        pick.fetch_optional(&mut **tx).await?
                     };
                     let Some(row) = picked else {
                         let idle = sqlx::query(q::IDLE).bind(plan).fetch_one(&mut **tx).await?;
@@ -1291,7 +1296,7 @@ macro_rules! plan_store_impl {
                         return Ok(ClaimOutcome::Claimed(Box::new(claimed)));
                     }
                     let mut tx = self.write_tx().await?;
-                    let outcome = Self::claim_tx(&mut tx, plan_id, worker, lease, now).await?;
+                    let outcome = Self::claim_tx(&mut tx, plan_id, worker, lease, now, None).await?;
                     tx.commit().await?;
                     Ok(outcome)
                 }

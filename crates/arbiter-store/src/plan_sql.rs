@@ -13,6 +13,8 @@ pub trait PlanDialect {
     /// files overlap a running task's when `$3` is true; other claimers' rows are skipped
     /// where the store can lock rows.
     const PICK: &'static str;
+    /// [`PICK`](PlanDialect::PICK) of one task (`id = $4`), when it is ready.
+    const PICK_ONE: &'static str;
     /// Taken first by every transaction that ends an attempt (`$1` the plan): it waits
     /// while an import of the plan is in flight, so dependents an import adds are counted
     /// either by the import or by the report, never by neither. `None` where writers are
@@ -73,6 +75,20 @@ macro_rules! pick_ready {
     };
 }
 pub(crate) use pick_ready;
+
+/// [`pick_ready`] of the one task `$4`.
+macro_rules! pick_ready_one {
+    () => {
+        concat!(
+            "SELECT t.id, t.version, t.attempt_budget_pico FROM plan_tasks t
+             WHERE t.plan_id = $1 AND t.id = $4 AND t.status = 'ready' AND t.not_before <= $2
+               AND (NOT $3 OR NOT t.has_files OR NOT ",
+            $crate::plan_sql::overlaps_running!(),
+            ")"
+        )
+    };
+}
+pub(crate) use pick_ready_one;
 
 /// The columns [`PlanDialect::LOCK_PLAN`] reads.
 macro_rules! plan_budget {
@@ -179,8 +195,14 @@ pub const LEASES_OF: &str = "SELECT plan_id, id, fence, lease_owner, attempts, m
      FROM plan_tasks WHERE plan_id = $1 AND status = 'running' AND lease_owner = $2";
 
 /// Running tasks whose lease is still live at `$2`.
-pub const LIVE_LEASES: &str = "SELECT id, lease_owner FROM plan_tasks
-     WHERE plan_id = $1 AND status = 'running' AND lease_expires >= $2 ORDER BY id";
+pub const LIVE_LEASES: &str = "SELECT t.id, COALESCE(t.lease_owner, (SELECT MIN(u.worker) FROM plan_units u
+           WHERE u.plan_id = t.plan_id AND u.task_id = t.id AND u.task_fence = t.fence
+             AND u.status = 'running' AND u.lease_expires >= $2)) AS lease_owner
+     FROM plan_tasks t
+     WHERE t.plan_id = $1 AND t.status = 'running' AND (t.lease_expires >= $2 OR EXISTS (SELECT 1 FROM plan_units u
+           WHERE u.plan_id = t.plan_id AND u.task_id = t.id AND u.task_fence = t.fence
+             AND u.status = 'running' AND u.lease_expires >= $2))
+     ORDER BY t.id";
 
 /// A cost incurred during an attempt, recorded on its task (`$3`) and attempt (fence `$4`).
 pub const CHARGE_TASK: &str = "UPDATE plan_tasks SET cost_pico = cost_pico + $3 WHERE plan_id = $1 AND id = $2";

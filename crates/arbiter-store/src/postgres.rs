@@ -22,7 +22,7 @@ use tokio::sync::{Notify, OnceCell};
 
 use crate::StoreError;
 use crate::migrate::POSTGRES;
-use crate::plan_sql::{PlanDialect, pick_ready, plan_budget, task_state};
+use crate::plan_sql::{PlanDialect, pick_ready, pick_ready_one, plan_budget, task_state};
 use crate::plans::{AttemptResult, Claimed, Finished, Lease, Wake};
 
 /// The channel waiting claimers listen on.
@@ -147,6 +147,7 @@ impl PlanDialect for PgStore {
     const LOCK_PLAN: &'static str = concat!(plan_budget!(), " FOR UPDATE");
     const LOCK_TASK: &'static str = concat!(task_state!(), " FOR UPDATE");
     const PICK: &'static str = concat!(pick_ready!(), " FOR UPDATE OF t SKIP LOCKED");
+    const PICK_ONE: &'static str = concat!(pick_ready_one!(), " FOR UPDATE OF t SKIP LOCKED");
     // The plan's ending lock: (1634886260, hashtext(plan)), as in `arbiter_finish_fast`.
     const ENDING_GUARD: Option<&'static str> = Some("SELECT pg_advisory_xact_lock_shared(1634886260, hashtext($1))");
     const IMPORT_GUARD: Option<&'static str> = Some("SELECT pg_advisory_xact_lock(1634886260, hashtext($1))");
@@ -189,3 +190,11 @@ const FINISH_FAST: &str =
 
 crate::store_impl!(PgStore);
 crate::plan_store_impl!(PgStore, sqlx::Postgres);
+crate::unit_queue_impl!(PgStore, sqlx::Postgres);
+
+/// Units are locked like tasks: a claim skips the rows another claimer holds.
+impl crate::unit_impl::UnitDialect for PgStore {
+    const PICK_UNITS: &'static str = concat!(crate::unit_impl::pick_units!(), " FOR UPDATE OF u SKIP LOCKED");
+    const LOCK_UNIT: &'static str = concat!(crate::unit_impl::unit_state!(), " FOR UPDATE OF u");
+    const LOCK_ATTEMPT: &'static str = concat!(crate::unit_impl::attempt_state!(), " FOR UPDATE");
+}

@@ -17,7 +17,7 @@ use tokio::sync::Notify;
 
 use crate::StoreError;
 use crate::migrate::SQLITE;
-use crate::plan_sql::{PlanDialect, pick_ready, plan_budget, task_state};
+use crate::plan_sql::{PlanDialect, pick_ready, pick_ready_one, plan_budget, task_state};
 use crate::plans::{AttemptResult, Claimed, Finished, Lease, Wake};
 
 /// The SQLite implementation of [`Store`](crate::Store) and [`PlanStore`](crate::plans::PlanStore).
@@ -195,6 +195,7 @@ impl PlanDialect for SqliteStore {
     const LOCK_PLAN: &'static str = plan_budget!();
     const LOCK_TASK: &'static str = task_state!();
     const PICK: &'static str = pick_ready!();
+    const PICK_ONE: &'static str = pick_ready_one!();
     const ENDING_GUARD: Option<&'static str> = None;
     const IMPORT_GUARD: Option<&'static str> = None;
     const LOCK_ENDING: Option<&'static str> = None;
@@ -203,3 +204,10 @@ impl PlanDialect for SqliteStore {
 
 crate::store_impl!(SqliteStore);
 crate::plan_store_impl!(SqliteStore, sqlx::Sqlite);
+crate::unit_queue_impl!(SqliteStore, sqlx::Sqlite);
+
+impl crate::unit_impl::UnitDialect for SqliteStore {
+    const PICK_UNITS: &'static str = crate::unit_impl::pick_units!();
+    const LOCK_UNIT: &'static str = crate::unit_impl::unit_state!();
+    const LOCK_ATTEMPT: &'static str = crate::unit_impl::attempt_state!();
+}

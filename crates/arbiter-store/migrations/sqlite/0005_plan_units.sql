@@ -1,0 +1,29 @@
+-- The units of a task's attempt, when its tournament spreads over workers: one per
+-- candidate, and the evaluation (gates across candidates, cross-tests, judges, selection),
+-- which becomes ready when every candidate unit is done. A unit belongs to the attempt whose
+-- fencing token it records (task_fence): once the attempt ends, its units are never claimed
+-- again. Each unit has a lease of its own, with its own fencing token.
+CREATE TABLE plan_units (
+    plan_id       TEXT NOT NULL,
+    task_id       TEXT NOT NULL,
+    task_fence    INTEGER NOT NULL,
+    name          TEXT NOT NULL,
+    kind          TEXT NOT NULL CHECK (kind IN ('candidate', 'evaluation')),
+    ord           INTEGER NOT NULL,
+    -- JSON array: what a worker must have (runners, backends) to claim the unit.
+    needs         TEXT NOT NULL,
+    status        TEXT NOT NULL CHECK (status IN ('waiting', 'ready', 'running', 'done')),
+    fence         INTEGER NOT NULL DEFAULT 0,
+    worker        TEXT,
+    lease_expires INTEGER,
+    tries         INTEGER NOT NULL DEFAULT 0,
+    run_id        TEXT NOT NULL,
+    -- JSON: what the unit's worker reported (its artifacts, its summary).
+    result        TEXT,
+    cost_pico     INTEGER NOT NULL DEFAULT 0,
+    updated_at    INTEGER NOT NULL,
+    PRIMARY KEY (plan_id, task_id, task_fence, name),
+    FOREIGN KEY (plan_id, task_id) REFERENCES plan_tasks (plan_id, id) ON DELETE CASCADE
+);
+CREATE INDEX plan_units_ready ON plan_units (plan_id, status) WHERE status = 'ready';
+CREATE INDEX plan_units_running ON plan_units (lease_expires) WHERE status = 'running';

@@ -1,0 +1,307 @@
+//! The unit queue's conformance suite: attempts spread over candidate units and an
+//! evaluation, on SQLite (a temporary file) and Postgres (a fresh database on the real
+//! server), through the same `UnitQueue` port.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use arbiter_core::money::Usd;
+use arbiter_core::plan::PlanSpec;
+use arbiter_core::plan::file::{Syntax, parse};
+use arbiter_core::plan::state::TaskStatus;
+use arbiter_core::time::Timestamp;
+use arbiter_store::StoreError;
+use arbiter_store::plans::*;
+use arbiter_store::postgres::PgStore;
+use arbiter_store::sqlite::SqliteStore;
+use arbiter_store::units::*;
+use serde_json::json;
+
+const SECOND: i64 = 1_000_000;
+const LEASE: Duration = Duration::from_secs(30);
+
+fn t(s: i64) -> Timestamp {
+    Timestamp(1_800_000_000 * SECOND + s * SECOND)
+}
+
+fn plan(tasks: &str, extra: &str) -> PlanSpec {
+    let json = format!(
+        r#"{{"id": "p", "name": "Plan", {extra} "defaults": {{"retry_backoff_seconds": 0}}, "tasks": [{tasks}]}}"#
+    );
+    parse(&json, Syntax::Json).unwrap_or_else(|e| panic!("{e}\n{json}"))
+}
+
+fn task(id: &str, deps: &[&str]) -> String {
+    format!(r#"{{"id": "{id}", "title": "task {id}", "dependencies": {}}}"#, serde_json::to_string(deps).unwrap())
+}
+
+async fn import(store: &dyn UnitQueue, spec: &PlanSpec) {
+    store
+        .import_plan(Import {
+            spec,
+            mode: ImportMode::Add,
+            skip: &[],
+            verdicts: &[],
+            apply: None,
+            branch: None,
+            now: t(0),
+        })
+        .await
+        .unwrap();
+}
+
+fn caps(have: &[&str]) -> Capabilities {
+    Capabilities::Only(have.iter().map(|s| s.to_string()).collect())
+}
+
+fn unit(name: &str, kind: UnitKind, needs: &[&str]) -> UnitSpec {
+    UnitSpec { name: name.into(), kind, needs: needs.iter().map(|s| s.to_string()).collect() }
+}
+
+/// c01 needs runner x, c02 runner y, the evaluation nothing.
+fn two_candidates() -> Vec<UnitSpec> {
+    vec![
+        unit("c01", UnitKind::Candidate, &["runner:x"]),
+        unit("c02", UnitKind::Candidate, &["runner:y"]),
+        unit("evaluation", UnitKind::Evaluation, &[]),
+    ]
+}
+
+async fn claim_task(store: &dyn UnitQueue, worker: &str, at: Timestamp) -> Claimed {
+    match store.claim("p", worker, LEASE, at).await.unwrap() {
+        ClaimOutcome::Claimed(c) => *c,
+        ClaimOutcome::Idle(i) => panic!("expected a claim, got {i:?}"),
+    }
+}
+
+async fn claim_unit(store: &dyn UnitQueue, worker: &str, have: &Capabilities, at: Timestamp) -> Option<UnitClaim> {
+    store.claim_unit(Some("p"), worker, have, LEASE, at).await.unwrap()
+}
+
+async fn task_record(store: &dyn UnitQueue, id: &str) -> TaskRecord {
+    store.plan("p").await.unwrap().unwrap().task(id).unwrap().clone()
+}
+
+fn done(result: serde_json::Value) -> UnitOutcome {
+    UnitOutcome::Done { result }
+}
+
+/// An attempt spreads over its units: each worker claims only what it can run, the
+/// evaluation waits for every candidate, and its report ends the attempt.
+async fn spread_and_evaluate(store: Arc<dyn UnitQueue>) {
+    import(&*store, &plan(&[task("A", &[]), task("B", &["A"])].join(","), "")).await;
+    let a = claim_task(&*store, "starter", t(1)).await;
+    store.start_units(&a.lease, "run-a", &two_candidates(), t(1)).await.unwrap();
+    // The task's own lease no longer runs out, and no longer names its claimer.
+    let record = task_record(&*store, "A").await;
+    assert_eq!((record.lease_owner, record.lease_expires), (None, None));
+    assert!(store.sweep_expired(t(10_000)).await.unwrap().is_empty());
+
+    let (x, y, bare) = (caps(&["runner:x"]), caps(&["runner:y"]), caps(&[]));
+    assert!(claim_unit(&*store, "bare", &bare, t(2)).await.is_none(), "a worker without the runners claims nothing");
+    let c1 = claim_unit(&*store, "wx", &x, t(2)).await.expect("c01 for runner x");
+    assert_eq!(
+        (c1.lease.name.as_str(), c1.lease.kind, c1.lease.run_id.as_str()),
+        ("c01", UnitKind::Candidate, "run-a")
+    );
+    assert_eq!((c1.lease.attempt.fence, c1.lease.attempt.attempt), (a.lease.fence, 1));
+    assert_eq!(c1.task.id, "A");
+    assert!(claim_unit(&*store, "wx", &x, t(2)).await.is_none(), "c02 needs runner y; the evaluation waits");
+    let c2 = claim_unit(&*store, "wy", &y, t(2)).await.expect("c02 for runner y");
+    assert_eq!(c2.lease.name, "c02");
+
+    let f = store.finish_unit(&c1.lease, done(json!({"patch": "sha-1"})), Usd::parse("0.25").unwrap(), t(3)).await;
+    assert!(!f.unwrap().evaluation_ready);
+    assert!(claim_unit(&*store, "bare", &bare, t(3)).await.is_none(), "the evaluation waits for c02");
+    let f = store.finish_unit(&c2.lease, done(json!({"patch": "sha-2"})), Usd::ZERO, t(4)).await.unwrap();
+    assert!(f.evaluation_ready);
+
+    let eval = claim_unit(&*store, "bare", &bare, t(5)).await.expect("the evaluation, for any worker");
+    assert_eq!(eval.lease.kind, UnitKind::Evaluation);
+    let units = store.units_of("p", "A", a.lease.fence).await.unwrap();
+    let results: Vec<_> = units.iter().filter_map(|u| u.result.clone()).collect();
+    assert_eq!(results, vec![json!({"patch": "sha-1"}), json!({"patch": "sha-2"})]);
+    assert_eq!(units[0].cost, Usd::parse("0.25").unwrap());
+    assert_eq!(store.running_units("p").await.unwrap().len(), 3);
+
+    store.finish_unit(&eval.lease, done(json!({"winner": "c01"})), Usd::ZERO, t(6)).await.unwrap();
+    let result = AttemptResult::Succeeded { run_id: Some("run-a".into()), commit: Some("abc".into()) };
+    let finished = store.finish(&eval.lease.attempt, result, Usd::ZERO, t(6)).await.unwrap();
+    assert_eq!((finished.status, finished.newly_ready.clone()), (TaskStatus::Done, vec!["B".to_string()]));
+    let record = task_record(&*store, "A").await;
+    assert_eq!((record.run_id.as_deref(), record.cost), (Some("run-a"), Usd::parse("0.25").unwrap()));
+    assert!(store.running_units("p").await.unwrap().is_empty(), "a finished attempt has no running units");
+    let kinds: Vec<String> = store.events("p").await.unwrap().into_iter().map(|e| e.kind).collect();
+    for kind in ["units_started", "unit_claimed", "unit_done", "evaluation_ready", "task_done"] {
+        assert!(kinds.iter().any(|k| k == kind), "no {kind} event in {kinds:?}");
+    }
+}
+
+/// A unit whose lease runs out goes back to the queue; its worker's late report is refused
+/// (its cost charged); after the last try a candidate is lost and the evaluation goes on.
+async fn unit_leases(store: Arc<dyn UnitQueue>) {
+    import(&*store, &plan(&task("A", &[]), "")).await;
+    let a = claim_task(&*store, "starter", t(1)).await;
+    store.start_units(&a.lease, "run-a", &two_candidates(), t(1)).await.unwrap();
+    let all = Capabilities::Any;
+    let first = claim_unit(&*store, "w1", &all, t(2)).await.unwrap();
+    assert_eq!(first.lease.name, "c01");
+    // Renewed in time, it stays; not renewed, it runs out.
+    assert!(store.heartbeat_unit(&first.lease, LEASE, t(20)).await.unwrap().is_some());
+    assert!(store.sweep_expired_units(t(40)).await.unwrap().is_empty());
+    let taken = store.sweep_expired_units(t(51)).await.unwrap();
+    assert_eq!(taken.len(), 1);
+    assert!(!taken[0].given_up);
+    assert!(store.heartbeat_unit(&first.lease, LEASE, t(52)).await.unwrap().is_none());
+    let second = claim_unit(&*store, "w2", &all, t(52)).await.unwrap();
+    assert_eq!((second.lease.name.as_str(), second.lease.fence), ("c01", first.lease.fence + 1));
+    let late = store.finish_unit(&first.lease, done(json!({})), Usd::parse("0.5").unwrap(), t(53)).await;
+    assert!(matches!(late, Err(StoreError::StaleUnit { .. })), "{late:?}");
+    let spent = store.plan("p").await.unwrap().unwrap().plan.budget.spent;
+    assert_eq!(spent, Usd::parse("0.5").unwrap(), "the refused report's cost is charged");
+    store.finish_unit(&second.lease, done(json!({"patch": "p"})), Usd::ZERO, t(54)).await.unwrap();
+
+    // c02 runs out MAX_UNIT_TRIES times: lost; the evaluation becomes ready without it.
+    let mut at = 60;
+    for try_ in 1..=MAX_UNIT_TRIES {
+        let c = claim_unit(&*store, &format!("dying-{try_}"), &all, t(at)).await.unwrap();
+        assert_eq!(c.lease.name, "c02");
+        at += 40;
+        let taken = store.sweep_expired_units(t(at)).await.unwrap();
+        assert_eq!(taken[0].given_up, try_ == MAX_UNIT_TRIES, "try {try_}");
+    }
+    let units = store.units_of("p", "A", a.lease.fence).await.unwrap();
+    assert_eq!(units[1].status, UnitStatus::Done);
+    assert!(units[1].result.as_ref().unwrap()["lost"].as_str().unwrap().contains("3 times"), "{:?}", units[1].result);
+    // The evaluation, lost as often, fails the attempt (retried: attempts are left).
+    for try_ in 1..=MAX_UNIT_TRIES {
+        let e = claim_unit(&*store, &format!("evaluator-{try_}"), &all, t(at)).await.unwrap();
+        assert_eq!(e.lease.kind, UnitKind::Evaluation);
+        at += 40;
+        store.sweep_expired_units(t(at)).await.unwrap();
+    }
+    let record = task_record(&*store, "A").await;
+    assert_eq!(record.status, TaskStatus::Ready, "{:?}", record.reason);
+    assert!(record.reason.unwrap_or_default().contains("evaluation was lost"));
+    // The old attempt's units are never claimed again.
+    assert!(claim_unit(&*store, "late", &all, t(at)).await.is_none());
+    let again = claim_task(&*store, "starter", t(at)).await;
+    assert_eq!(again.lease.attempt, 2);
+}
+
+/// A released unit (SIGTERM) and the units of a worker known to be dead go back at once
+/// without counting a try; a cancelled plan's units are never claimed.
+async fn releases(store: Arc<dyn UnitQueue>) {
+    import(&*store, &plan(&[task("A", &[]), task("B", &[])].join(","), "")).await;
+    let a = claim_task(&*store, "starter", t(1)).await;
+    store.start_units(&a.lease, "run-a", &two_candidates(), t(1)).await.unwrap();
+    let all = Capabilities::Any;
+    let c = claim_unit(&*store, "w1", &all, t(2)).await.unwrap();
+    let reason = "the worker was stopped".to_string();
+    store.finish_unit(&c.lease, UnitOutcome::Released { reason }, Usd::ZERO, t(3)).await.unwrap();
+    let c = claim_unit(&*store, "w2", &all, t(3)).await.unwrap();
+    assert_eq!(c.lease.name, "c01");
+    let d = claim_unit(&*store, "w2", &all, t(3)).await.unwrap();
+    assert_eq!(d.lease.name, "c02");
+    // A live unit lease holds the plan against a reset, like a task's.
+    let held = store.reset_plan("p", false, None, t(4)).await;
+    assert!(
+        matches!(&held, Err(StoreError::LeasesHeld { tasks, .. }) if tasks == &["A (worker w2)".to_string()]),
+        "{held:?}"
+    );
+    let taken = store.release_unit_workers("p", &["w2".to_string()], t(4)).await.unwrap();
+    assert_eq!(taken.len(), 2);
+    let units = store.units_of("p", "A", a.lease.fence).await.unwrap();
+    assert!(units.iter().all(|u| u.tries == 0), "releases do not count: {units:?}");
+    // The starting worker's lease went to the units: releasing it takes nothing back.
+    assert!(store.release_workers("p", &["starter".to_string()], "gone", t(5)).await.unwrap().is_empty());
+    store.cancel_plan("p", t(6)).await.unwrap();
+    assert!(claim_unit(&*store, "w3", &all, t(7)).await.is_none(), "a cancelled plan's units are not claimed");
+    let stale = store.start_units(&a.lease, "run-x", &two_candidates(), t(8)).await;
+    assert!(matches!(stale, Err(StoreError::StaleLease { .. })), "{stale:?}");
+}
+
+/// A worker looks at the ready tasks before it claims one it can run.
+async fn chosen_claims(store: Arc<dyn UnitQueue>) {
+    import(&*store, &plan(&[task("A", &[]), task("B", &[]), task("C", &["A"])].join(","), "")).await;
+    let ready: Vec<String> = store.ready_tasks("p", t(1), 10).await.unwrap().into_iter().map(|s| s.id).collect();
+    assert_eq!(ready, vec!["A", "B"]);
+    let b = match store.claim_task("p", "B", "w", LEASE, t(1)).await.unwrap() {
+        ClaimOutcome::Claimed(c) => *c,
+        ClaimOutcome::Idle(i) => panic!("B is ready: {i:?}"),
+    };
+    assert_eq!(b.lease.task_id, "B");
+    assert!(matches!(store.claim_task("p", "B", "w", LEASE, t(1)).await.unwrap(), ClaimOutcome::Idle(_)));
+    assert!(matches!(store.claim_task("p", "C", "w", LEASE, t(1)).await.unwrap(), ClaimOutcome::Idle(_)));
+    let ready: Vec<String> = store.ready_tasks("p", t(1), 10).await.unwrap().into_iter().map(|s| s.id).collect();
+    assert_eq!(ready, vec!["A"]);
+}
+
+/// Many workers claiming at once: every unit is leased to exactly one of them.
+async fn concurrent_unit_claims(store: Arc<dyn UnitQueue>) {
+    let tasks: Vec<String> = (0..10).map(|i| task(&format!("T{i:02}"), &[])).collect();
+    import(&*store, &plan(&tasks.join(","), "")).await;
+    for _ in 0..10 {
+        let c = claim_task(&*store, "starter", t(1)).await;
+        let units: Vec<UnitSpec> = (1..=4)
+            .map(|i| unit(&format!("c{i:02}"), UnitKind::Candidate, &[]))
+            .chain([unit("evaluation", UnitKind::Evaluation, &[])])
+            .collect();
+        store.start_units(&c.lease, &format!("run-{}", c.lease.task_id), &units, t(1)).await.unwrap();
+    }
+    let mut workers = tokio::task::JoinSet::new();
+    for w in 0..8 {
+        let store = store.clone();
+        workers.spawn(async move {
+            let mut got = Vec::new();
+            while let Some(c) =
+                store.claim_unit(Some("p"), &format!("w{w}"), &Capabilities::Any, LEASE, t(2)).await.unwrap()
+            {
+                got.push((c.lease.attempt.task_id.clone(), c.lease.name.clone()));
+                store.finish_unit(&c.lease, done(json!({"by": w})), Usd::ZERO, t(2)).await.unwrap();
+            }
+            got
+        });
+    }
+    let mut all = Vec::new();
+    while let Some(joined) = workers.join_next().await {
+        all.extend(joined.unwrap());
+    }
+    let distinct: BTreeSet<_> = all.iter().cloned().collect();
+    assert_eq!(distinct.len(), all.len(), "a unit was claimed twice");
+    // Every candidate and every evaluation (ready once its candidates were done).
+    assert_eq!(all.len(), 50, "{all:?}");
+}
+
+macro_rules! both {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            use super::*;
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $name() {
+                    let dir = tempfile::tempdir().unwrap();
+                    let store = SqliteStore::open(&dir.path().join("arbiter.db")).await.unwrap();
+                    super::$name(Arc::new(store)).await;
+                }
+            )*
+        }
+        mod postgres {
+            use super::*;
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $name() {
+                    let (url, name) = common::fresh_database().await;
+                    let store = PgStore::connect(&url).await.unwrap();
+                    super::$name(Arc::new(store)).await;
+                    common::drop_database(&name).await;
+                }
+            )*
+        }
+    };
+}
+
+both!(spread_and_evaluate, unit_leases, releases, chosen_claims, concurrent_unit_claims);
