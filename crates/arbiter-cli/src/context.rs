@@ -9,9 +9,9 @@ use arbiter_core::settings::ConfigFile;
 use arbiter_runner::git::Git;
 use arbiter_runner::workspace::Workspace;
 use arbiter_store::Store;
-use arbiter_store::plans::PlanStore;
 use arbiter_store::postgres::PgStore;
 use arbiter_store::sqlite::SqliteStore;
+use arbiter_store::units::UnitQueue;
 
 use crate::error::CliError;
 
@@ -78,11 +78,11 @@ impl RepoContext {
         Ok(Arc::new(SqliteStore::open(&self.workspace.db_path()).await?))
     }
 
-    /// The run index and the plan queue: Postgres at `database_url`, or `.arbiter/arbiter.db`.
+    /// The run index and the plan queue (with its units): Postgres at `database_url`, or `.arbiter/arbiter.db`.
     pub async fn plan_stores(
         &self,
         database_url: Option<&str>,
-    ) -> Result<(Arc<dyn Store>, Arc<dyn PlanStore>), CliError> {
+    ) -> Result<(Arc<dyn Store>, Arc<dyn UnitQueue>), CliError> {
         match database_url.filter(|u| !u.trim().is_empty()) {
             Some(url) => {
                 let pg = Arc::new(PgStore::connect(url).await?);

@@ -942,3 +942,59 @@ fn a_database_password_on_the_command_line_is_refused_and_the_environment_works(
     let out = repo.arbiter_cmd(&["plan", "list"]).env("ARBITER_DATABASE_URL", &with_password).output().expect("run");
     Run::from_output(out).assert_code(0);
 }
+
+/// A task with several candidates spreads over the worker slots: each candidate is a unit of
+/// its own, the evaluation gates every candidate once they are all in (the wrong one fails
+/// its gate), selects, and the winner goes onto the branch for the dependent task. The run
+/// directory holds the whole tournament, sealed, with every unit's events.
+#[test]
+fn a_tournament_spreads_over_the_workers_and_its_evaluation_gates_every_candidate() {
+    let (repo, log) = plan_repo(
+        r#"  S) sleep 1; if [ "$ARBITER_CANDIDATE_INDEX" = 0 ]; then echo wrong > s.txt; else echo right > s.txt; fi ;;
+  T) grep -q right s.txt; echo t > t.txt ;;"#,
+    );
+    let mut spread = task("S", &[], "grep -q right s.txt");
+    spread["candidates"] = json!(3);
+    let plan = plan_of("spread", &log, json!([spread, task("T", &["S"], "test -f t.txt")]));
+    let file = write_plan(&repo, &plan);
+    repo.arbiter(&["plan", "import", &file]).assert_code(0);
+    let run = repo.arbiter(&["plan", "run", "spread", "--workers", "3"]);
+    run.assert_code(0);
+    assert!(run.stderr.contains("S: its tournament (run "), "{}", run.stderr);
+    assert!(run.stderr.contains("every candidate is in, the evaluation is ready"), "{}", run.stderr);
+    assert_eq!(integrated_tasks(&repo, "arbiter/spread"), vec!["S", "T"]);
+    assert_eq!(repo.git(&["show", "arbiter/spread:s.txt"]), "right\n");
+
+    let all = events(&repo, "spread", &[]);
+    let kinds = kinds_for(&all, "S");
+    for kind in ["units_started", "evaluation_ready", "task_done"] {
+        assert_eq!(kinds.iter().filter(|k| **k == kind).count(), 1, "{kind} in {kinds:?}");
+    }
+    assert_eq!(kinds.iter().filter(|k| **k == "unit_done").count(), 3, "{kinds:?}");
+    let claims: Vec<&Value> = all.iter().filter(|e| e["task_id"] == "S" && e["kind"] == "unit_claimed").collect();
+    let units: Vec<&str> = claims.iter().filter_map(|e| e["data"]["unit"].as_str()).collect();
+    assert_eq!(units.len(), 4, "three candidates and the evaluation, each claimed once: {units:?}");
+    let workers: std::collections::BTreeSet<&str> = claims
+        .iter()
+        .filter(|e| e["data"]["kind"] == "candidate")
+        .filter_map(|e| e["data"]["worker"].as_str())
+        .collect();
+    assert!(workers.len() >= 2, "the candidates ran in one slot: {workers:?}");
+
+    let status = status_json(&repo, "spread", &[]);
+    let run_id = status["tasks"].as_array().unwrap().iter().find(|t| t["id"] == "S").unwrap()["run_id"]
+        .as_str()
+        .expect("S records its run")
+        .to_string();
+    let dir = repo.arbiter_dir().join("runs").join(&run_id);
+    assert_eq!(read_json(&dir.join("selection.json"))["winner"], "c02");
+    let wrong = read_json(&dir.join("candidates/c01/evidence.json"));
+    assert_eq!(wrong["gates"][0]["passed"], false, "{wrong:#}");
+    assert_eq!(read_json(&dir.join("candidates/c02/evidence.json"))["gates"][0]["passed"], true);
+    let events_file = read_json_lines(&dir.join("runtime_events.jsonl"));
+    let started: Vec<&Value> = events_file.iter().filter(|e| e["kind"] == "agent_started").collect();
+    assert_eq!(started.len(), 3, "every candidate unit's events are in the run's log");
+    let seqs: Vec<u64> = events_file.iter().filter_map(|e| e["seq"].as_u64()).collect();
+    assert!(seqs.windows(2).all(|w| w[1] == w[0] + 1), "the run's log is numbered in order: {seqs:?}");
+    repo.arbiter(&["runs", "verify", &run_id]).assert_code(0);
+}

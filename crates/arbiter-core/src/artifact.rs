@@ -47,6 +47,9 @@ pub mod paths {
     /// A finished candidate's results, kept for a resume: `candidates/<id>/result.json`.
     pub const RESULT: &str = "result.json";
     pub const EVENTS: &str = "runtime_events.jsonl";
+    /// A candidate unit's own events (`candidates/<id>/`), merged into the run's log by
+    /// its evaluation.
+    pub const UNIT_EVENTS: &str = "unit_events.jsonl";
     pub const COST: &str = "cost_summary.json";
     pub const BASELINE: &str = "baseline.json";
     pub const CANDIDATES: &str = "candidates";

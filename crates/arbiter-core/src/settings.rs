@@ -772,6 +772,26 @@ impl RunSettings {
         self.slot(index).backends.clone()
     }
 
+    /// What a worker must have to run the candidate at `index`: its runner
+    /// (`runner:command`, `runner:builtin`, `runner:claude-code`, ...) and each backend it
+    /// uses (`backend:NAME`). A worker advertises the same words.
+    pub fn needs_of(&self, index: usize) -> Vec<String> {
+        let runner = match &self.runner_for(index).kind {
+            RunnerKind::Command { .. } => "command".to_string(),
+            RunnerKind::Builtin { .. } => "builtin".to_string(),
+            RunnerKind::Agent(agent) => agent.cli.clone(),
+        };
+        std::iter::once(format!("runner:{runner}"))
+            .chain(self.backend_chain_for(index).into_iter().map(|b| format!("backend:{b}")))
+            .collect()
+    }
+
+    /// Whether the tournament can spread over several workers: several candidates, all at
+    /// once (an escalating strategy runs them one after another, each deciding the next).
+    pub fn spreads(&self) -> bool {
+        self.candidates.value > 1 && !self.strategy.value.escalates()
+    }
+
     /// `(key, value, origin)` rows for `arbiter config show`.
     pub fn rows(&self) -> Vec<(&'static str, String, Origin)> {
         fn list(v: &[String]) -> String {
@@ -1175,6 +1195,14 @@ mod tests {
         assert_eq!(s.runner_for(0).name, "a");
         assert_eq!(s.runner_for(1).name, "b");
         assert_eq!(s.runner_for(2).name, "a");
+        // Whatever a runner is called, a worker needs its kind to run it.
+        assert_eq!(s.needs_of(1), vec!["runner:command".to_string()]);
+        assert!(s.spreads());
+        let one = RunSettings::resolve(
+            &cfg,
+            FlagOverrides { runner: Some("a".into()), candidates: Some(1), ..Default::default() },
+        );
+        assert!(!one.unwrap().spreads(), "one candidate is one unit");
     }
 
     #[test]

@@ -54,6 +54,16 @@ impl RunBudget {
     /// Charges one call; the charge that reaches the limit records the crossing and stops
     /// the run's agents.
     pub async fn charge(&self, call: &CallRecord) {
+        self.count(call, true).await;
+    }
+
+    /// Counts a call already paid for and passed on where it ran (a candidate kept by a
+    /// resume, or run by a unit of its own): against the limit, not passed on again.
+    pub async fn recount(&self, call: &CallRecord) {
+        self.count(call, false).await;
+    }
+
+    async fn count(&self, call: &CallRecord, pass_on: bool) {
         let Some(cost) = call.cost else {
             self.uncharged.fetch_add(1, Ordering::Relaxed);
             return;
@@ -62,7 +72,7 @@ impl RunBudget {
             let mut b = self.state.lock().unwrap_or_else(|p| p.into_inner());
             (b.charge(cost), *b)
         };
-        if let Some(sink) = &self.sink {
+        if let Some(sink) = self.sink.as_ref().filter(|_| pass_on) {
             sink.spent(cost).await;
         }
         if charge == Charge::Crossed {

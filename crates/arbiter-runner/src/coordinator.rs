@@ -1,28 +1,35 @@
 //! The worker's side of the plan queue: the [`Coordinator`] port, and its implementation
 //! over a store and repositories on this machine ([`LocalCoordinator`]).
 //!
-//! A worker claims an [`Assignment`] (a task of a plan, with its lease and the commit its
-//! tournament starts from), renews the lease while the tournament runs, charges what it
-//! spends as it spends it, and reports how it ended ([`Verdict`]). The coordinator owns
-//! everything else: the integration branch (it commits a winner onto it, with the
-//! compare-and-swap of [`crate::integration`]), the recognition of a winner committed just
-//! before its worker died, and who may move the branch. So one worker loop
-//! ([`crate::worker`]) serves a local `plan run` (this module) and a remote
+//! A worker claims an [`Assignment`] — a unit of work ([`Work`]): a task's whole tournament,
+//! or, for a tournament that spreads over workers, one of its candidates or its evaluation —
+//! with its lease and the commit it starts from, renews the lease while it works, charges
+//! what it spends as it spends it, and reports how it ended ([`Verdict`]). A worker claims
+//! only what its [`Capabilities`] can run. The coordinator owns everything else: starting a
+//! task's attempt (and spreading it over units), the integration branch (it commits a
+//! winner onto it, with the compare-and-swap of [`crate::integration`]), the recognition of
+//! a winner committed just before its worker died, and who may move the branch. So one
+//! worker loop ([`crate::worker`]) serves a local `plan run` (this module) and a remote
 //! `arbiter worker run` (an HTTP coordinator speaking to a control plane that runs this
 //! very code).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use arbiter_core::Clock;
+use arbiter_core::ids::{CandidateId, RunId};
 use arbiter_core::money::Usd;
 use arbiter_core::plan::{PlanSpec, TaskSpec};
 use arbiter_core::settings::{ApplyMode, RunSettings};
+use arbiter_core::status::CandidateStatus;
 use arbiter_core::time::Timestamp;
 use arbiter_store::StoreError;
-use arbiter_store::plans::{AttemptResult, ClaimOutcome, Lease, PlanStore, Retry};
+use arbiter_store::plans::{AttemptResult, ClaimOutcome, Claimed, Lease, Retry};
+pub use arbiter_store::units::Capabilities;
+use arbiter_store::units::{UnitClaim, UnitKind, UnitLease, UnitOutcome, UnitQueue, UnitSpec};
+use serde_json::json;
 use tokio::sync::mpsc::UnboundedSender;
 
 use crate::git::{Git, GitError};
@@ -31,18 +38,46 @@ use crate::plan_branch::{self, BranchError};
 use crate::worker::Progress;
 use crate::workspace::Workspace;
 
-/// One task to run as a tournament, under a lease.
+/// What an assignment asks of its worker.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Work {
+    /// The task's whole tournament (one that does not spread: one candidate, or an
+    /// escalating strategy).
+    Tournament,
+    /// One candidate of a spread tournament, recorded into run `run_id`.
+    Candidate { index: usize, run_id: RunId },
+    /// The evaluation of a spread tournament whose candidates are done; `lost` names the
+    /// candidates whose unit left no result, and why.
+    Evaluation { run_id: RunId, lost: BTreeMap<usize, String> },
+}
+
+impl Work {
+    /// `tournament`, `c02`, `evaluation`.
+    pub fn name(&self) -> String {
+        match self {
+            Work::Tournament => "tournament".into(),
+            Work::Candidate { index, .. } => CandidateId::from_index(*index).to_string(),
+            Work::Evaluation { .. } => "evaluation".into(),
+        }
+    }
+}
+
+/// One unit of work, under a lease.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Assignment {
+    /// The lease of the task's attempt (with which its end is reported).
     pub lease: Lease,
+    /// The unit's own lease, for a candidate or an evaluation.
+    pub unit: Option<UnitLease>,
+    pub work: Work,
     pub task: TaskSpec,
     /// The plan's header (its defaults, repository and integration branch).
     pub plan: PlanSpec,
-    /// The commit the tournament starts from: the integration branch's tip when claimed.
+    /// The commit the work starts from: the integration branch's tip when the attempt began.
     pub base: String,
     /// The task's run settings (the plan's defaults, the task's own values, the
     /// repository's configuration; the winner is not applied anywhere; the spending capped
-    /// at what the claim reserved).
+    /// at what the attempt reserved).
     pub settings: RunSettings,
 }
 
@@ -61,15 +96,19 @@ pub enum Claim {
     Finished,
 }
 
-/// How an attempt ended, as the worker reports it.
+/// How a unit of work ended, as the worker reports it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Verdict {
-    /// The tournament of run `run_id` selected `winner`, whose patch is the file `patch`:
-    /// the coordinator commits it onto the integration branch.
+    /// The tournament (or evaluation) of run `run_id` selected `winner`, whose patch is the
+    /// file `patch`: the coordinator commits it onto the integration branch.
     Won {
         run_id: String,
         winner: String,
         patch: PathBuf,
+    },
+    /// A candidate unit ran its candidate to `status` (its results are in the run directory).
+    CandidateDone {
+        status: CandidateStatus,
     },
     Failed {
         reason: String,
@@ -98,6 +137,10 @@ pub enum Reported {
         retry_at: Option<Timestamp>,
     },
     Released,
+    /// A candidate unit's results are recorded (`evaluation_ready`: it was the last).
+    UnitDone {
+        evaluation_ready: bool,
+    },
     /// The lease had been taken away: nothing was recorded but the cost.
     Stale,
 }
@@ -133,21 +176,30 @@ pub trait Coordinator: Send + Sync {
     /// How long a lease lasts without a heartbeat.
     fn lease_ttl(&self) -> Duration;
 
-    /// Claims the best ready task of `plan` (or of any plan) for `worker`; when none is
-    /// ready, waits up to `wait` for one before answering [`Claim::Idle`].
-    async fn claim(&self, worker: &str, plan: Option<&str>, wait: Duration) -> Result<Claim, CoordinatorError>;
+    /// Claims the best unit of work of `plan` (or of any plan) that a worker with `caps`
+    /// can run; when there is none, waits up to `wait` for one before answering
+    /// [`Claim::Idle`].
+    async fn claim(
+        &self,
+        worker: &str,
+        caps: &Capabilities,
+        plan: Option<&str>,
+        wait: Duration,
+    ) -> Result<Claim, CoordinatorError>;
 
-    /// Renews the lease; `false` when it was taken away (the attempt must stop).
-    async fn heartbeat(&self, lease: &Lease) -> Result<bool, CoordinatorError>;
+    /// Renews the assignment's lease; `false` when it was taken away (the work must stop).
+    async fn heartbeat(&self, assignment: &Assignment) -> Result<bool, CoordinatorError>;
 
-    /// Charges what the attempt just spent to the plan.
-    async fn charge(&self, lease: &Lease, amount: Usd) -> Result<(), CoordinatorError>;
+    /// Charges what the work just spent to the plan.
+    async fn charge(&self, assignment: &Assignment, amount: Usd) -> Result<(), CoordinatorError>;
 
-    /// The repository the tournament runs in, holding the assignment's base commit.
+    /// The repository the work runs in, holding the assignment's base commit (and, for an
+    /// evaluation, its candidates' results in the run directory).
     async fn checkout(&self, assignment: &Assignment) -> Result<Workspace, CoordinatorError>;
 
-    /// Reports how the attempt ended, with what it spent that was not charged yet, and its
-    /// run directory (which the coordinator keeps as the attempt's audit trail).
+    /// Reports how the work ended, with what it spent that could not be charged as it was
+    /// spent, and its directory in the run (which the coordinator keeps: a candidate's, or
+    /// the run's).
     async fn report(
         &self,
         assignment: &Assignment,
@@ -171,10 +223,13 @@ impl PlanRepositories for OneRepository {
     }
 }
 
+/// How many ready tasks a worker that cannot run every runner looks at before it claims.
+const READY_LOOKED_AT: u32 = 32;
+
 /// The plan queue in a store on this machine, and the repositories whose integration
 /// branches the plans commit onto. The control plane serves remote workers with it too.
 pub struct LocalCoordinator {
-    pub plans: Arc<dyn PlanStore>,
+    pub plans: Arc<dyn UnitQueue>,
     pub clock: Arc<dyn Clock>,
     pub repositories: Arc<dyn PlanRepositories>,
     pub settings_for: Arc<SettingsFor>,
@@ -187,9 +242,19 @@ pub struct LocalCoordinator {
     bases: Mutex<HashMap<String, String>>,
 }
 
+/// What a claim on one plan found.
+enum Found {
+    Work(Box<Assignment>),
+    /// Nothing now: whether more may come, and when the next retry is ready.
+    Nothing {
+        more: bool,
+        next: Option<Timestamp>,
+    },
+}
+
 impl LocalCoordinator {
     pub fn new(
-        plans: Arc<dyn PlanStore>,
+        plans: Arc<dyn UnitQueue>,
         clock: Arc<dyn Clock>,
         repositories: Arc<dyn PlanRepositories>,
         settings_for: Arc<SettingsFor>,
@@ -228,6 +293,11 @@ impl LocalCoordinator {
         Ok(owned.base)
     }
 
+    async fn header(&self, plan_id: &str) -> Result<PlanSpec, CoordinatorError> {
+        let view = self.plans.plan(plan_id).await?.ok_or_else(|| StoreError::NoPlan { id: plan_id.to_string() })?;
+        Ok(view.plan.header)
+    }
+
     /// The plans a worker without a plan of its own claims from, in a stable order.
     async fn open_plans(&self) -> Result<Vec<String>, CoordinatorError> {
         let mut ids: Vec<String> =
@@ -236,73 +306,187 @@ impl LocalCoordinator {
         Ok(ids)
     }
 
-    /// One claim on one plan: an assignment, or (whether more may come, when the next
-    /// retry is ready).
-    async fn claim_on(
+    /// A claimed unit as an assignment.
+    async fn unit_assignment(&self, claim: UnitClaim) -> Result<Assignment, CoordinatorError> {
+        let UnitClaim { lease: unit, task } = claim;
+        let plan = self.header(&unit.attempt.plan_id).await?;
+        let settings = match (self.settings_for)(&plan, &task) {
+            Ok(s) => capped(s, &unit.attempt),
+            Err(why) => {
+                // Its attempt started with valid settings: the configuration changed since.
+                let reason = format!("its run settings are invalid: {why}");
+                self.fail_attempt(&unit.attempt, reason, Retry::Never).await?;
+                return Err(CoordinatorError::Refused(format!("task {} of plan {}: {why}", task.id, plan.id)));
+            }
+        };
+        let run_id = RunId::parse(&unit.run_id).map_err(|_| {
+            CoordinatorError::Store(StoreError::Corrupt { column: "plan_units.run_id", value: unit.run_id.clone() })
+        })?;
+        let work = match unit.kind {
+            UnitKind::Candidate => {
+                let index = (0..settings.candidates.value as usize)
+                    .find(|i| CandidateId::from_index(*i).as_str() == unit.name)
+                    .ok_or_else(|| {
+                        CoordinatorError::Store(StoreError::Corrupt {
+                            column: "plan_units.name",
+                            value: unit.name.clone(),
+                        })
+                    })?;
+                Work::Candidate { index, run_id }
+            }
+            UnitKind::Evaluation => {
+                let units = self.plans.units_of(&unit.attempt.plan_id, &task.id, unit.attempt.fence).await?;
+                let lost = units
+                    .iter()
+                    .filter(|u| u.kind == UnitKind::Candidate)
+                    .filter_map(|u| {
+                        let result = u.result.as_ref()?;
+                        let why = result.get("lost").or_else(|| result.get("error"))?.as_str()?.to_string();
+                        let index = (0..settings.candidates.value as usize)
+                            .find(|i| CandidateId::from_index(*i).as_str() == u.name)?;
+                        Some((index, why))
+                    })
+                    .collect();
+                Work::Evaluation { run_id, lost }
+            }
+        };
+        Ok(Assignment {
+            lease: unit.attempt.clone(),
+            base: unit.base.clone(),
+            unit: Some(unit),
+            work,
+            task,
+            plan,
+            settings,
+        })
+    }
+
+    /// Fails an attempt (its evaluation cannot run, or it cannot start).
+    async fn fail_attempt(&self, lease: &Lease, reason: String, retry: Retry) -> Result<(), CoordinatorError> {
+        let result = AttemptResult::Failed { reason: reason.clone(), retry, run_id: None };
+        if let Finish::Recorded(retry_at) = self.finish(lease, result, Usd::ZERO).await? {
+            self.tell(Progress::Failed { task: lease.task_id.clone(), reason, retry_at });
+        }
+        Ok(())
+    }
+
+    /// Claims a new task of the plan this worker can run (some unit of it, when its
+    /// tournament spreads; all of it otherwise).
+    async fn claim_task(
         &self,
         plan: &str,
         worker: &str,
-    ) -> Result<Result<Assignment, (bool, Option<Timestamp>)>, CoordinatorError> {
-        loop {
-            match self.plans.claim(plan, worker, self.lease, self.now()).await? {
-                ClaimOutcome::Claimed(c) => {
-                    let view =
-                        self.plans.plan(plan).await?.ok_or_else(|| StoreError::NoPlan { id: plan.to_string() })?;
-                    let header = view.plan.header.clone();
-                    let plan_base = match self.open_plan(plan).await {
-                        Ok(base) => base,
-                        Err(e) => {
-                            let reason = format!("its integration branch cannot be used: {e}");
-                            self.give_back(&c.lease, reason).await;
-                            return Err(e);
-                        }
-                    };
-                    let repo = self.repo(&header)?;
-                    if let Some(worktree) = plan_branch::checked_out_in(&repo, &header.integration_branch).await? {
-                        let branch = header.integration_branch.clone();
-                        self.give_back(
-                            &c.lease,
-                            format!("its integration branch {branch} is checked out in {worktree}"),
-                        )
-                        .await;
-                        return Err(checked_out(&header, worktree));
-                    }
-                    let base = integration::tip(&repo, &header.integration_branch).await?;
-                    // A winner committed just before its worker died is recognised and
-                    // reported done, never run twice.
-                    if let Some(commit) = integration::find_task_commit(
-                        &repo,
-                        &header.integration_branch,
-                        &plan_base,
-                        &header.id,
-                        &c.task.id,
-                    )
-                    .await?
-                    {
-                        let result = AttemptResult::Succeeded { run_id: None, commit: Some(commit.clone()) };
-                        match self.plans.finish(&c.lease, result, Usd::ZERO, self.now()).await {
-                            Ok(_) | Err(StoreError::StaleLease { .. }) => {}
-                            Err(e) => return Err(e.into()),
-                        }
-                        self.tell(Progress::Recovered { task: c.task.id.clone(), commit });
-                        continue;
-                    }
-                    let settings = match (self.settings_for)(&header, &c.task) {
-                        Ok(s) => capped(s, &c.lease),
-                        Err(why) => {
-                            let reason = format!("its run settings are invalid: {why}");
-                            let result =
-                                AttemptResult::Failed { reason: reason.clone(), retry: Retry::Never, run_id: None };
-                            if let Finish::Recorded(retry_at) = self.finish(&c.lease, result, Usd::ZERO).await? {
-                                self.tell(Progress::Failed { task: c.task.id.clone(), reason, retry_at });
-                            }
-                            continue;
-                        }
-                    };
-                    return Ok(Ok(Assignment { lease: c.lease, task: c.task, plan: header, base, settings }));
-                }
-                ClaimOutcome::Idle(idle) => return Ok(Err((!idle.finished(), idle.next_ready_at))),
+        caps: &Capabilities,
+    ) -> Result<ClaimOutcome, CoordinatorError> {
+        if *caps == Capabilities::Any {
+            return Ok(self.plans.claim(plan, worker, self.lease, self.now()).await?);
+        }
+        let header = self.header(plan).await?;
+        for task in self.plans.ready_tasks(plan, self.now(), READY_LOOKED_AT).await? {
+            let Ok(settings) = (self.settings_for)(&header, &task) else {
+                // Claimed by whoever can, it fails with the reason.
+                continue;
+            };
+            if !can_run(caps, &settings) {
+                continue;
             }
+            match self.plans.claim_task(plan, &task.id, worker, self.lease, self.now()).await? {
+                ClaimOutcome::Claimed(c) => return Ok(ClaimOutcome::Claimed(c)),
+                // Taken meanwhile (or the budget is spent): the next one.
+                ClaimOutcome::Idle(_) => continue,
+            }
+        }
+        // Nothing this worker can run: what the plan's queue looks like (an impossible pick
+        // answers with the counts of an idle claim).
+        Ok(self.plans.claim_task(plan, "", worker, self.lease, self.now()).await?)
+    }
+
+    /// One claim on one plan: a unit of a running attempt, or a new attempt.
+    async fn claim_on(&self, plan: &str, worker: &str, caps: &Capabilities) -> Result<Found, CoordinatorError> {
+        if let Some(u) = self.plans.claim_unit(Some(plan), worker, caps, self.lease, self.now()).await? {
+            return Ok(Found::Work(Box::new(self.unit_assignment(u).await?)));
+        }
+        loop {
+            let c = match self.claim_task(plan, worker, caps).await? {
+                ClaimOutcome::Claimed(c) => *c,
+                ClaimOutcome::Idle(idle) => {
+                    return Ok(Found::Nothing { more: !idle.finished(), next: idle.next_ready_at });
+                }
+            };
+            if let Some(found) = self.start_attempt(plan, worker, caps, c).await? {
+                return Ok(found);
+            }
+        }
+    }
+
+    /// Starts a claimed attempt: recognised as done when its winner is on the branch
+    /// already, failed when its settings are invalid, spread over units when its tournament
+    /// can spread, run whole otherwise. `None`: nothing for this worker (claim again).
+    async fn start_attempt(
+        &self,
+        plan: &str,
+        worker: &str,
+        caps: &Capabilities,
+        c: Claimed,
+    ) -> Result<Option<Found>, CoordinatorError> {
+        let header = self.header(plan).await?;
+        let plan_base = match self.open_plan(plan).await {
+            Ok(base) => base,
+            Err(e) => {
+                self.give_back(&c.lease, format!("its integration branch cannot be used: {e}")).await;
+                return Err(e);
+            }
+        };
+        let repo = self.repo(&header)?;
+        if let Some(worktree) = plan_branch::checked_out_in(&repo, &header.integration_branch).await? {
+            let branch = header.integration_branch.clone();
+            self.give_back(&c.lease, format!("its integration branch {branch} is checked out in {worktree}")).await;
+            return Err(checked_out(&header, worktree));
+        }
+        let base = integration::tip(&repo, &header.integration_branch).await?;
+        // A winner committed just before its worker died is recognised and reported done,
+        // never run twice.
+        if let Some(commit) =
+            integration::find_task_commit(&repo, &header.integration_branch, &plan_base, &header.id, &c.task.id).await?
+        {
+            let result = AttemptResult::Succeeded { run_id: None, commit: Some(commit.clone()) };
+            self.finish(&c.lease, result, Usd::ZERO).await?;
+            self.tell(Progress::Recovered { task: c.task.id.clone(), commit });
+            return Ok(None);
+        }
+        let settings = match (self.settings_for)(&header, &c.task) {
+            Ok(s) => capped(s, &c.lease),
+            Err(why) => {
+                self.fail_attempt(&c.lease, format!("its run settings are invalid: {why}"), Retry::Never).await?;
+                return Ok(None);
+            }
+        };
+        if !settings.spreads() {
+            let assignment = Assignment {
+                lease: c.lease,
+                unit: None,
+                work: Work::Tournament,
+                task: c.task,
+                plan: header,
+                base,
+                settings,
+            };
+            return Ok(Some(Found::Work(Box::new(assignment))));
+        }
+        let run_id = RunId::new(self.now(), crate::random_suffix());
+        let units: Vec<UnitSpec> = (0..settings.candidates.value as usize)
+            .map(|i| UnitSpec {
+                name: CandidateId::from_index(i).to_string(),
+                kind: UnitKind::Candidate,
+                needs: settings.needs_of(i),
+            })
+            .chain([UnitSpec { name: "evaluation".into(), kind: UnitKind::Evaluation, needs: Vec::new() }])
+            .collect();
+        self.plans.start_units(&c.lease, run_id.as_str(), &base, &units, self.now()).await?;
+        self.tell(Progress::Spread { task: c.task.id.clone(), run: run_id.to_string(), units: units.len() });
+        match self.plans.claim_unit(Some(plan), worker, caps, self.lease, self.now()).await? {
+            Some(u) => Ok(Some(Found::Work(Box::new(self.unit_assignment(u).await?)))),
+            None => Ok(None),
         }
     }
 
@@ -319,6 +503,29 @@ impl LocalCoordinator {
             Err(e) => Err(e.into()),
         }
     }
+
+    /// Records how a unit ended; a stale lease records only the cost.
+    async fn finish_unit(
+        &self,
+        unit: &UnitLease,
+        outcome: UnitOutcome,
+        cost: Usd,
+    ) -> Result<Reported, CoordinatorError> {
+        let released = matches!(outcome, UnitOutcome::Released { .. });
+        match self.plans.finish_unit(unit, outcome, cost, self.now()).await {
+            Ok(_) if released => Ok(Reported::Released),
+            Ok(f) => Ok(Reported::UnitDone { evaluation_ready: f.evaluation_ready }),
+            Err(StoreError::StaleUnit { .. }) => Ok(Reported::Stale),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+/// Whether a worker with `caps` can run (some of) a task with these settings: one of its
+/// candidates when the tournament spreads, all of them otherwise.
+fn can_run(caps: &Capabilities, settings: &RunSettings) -> bool {
+    let mut needs = (0..settings.candidates.value as usize).map(|i| settings.needs_of(i));
+    if settings.spreads() { needs.any(|n| caps.can(&n)) } else { needs.all(|n| caps.can(&n)) }
 }
 
 /// A task's settings for a plan attempt: the winner goes onto the integration branch, not
@@ -359,7 +566,13 @@ impl Coordinator for LocalCoordinator {
         self.lease
     }
 
-    async fn claim(&self, worker: &str, plan: Option<&str>, wait: Duration) -> Result<Claim, CoordinatorError> {
+    async fn claim(
+        &self,
+        worker: &str,
+        caps: &Capabilities,
+        plan: Option<&str>,
+        wait: Duration,
+    ) -> Result<Claim, CoordinatorError> {
         let plans = match plan {
             Some(p) => vec![p.to_string()],
             None => self.open_plans().await?,
@@ -367,9 +580,9 @@ impl Coordinator for LocalCoordinator {
         let mut more = false;
         let mut next: Option<Timestamp> = None;
         for p in &plans {
-            match self.claim_on(p, worker).await? {
-                Ok(assignment) => return Ok(Claim::Assigned(Box::new(assignment))),
-                Err((more_here, next_here)) => {
+            match self.claim_on(p, worker, caps).await? {
+                Found::Work(assignment) => return Ok(Claim::Assigned(assignment)),
+                Found::Nothing { more: more_here, next: next_here } => {
                     more |= more_here;
                     next = match (next, next_here) {
                         (Some(a), Some(b)) => Some(a.min(b)),
@@ -390,17 +603,23 @@ impl Coordinator for LocalCoordinator {
         Ok(Claim::Idle)
     }
 
-    async fn heartbeat(&self, lease: &Lease) -> Result<bool, CoordinatorError> {
-        Ok(self.plans.heartbeat(lease, self.lease, self.now()).await?.is_some())
+    async fn heartbeat(&self, assignment: &Assignment) -> Result<bool, CoordinatorError> {
+        let renewed = match &assignment.unit {
+            Some(unit) => self.plans.heartbeat_unit(unit, self.lease, self.now()).await?,
+            None => self.plans.heartbeat(&assignment.lease, self.lease, self.now()).await?,
+        };
+        Ok(renewed.is_some())
     }
 
-    async fn charge(&self, lease: &Lease, amount: Usd) -> Result<(), CoordinatorError> {
+    async fn charge(&self, assignment: &Assignment, amount: Usd) -> Result<(), CoordinatorError> {
+        let lease = &assignment.lease;
         self.plans.charge(&lease.plan_id, Some((lease.task_id.as_str(), lease.fence)), amount, self.now()).await?;
         Ok(())
     }
 
     async fn checkout(&self, assignment: &Assignment) -> Result<Workspace, CoordinatorError> {
-        // The plan's repository is on this machine: its objects hold every tip.
+        // The plan's repository is on this machine: its objects hold every tip, and its
+        // run directories every unit's results.
         self.repositories.workspace_for(&assignment.plan)
     }
 
@@ -412,21 +631,40 @@ impl Coordinator for LocalCoordinator {
         _run_dir: Option<&Path>,
     ) -> Result<Reported, CoordinatorError> {
         let lease = &assignment.lease;
-        match verdict {
-            Verdict::Released { reason } => {
+        match (verdict, &assignment.unit) {
+            (Verdict::Released { reason }, Some(unit)) => {
+                self.finish_unit(unit, UnitOutcome::Released { reason }, cost).await
+            }
+            (Verdict::Released { reason }, None) => {
                 Ok(match self.finish(lease, AttemptResult::Released { reason }, cost).await? {
                     Finish::Recorded(_) => Reported::Released,
                     Finish::Stale => Reported::Stale,
                 })
             }
-            Verdict::Failed { reason, retry, run_id } => {
+            (Verdict::CandidateDone { status }, Some(unit)) => {
+                self.finish_unit(unit, UnitOutcome::Done { result: json!({"status": status}) }, cost).await
+            }
+            // A candidate unit that could not run its candidate at all: the evaluation says
+            // why it has no result.
+            (Verdict::Failed { reason, .. }, Some(unit)) if unit.kind == UnitKind::Candidate => {
+                self.finish_unit(unit, UnitOutcome::Done { result: json!({"error": reason}) }, cost).await
+            }
+            (Verdict::CandidateDone { .. }, None) => {
+                Err(CoordinatorError::Refused("a candidate's result was reported for a whole tournament".into()))
+            }
+            (Verdict::Failed { reason, retry, run_id }, _) => {
+                if assignment.unit.is_some() && !self.heartbeat(assignment).await? {
+                    // The evaluation was taken over: its report would end the newer one's
+                    // attempt.
+                    return self.refuse_stale(assignment, cost).await;
+                }
                 let result = AttemptResult::Failed { reason: reason.clone(), retry, run_id };
                 Ok(match self.finish(lease, result, cost).await? {
                     Finish::Recorded(retry_at) => Reported::Failed { reason, retry_at },
                     Finish::Stale => Reported::Stale,
                 })
             }
-            Verdict::Won { run_id, winner, patch } => {
+            (Verdict::Won { run_id, winner, patch }, _) => {
                 self.commit_winner(assignment, &run_id, &winner, &patch, cost).await
             }
         }
@@ -434,6 +672,20 @@ impl Coordinator for LocalCoordinator {
 }
 
 impl LocalCoordinator {
+    /// A report under a lease that was lost: the store refuses it (and records the
+    /// refusal), charging only its cost.
+    async fn refuse_stale(&self, assignment: &Assignment, cost: Usd) -> Result<Reported, CoordinatorError> {
+        let lost = "its lease was lost".to_string();
+        match &assignment.unit {
+            Some(unit) => self.finish_unit(unit, UnitOutcome::Done { result: json!({"error": lost}) }, cost).await,
+            None => {
+                let result = AttemptResult::Failed { reason: lost, retry: Retry::AfterBackoff, run_id: None };
+                self.finish(&assignment.lease, result, cost).await?;
+                Ok(Reported::Stale)
+            }
+        }
+    }
+
     /// Commits a winner onto the integration branch and reports the task done, under a
     /// lease renewed just before: no other attempt of the task can start meanwhile.
     async fn commit_winner(
@@ -447,14 +699,8 @@ impl LocalCoordinator {
         let lease = &assignment.lease;
         let header = &assignment.plan;
         let task = &assignment.task;
-        if !self.heartbeat(lease).await? {
-            let failed = AttemptResult::Failed {
-                reason: "its lease was lost".into(),
-                retry: Retry::AfterBackoff,
-                run_id: Some(run_id.into()),
-            };
-            self.finish(lease, failed, cost).await?;
-            return Ok(Reported::Stale);
+        if !self.heartbeat(assignment).await? {
+            return self.refuse_stale(assignment, cost).await;
         }
         let repo = self.repo(header)?;
         let plan_base = self.open_plan(&header.id).await?;

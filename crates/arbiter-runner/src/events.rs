@@ -1,5 +1,7 @@
 //! The event log of one run: each event gets the next sequence number and goes, in order,
-//! to `runtime_events.jsonl`, to the store, and to whoever watches progress.
+//! to `runtime_events.jsonl`, to the store, and to whoever watches progress. A candidate
+//! unit keeps a log of its own (in its candidate directory, not in the store), which the
+//! evaluation [`replay`](EventLog::replay)s into the run's.
 
 use std::sync::{Arc, Mutex};
 
@@ -22,7 +24,7 @@ struct Inner {
 pub struct EventLog {
     run_id: RunId,
     inner: Arc<Mutex<Inner>>,
-    store: Arc<dyn Store>,
+    store: Option<Arc<dyn Store>>,
     clock: Arc<dyn Clock>,
     observer: Option<UnboundedSender<Event>>,
 }
@@ -38,7 +40,23 @@ impl EventLog {
         EventLog {
             run_id,
             inner: Arc::new(Mutex::new(Inner { next_seq: 1, file, store_error_reported: false })),
-            store,
+            store: Some(store),
+            clock,
+            observer,
+        }
+    }
+
+    /// A log written to `file` only (a candidate unit's).
+    pub fn file_only(
+        run_id: RunId,
+        file: JsonLines,
+        clock: Arc<dyn Clock>,
+        observer: Option<UnboundedSender<Event>>,
+    ) -> Self {
+        EventLog {
+            run_id,
+            inner: Arc::new(Mutex::new(Inner { next_seq: 1, file, store_error_reported: false })),
+            store: None,
             clock,
             observer,
         }
@@ -53,16 +71,20 @@ impl EventLog {
     /// Records an event. Failing to write the log never stops a run: the first failure is
     /// reported on stderr and the run goes on (the run directory stays authoritative).
     pub async fn emit(&self, kind: EventKind, candidate: Option<&CandidateId>, data: serde_json::Value) {
+        let at = self.clock.now();
+        self.record(Event { seq: 0, run_id: self.run_id.clone(), at, kind, candidate: candidate.cloned(), data }).await;
+    }
+
+    /// Records an event another log recorded first (a candidate unit's): as it happened,
+    /// numbered in this log.
+    pub async fn replay(&self, event: Event) {
+        self.record(Event { run_id: self.run_id.clone(), ..event }).await;
+    }
+
+    async fn record(&self, event: Event) {
         let event = {
             let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-            let event = Event {
-                seq: inner.next_seq,
-                run_id: self.run_id.clone(),
-                at: self.clock.now(),
-                kind,
-                candidate: candidate.cloned(),
-                data,
-            };
+            let event = Event { seq: inner.next_seq, ..event };
             inner.next_seq += 1;
             if let Err(e) = inner.file.append(&event)
                 && !inner.store_error_reported
@@ -72,7 +94,9 @@ impl EventLog {
             }
             event
         };
-        if let Err(e) = self.store.append_event(&event).await {
+        if let Some(store) = &self.store
+            && let Err(e) = store.append_event(&event).await
+        {
             let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
             if !inner.store_error_reported {
                 eprintln!("arbiter: warning: cannot record events in the database: {e}");

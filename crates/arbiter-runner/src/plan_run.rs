@@ -24,13 +24,14 @@ use std::time::Duration;
 
 use arbiter_core::Clock;
 use arbiter_core::time::Timestamp;
-use arbiter_store::plans::{PlanStore, PlanView};
+use arbiter_store::plans::PlanView;
+use arbiter_store::units::UnitQueue;
 use arbiter_store::{Store, StoreError};
 use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
 
 pub use crate::coordinator::SettingsFor;
-use crate::coordinator::{CoordinatorError, LocalCoordinator, OneRepository};
+use crate::coordinator::{Capabilities, CoordinatorError, LocalCoordinator, OneRepository};
 use crate::git::GitError;
 use crate::plan_branch::BranchError;
 use crate::process::process_start;
@@ -41,7 +42,7 @@ use crate::workspace::Workspace;
 
 /// Everything a plan run uses; effects are passed in, as for the [`crate::engine::Engine`].
 pub struct PlanRunner {
-    pub plans: Arc<dyn PlanStore>,
+    pub plans: Arc<dyn UnitQueue>,
     /// Where the tournaments' runs are indexed.
     pub runs: Arc<dyn Store>,
     pub clock: Arc<dyn Clock>,
@@ -163,7 +164,12 @@ impl PlanRunner {
                     }
                     if let Ok(reclaimed) = me.plans.sweep_expired(me.now()).await {
                         for r in reclaimed {
-                            me.tell(Progress::Reclaimed { task: r.task_id, worker: r.worker });
+                            me.tell(Progress::Reclaimed { task: r.task_id, unit: None, worker: r.worker });
+                        }
+                    }
+                    if let Ok(reclaimed) = me.plans.sweep_expired_units(me.now()).await {
+                        for r in reclaimed {
+                            me.tell(Progress::Reclaimed { task: r.task_id, unit: Some(r.name), worker: r.worker });
                         }
                     }
                 }
@@ -181,6 +187,8 @@ impl PlanRunner {
             }),
             id: self.worker_prefix.clone(),
             plan: Some(plan_id.to_string()),
+            // The plan's own machine: it runs whatever the plan's tasks name.
+            capabilities: Capabilities::Any,
             slots: workers,
             until: Until::PlanFinished,
             cancel: self.cancel.clone(),
@@ -195,14 +203,18 @@ impl PlanRunner {
         Ok(PlanRunOutcome { view, interrupted: self.cancel.is_cancelled() })
     }
 
-    /// Leases held by local workers of this host whose process is gone are taken back now
-    /// (without counting their attempt) instead of waiting for them to expire.
+    /// Leases held by local workers of this host whose process is gone (of tasks, and of
+    /// units) are taken back now (without counting their attempt or try) instead of waiting
+    /// for them to expire.
     async fn reclaim_dead_local_workers(&self, view: &PlanView) -> Result<(), PlanRunError> {
+        let plan = &view.plan.header.id;
         let host_prefix = self.worker_prefix.rsplit_once(':').map(|(h, _)| format!("{h}:")).unwrap_or_default();
+        let unit_workers = self.plans.running_units(plan).await?.into_iter().filter_map(|u| u.worker);
         let mut dead: Vec<String> = view
             .tasks
             .iter()
             .filter_map(|t| t.lease_owner.clone())
+            .chain(unit_workers)
             .filter(|w| local_process(w, &host_prefix).is_some_and(|(pid, start)| !local_process_alive(pid, start)))
             .collect();
         dead.sort();
@@ -210,10 +222,11 @@ impl PlanRunner {
         if dead.is_empty() {
             return Ok(());
         }
-        let reclaimed =
-            self.plans.release_workers(&view.plan.header.id, &dead, "its worker process is gone", self.now()).await?;
-        for r in reclaimed {
-            self.tell(Progress::Reclaimed { task: r.task_id, worker: r.worker });
+        for r in self.plans.release_workers(plan, &dead, "its worker process is gone", self.now()).await? {
+            self.tell(Progress::Reclaimed { task: r.task_id, unit: None, worker: r.worker });
+        }
+        for r in self.plans.release_unit_workers(plan, &dead, self.now()).await? {
+            self.tell(Progress::Reclaimed { task: r.task_id, unit: Some(r.name), worker: r.worker });
         }
         Ok(())
     }

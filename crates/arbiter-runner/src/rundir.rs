@@ -196,6 +196,12 @@ impl JsonLines {
     }
 }
 
+/// The values of a JSON-lines file, in order; a missing file has none, and a line that does
+/// not parse (a crash cut it short) is skipped.
+pub fn read_json_lines<T: serde::de::DeserializeOwned>(path: &Path) -> Vec<T> {
+    fs::read_to_string(path).unwrap_or_default().lines().filter_map(|l| serde_json::from_str(l).ok()).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,7 +1,8 @@
-//! The worker loop: claim a task from a [`Coordinator`], run it as a tournament while its
-//! lease is renewed, charge what it spends as it spends it, report how it ended; in as
-//! many slots as the worker has, until nothing more can run (a `plan run`), until stopped
-//! (a worker service), or after one task (`--once`).
+//! The worker loop: claim a unit of work from a [`Coordinator`] — a task's tournament, one
+//! candidate of a spread tournament, or its evaluation — run it while its lease is renewed,
+//! charge what it spends as it spends it, report how it ended; in as many slots as the
+//! worker has, until nothing more can run (a `plan run`), until stopped (a worker service),
+//! or after one unit (`--once`).
 //!
 //! The same loop runs a local `plan run` (with [`crate::coordinator::LocalCoordinator`])
 //! and a remote `arbiter worker run` (with the control plane's HTTP coordinator). A
@@ -17,14 +18,14 @@ use arbiter_core::money::Usd;
 use arbiter_core::status::RunStatus;
 use arbiter_core::task::Task;
 use arbiter_core::time::Timestamp;
-use arbiter_store::plans::{Lease, Retry};
+use arbiter_store::plans::Retry;
 use arbiter_store::{Store, StoreError};
 use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
 
 use crate::budget::SpendingSink;
-use crate::coordinator::{Assignment, Claim, Coordinator, CoordinatorError, Reported, Verdict};
-use crate::engine::{Engine, RunRequest};
+use crate::coordinator::{Assignment, Capabilities, Claim, Coordinator, CoordinatorError, Reported, Verdict, Work};
+use crate::engine::{Engine, RunOutcome, RunRequest, UnitRequest};
 use crate::runners::ModelAccess;
 use crate::workspace::Workspace;
 
@@ -33,10 +34,24 @@ use crate::workspace::Workspace;
 pub enum Progress {
     Claimed {
         task: String,
+        /// `tournament`, a candidate (`c02`) or `evaluation`.
+        unit: String,
         attempt: u32,
         max_attempts: u32,
         worker: String,
         base: String,
+    },
+    /// The task's tournament spreads over `units` units of run `run`.
+    Spread {
+        task: String,
+        run: String,
+        units: usize,
+    },
+    /// A candidate unit's results are in (`evaluation_ready`: it was the last).
+    UnitDone {
+        task: String,
+        unit: String,
+        evaluation_ready: bool,
     },
     Done {
         task: String,
@@ -60,8 +75,11 @@ pub enum Progress {
     LeaseLost {
         task: String,
     },
+    /// Taken back from `worker`, which stopped renewing its lease (of the task, or of
+    /// one of its units).
     Reclaimed {
         task: String,
+        unit: Option<String>,
         worker: String,
     },
 }
@@ -100,8 +118,8 @@ pub enum Until {
     PlanFinished,
     /// When cancelled (a service).
     Stopped,
-    /// After one task (or when cancelled, or when its plan is finished).
-    OneTask,
+    /// After one unit of work (or when cancelled, or when its plan is finished).
+    OneUnit,
 }
 
 /// A worker: `slots` loops claiming as `<id>:<n>`.
@@ -111,6 +129,8 @@ pub struct Worker {
     pub id: String,
     /// The plan it works on (`None`: any).
     pub plan: Option<String>,
+    /// What it can run (the runners and backends it has).
+    pub capabilities: Capabilities,
     pub slots: usize,
     pub until: Until,
     /// Stops every slot; a running tournament is interrupted and its task given back.
@@ -133,29 +153,28 @@ impl Drop for Heartbeat {
     }
 }
 
-/// Passes the tournament's costs on to the plan as they are charged, and remembers how
-/// much reached it (the rest is reported with the attempt).
+/// Passes the work's costs on to the plan as they are charged, and remembers what could not
+/// be (it is reported with the work).
 struct PlanSpending {
     coordinator: Arc<dyn Coordinator>,
-    lease: Lease,
-    forwarded: std::sync::Mutex<Usd>,
+    assignment: Assignment,
+    unforwarded: std::sync::Mutex<Usd>,
 }
 
 #[async_trait::async_trait]
 impl SpendingSink for PlanSpending {
     async fn spent(&self, amount: Usd) {
-        if self.coordinator.charge(&self.lease, amount).await.is_ok() {
-            let mut forwarded = self.forwarded.lock().unwrap_or_else(|p| p.into_inner());
-            *forwarded = *forwarded + amount;
+        if self.coordinator.charge(&self.assignment, amount).await.is_err() {
+            let mut unforwarded = self.unforwarded.lock().unwrap_or_else(|p| p.into_inner());
+            *unforwarded = *unforwarded + amount;
         }
     }
 }
 
 impl PlanSpending {
-    /// What of `total` has not reached the plan yet.
-    fn remainder(&self, total: Usd) -> Usd {
-        let forwarded = *self.forwarded.lock().unwrap_or_else(|p| p.into_inner());
-        total.saturating_sub(forwarded)
+    /// What did not reach the plan as it was spent.
+    fn unforwarded(&self) -> Usd {
+        *self.unforwarded.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
@@ -197,12 +216,12 @@ impl Worker {
             }
             let claim = tokio::select! {
                 _ = self.cancel.cancelled() => return Ok(()),
-                claim = self.coordinator.claim(worker, self.plan.as_deref(), self.claim_wait) => claim?,
+                claim = self.coordinator.claim(worker, &self.capabilities, self.plan.as_deref(), self.claim_wait) => claim?,
             };
             match claim {
                 Claim::Assigned(assignment) => {
                     self.attempt(*assignment).await?;
-                    if self.until == Until::OneTask {
+                    if self.until == Until::OneUnit {
                         return Ok(());
                     }
                 }
@@ -212,17 +231,18 @@ impl Worker {
         }
     }
 
-    /// Starts renewing `lease`; `cancel` (the attempt's) is cancelled when it is lost.
-    fn heartbeat(&self, lease: &Lease, cancel: CancellationToken) -> Heartbeat {
+    /// Starts renewing the assignment's lease; `cancel` (the work's) is cancelled when it is
+    /// lost.
+    fn heartbeat(&self, assignment: &Assignment, cancel: CancellationToken) -> Heartbeat {
         let lost = CancellationToken::new();
         let coordinator = self.coordinator.clone();
         let every = (coordinator.lease_ttl() / 3).max(Duration::from_millis(50));
         let beat = {
-            let (lease, lost) = (lease.clone(), lost.clone());
+            let (assignment, lost) = (assignment.clone(), lost.clone());
             tokio::spawn(async move {
                 loop {
                     tokio::time::sleep(every).await;
-                    match coordinator.heartbeat(&lease).await {
+                    match coordinator.heartbeat(&assignment).await {
                         Ok(true) => {}
                         Ok(false) => {
                             lost.cancel();
@@ -239,90 +259,78 @@ impl Worker {
         Heartbeat { lost, beat }
     }
 
-    /// One claimed task: its tournament, then the report.
+    /// One unit of work, then its report.
     async fn attempt(&self, assignment: Assignment) -> Result<(), CoordinatorError> {
         let lease = assignment.lease.clone();
         let task_id = assignment.task.id.clone();
+        let unit = assignment.work.name();
         self.tell(Progress::Claimed {
             task: task_id.clone(),
+            unit: unit.clone(),
             attempt: lease.attempt,
             max_attempts: lease.max_attempts,
             worker: lease.worker.clone(),
             base: assignment.base.clone(),
         });
-        let attempt_cancel = self.cancel.child_token();
-        let heartbeat = self.heartbeat(&lease, attempt_cancel.clone());
+        let work_cancel = self.cancel.child_token();
+        let heartbeat = self.heartbeat(&assignment, work_cancel.clone());
         let spending = Arc::new(PlanSpending {
             coordinator: self.coordinator.clone(),
-            lease: lease.clone(),
-            forwarded: Default::default(),
+            assignment: assignment.clone(),
+            unforwarded: Default::default(),
         });
-        let (verdict, cost, run_dir) = self.tournament(&assignment, attempt_cancel, spending.clone()).await;
+        let done = self.work(&assignment, work_cancel, spending.clone()).await;
         let lost = heartbeat.lost.is_cancelled();
         drop(heartbeat);
-        let cost = spending.remainder(cost);
-        let verdict = match verdict {
-            // Whatever the tournament made of it, an attempt whose lease was taken away
-            // commits nothing; its report only records the cost.
+        let verdict = match done.verdict {
+            // Whatever the work made of it, work whose lease was taken away changes nothing;
+            // its report only records the cost.
             _ if lost => Verdict::Failed {
                 reason: "its lease was lost".into(),
                 retry: Retry::AfterBackoff,
-                run_id: run_dir.as_ref().map(|(id, _)| id.clone()),
+                run_id: done.run_id.clone(),
             },
             v => v,
-        };
-        let run_id = match &verdict {
-            Verdict::Won { run_id, .. } => Some(run_id.clone()),
-            Verdict::Failed { run_id, .. } => run_id.clone(),
-            Verdict::Released { .. } => None,
         };
         let released_reason = match &verdict {
             Verdict::Released { reason } => Some(reason.clone()),
             _ => None,
         };
-        let dir = run_dir.as_ref().map(|(_, d)| d.as_path());
-        let reported = self.coordinator.report(&assignment, verdict, cost, dir).await?;
+        let reported =
+            self.coordinator.report(&assignment, verdict, spending.unforwarded(), done.dir.as_deref()).await?;
         self.tell(match reported {
             Reported::Done { commit, recovered: true } => Progress::Recovered { task: task_id, commit },
-            Reported::Done { commit, recovered: false } => Progress::Done { task: task_id, run: run_id, commit },
+            Reported::Done { commit, recovered: false } => Progress::Done { task: task_id, run: done.run_id, commit },
             Reported::Failed { reason, retry_at } => Progress::Failed { task: task_id, reason, retry_at },
             Reported::Released => Progress::Released { task: task_id, reason: released_reason.unwrap_or_default() },
+            Reported::UnitDone { evaluation_ready } => Progress::UnitDone { task: task_id, unit, evaluation_ready },
             Reported::Stale => Progress::LeaseLost { task: task_id },
         });
         Ok(())
     }
 
-    /// Runs the assignment's tournament: the verdict, what it cost, and its run (id and
-    /// directory) when one was made.
-    async fn tournament(
-        &self,
-        assignment: &Assignment,
-        cancel: CancellationToken,
-        spending: Arc<PlanSpending>,
-    ) -> (Verdict, Usd, Option<(String, std::path::PathBuf)>) {
-        let never = |reason: String| (Verdict::Failed { reason, retry: Retry::Never, run_id: None }, Usd::ZERO, None);
-        let again =
-            |reason: String| (Verdict::Failed { reason, retry: Retry::AfterBackoff, run_id: None }, Usd::ZERO, None);
+    /// Runs the assignment's work: its verdict, its run and directory when it made one.
+    async fn work(&self, assignment: &Assignment, cancel: CancellationToken, spending: Arc<PlanSpending>) -> Done {
         let (header, task) = (&assignment.plan, &assignment.task);
         let settings = assignment.settings.clone();
         let prompt = match Task::new(task.prompt(header), task.success_criteria(), settings.verify.value.clone()) {
             Ok(t) => t,
-            Err(e) => return never(e.to_string()),
+            Err(e) => return Done::failed(e.to_string(), Retry::Never),
         };
         let workspace = match self.coordinator.checkout(assignment).await {
             Ok(w) => w,
-            Err(e) => return again(format!("its repository could not be prepared: {e}")),
+            Err(e) => return Done::failed(format!("its repository could not be prepared: {e}"), Retry::AfterBackoff),
         };
         let store = match self.tournaments.runs.for_workspace(&workspace).await {
             Ok(s) => s,
-            Err(e) => return again(format!("its runs cannot be recorded: {e}")),
+            Err(e) => return Done::failed(format!("its runs cannot be recorded: {e}"), Retry::AfterBackoff),
         };
         let t = &self.tournaments;
         let engine = Engine {
             store,
             clock: t.clock.clone(),
             observer: None,
-            cancel: cancel.clone(),
+            cancel,
             run_suffix: crate::random_suffix(),
             process_env: t.process_env.clone(),
             models: t.models.clone(),
@@ -330,17 +338,64 @@ impl Worker {
             spending: Some(spending),
             sandboxing: t.sandboxing.clone(),
         };
-        let request =
-            RunRequest { workspace, task: prompt, settings, base_ref: assignment.base.clone(), allow_dirty: true };
-        let run = match engine.run(request).await {
-            Ok(run) => run,
-            Err(_) if self.cancel.is_cancelled() => {
-                return (Verdict::Released { reason: "the worker was stopped".into() }, Usd::ZERO, None);
+        let stopped =
+            || Done { verdict: Verdict::Released { reason: "the worker was stopped".into() }, run_id: None, dir: None };
+        let base = assignment.base.clone();
+        match &assignment.work {
+            Work::Tournament => {
+                let request = RunRequest { workspace, task: prompt, settings, base_ref: base, allow_dirty: true };
+                match engine.run(request).await {
+                    Ok(run) => Done::of_run(run),
+                    Err(_) if self.cancel.is_cancelled() => stopped(),
+                    Err(e) => Done::failed(format!("the tournament could not run: {e}"), Retry::AfterBackoff),
+                }
             }
-            Err(e) => return again(format!("the tournament could not run: {e}")),
-        };
+            Work::Candidate { index, run_id } => {
+                let request =
+                    UnitRequest { workspace, run_id: run_id.clone(), task: prompt, settings, base_commit: base };
+                match engine.run_candidate_unit(request, *index).await {
+                    Ok(c) if c.interrupted => Done { dir: Some(c.dir), ..stopped() },
+                    Ok(c) => Done {
+                        verdict: Verdict::CandidateDone { status: c.status },
+                        run_id: Some(run_id.to_string()),
+                        dir: Some(c.dir),
+                    },
+                    Err(_) if self.cancel.is_cancelled() => stopped(),
+                    Err(e) => Done::failed(
+                        format!("candidate {} could not run: {e}", assignment.work.name()),
+                        Retry::AfterBackoff,
+                    ),
+                }
+            }
+            Work::Evaluation { run_id, lost } => {
+                let request =
+                    UnitRequest { workspace, run_id: run_id.clone(), task: prompt, settings, base_commit: base };
+                match engine.evaluate(request, lost).await {
+                    Ok(run) => Done::of_run(run),
+                    Err(_) if self.cancel.is_cancelled() => stopped(),
+                    Err(e) => Done::failed(format!("the evaluation could not run: {e}"), Retry::AfterBackoff),
+                }
+            }
+        }
+    }
+}
+
+/// How a unit of work ended, before it is reported.
+struct Done {
+    verdict: Verdict,
+    run_id: Option<String>,
+    /// What it produced in the run directory: the run's, or a candidate's.
+    dir: Option<std::path::PathBuf>,
+}
+
+impl Done {
+    fn failed(reason: String, retry: Retry) -> Done {
+        Done { verdict: Verdict::Failed { reason, retry, run_id: None }, run_id: None, dir: None }
+    }
+
+    /// A finished tournament (or evaluation): its winner, or why it has none.
+    fn of_run(run: RunOutcome) -> Done {
         let run_id = run.run_id.to_string();
-        let cost = run.cost.total.known_cost;
         let verdict = match (run.status, &run.decision.winner) {
             (RunStatus::Interrupted, _) => Verdict::Released { reason: "the worker was stopped".into() },
             (RunStatus::Succeeded, Some(winner)) => Verdict::Won {
@@ -354,6 +409,6 @@ impl Worker {
                 run_id: Some(run_id.clone()),
             },
         };
-        (verdict, cost, Some((run_id, run.run_dir)))
+        Done { verdict, run_id: Some(run_id), dir: Some(run.run_dir) }
     }
 }

@@ -27,7 +27,7 @@ pub trait UnitDialect {
 /// needs of their task.
 macro_rules! pick_units {
     () => {
-        "SELECT u.plan_id, u.task_id, u.task_fence, u.name, u.kind, u.needs, u.fence, u.run_id,
+        "SELECT u.plan_id, u.task_id, u.task_fence, u.name, u.kind, u.needs, u.fence, u.run_id, u.base,
                 t.attempts, t.max_attempts, t.reserved_pico, t.spec, p.retry_backoff_seconds
          FROM plan_units u
          JOIN plan_tasks t ON t.plan_id = u.plan_id AND t.id = u.task_id AND t.status = 'running' AND t.fence = u.task_fence
@@ -68,8 +68,8 @@ pub const SPREAD_ATTEMPT: &str = "UPDATE plan_tasks SET lease_owner = NULL, leas
 pub const ATTEMPT_RUN: &str = "UPDATE plan_attempts SET run_id = $4 WHERE plan_id = $1 AND task_id = $2 AND fence = $3";
 
 pub const INSERT_UNIT: &str = "INSERT INTO plan_units
-     (plan_id, task_id, task_fence, name, kind, ord, needs, status, run_id, updated_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)";
+     (plan_id, task_id, task_fence, name, kind, ord, needs, status, run_id, base, updated_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)";
 
 /// Leases a ready unit (`$5` its fence when picked, `$6` the worker, `$7` the expiry).
 pub const LEASE_UNIT: &str = "UPDATE plan_units SET status = 'running', fence = fence + 1, worker = $6,
@@ -99,7 +99,7 @@ pub const EVALUATION_READY: &str = "UPDATE plan_units SET status = 'ready', upda
 macro_rules! unit_columns {
     () => {
         "u.plan_id, u.task_id, u.task_fence, u.name, u.kind, u.ord, u.needs, u.status, u.fence, u.worker,
-         u.lease_expires, u.tries, u.run_id, u.result, u.cost_pico"
+         u.lease_expires, u.tries, u.run_id, u.base, u.result, u.cost_pico"
     };
 }
 
@@ -167,6 +167,7 @@ where
         lease_expires: get::<_, Option<i64>>(row, "lease_expires")?.map(Timestamp),
         tries: get::<_, i64>(row, "tries")?.max(0) as u32,
         run_id: get(row, "run_id")?,
+        base: get(row, "base")?,
         result: match result {
             Some(text) => Some(serde_json::from_str(&text).map_err(|_| corrupt("plan_units.result", text))?),
             None => None,
@@ -409,6 +410,7 @@ macro_rules! unit_queue_impl {
                     &self,
                     lease: &Lease,
                     run_id: &str,
+                    base: &str,
                     units: &[UnitSpec],
                     now: Timestamp,
                 ) -> Result<(), StoreError> {
@@ -459,6 +461,7 @@ macro_rules! unit_queue_impl {
                             .bind(serde_json::to_string(&unit.needs).unwrap_or_else(|_| "[]".into()))
                             .bind(status.as_str())
                             .bind(run_id)
+                            .bind(base)
                             .bind(now.0)
                             .execute(&mut *tx)
                             .await?;
@@ -471,7 +474,7 @@ macro_rules! unit_queue_impl {
                         Some(lease.attempt),
                         "units_started",
                         now,
-                        json!({"fence": lease.fence, "run_id": run_id, "units": names}),
+                        json!({"fence": lease.fence, "run_id": run_id, "base": base, "units": names}),
                     )
                     .await?;
                     tx.commit().await?;
@@ -544,6 +547,7 @@ macro_rules! unit_queue_impl {
                             fence: fence + 1,
                             expires,
                             run_id: r.try_get("run_id")?,
+                            base: r.try_get("base")?,
                         };
                         return Ok(Some(UnitClaim { lease, task: task_spec }));
                     }

@@ -128,6 +128,8 @@ pub struct UnitLease {
     pub expires: Timestamp,
     /// The run every unit of the attempt records into.
     pub run_id: String,
+    /// The commit every unit of the attempt starts from.
+    pub base: String,
 }
 
 /// A claimed unit and the task it belongs to.
@@ -153,6 +155,7 @@ pub struct UnitRecord {
     pub lease_expires: Option<Timestamp>,
     pub tries: u32,
     pub run_id: String,
+    pub base: String,
     /// What its worker reported when it was done (`None`: lost, or not done yet).
     pub result: Option<serde_json::Value>,
     pub cost: Usd,
@@ -203,11 +206,13 @@ pub trait UnitQueue: PlanStore {
     ) -> Result<ClaimOutcome, StoreError>;
     /// Spreads a claimed attempt over units: the task's lease stops expiring (and is no
     /// longer its claimer's); the candidate units are ready, the evaluation waits for them.
-    /// Refused with [`StoreError::StaleLease`] when the attempt is no longer running.
+    /// Every unit records into run `run_id` and starts from commit `base`. Refused with
+    /// [`StoreError::StaleLease`] when the attempt is no longer running.
     async fn start_units(
         &self,
         lease: &Lease,
         run_id: &str,
+        base: &str,
         units: &[UnitSpec],
         now: Timestamp,
     ) -> Result<(), StoreError>;

@@ -94,7 +94,7 @@ fn done(result: serde_json::Value) -> UnitOutcome {
 async fn spread_and_evaluate(store: Arc<dyn UnitQueue>) {
     import(&*store, &plan(&[task("A", &[]), task("B", &["A"])].join(","), "")).await;
     let a = claim_task(&*store, "starter", t(1)).await;
-    store.start_units(&a.lease, "run-a", &two_candidates(), t(1)).await.unwrap();
+    store.start_units(&a.lease, "run-a", "base-sha", &two_candidates(), t(1)).await.unwrap();
     // The task's own lease no longer runs out, and no longer names its claimer.
     let record = task_record(&*store, "A").await;
     assert_eq!((record.lease_owner, record.lease_expires), (None, None));
@@ -145,7 +145,7 @@ async fn spread_and_evaluate(store: Arc<dyn UnitQueue>) {
 async fn unit_leases(store: Arc<dyn UnitQueue>) {
     import(&*store, &plan(&task("A", &[]), "")).await;
     let a = claim_task(&*store, "starter", t(1)).await;
-    store.start_units(&a.lease, "run-a", &two_candidates(), t(1)).await.unwrap();
+    store.start_units(&a.lease, "run-a", "base-sha", &two_candidates(), t(1)).await.unwrap();
     let all = Capabilities::Any;
     let first = claim_unit(&*store, "w1", &all, t(2)).await.unwrap();
     assert_eq!(first.lease.name, "c01");
@@ -197,7 +197,7 @@ async fn unit_leases(store: Arc<dyn UnitQueue>) {
 async fn releases(store: Arc<dyn UnitQueue>) {
     import(&*store, &plan(&[task("A", &[]), task("B", &[])].join(","), "")).await;
     let a = claim_task(&*store, "starter", t(1)).await;
-    store.start_units(&a.lease, "run-a", &two_candidates(), t(1)).await.unwrap();
+    store.start_units(&a.lease, "run-a", "base-sha", &two_candidates(), t(1)).await.unwrap();
     let all = Capabilities::Any;
     let c = claim_unit(&*store, "w1", &all, t(2)).await.unwrap();
     let reason = "the worker was stopped".to_string();
@@ -220,7 +220,7 @@ async fn releases(store: Arc<dyn UnitQueue>) {
     assert!(store.release_workers("p", &["starter".to_string()], "gone", t(5)).await.unwrap().is_empty());
     store.cancel_plan("p", t(6)).await.unwrap();
     assert!(claim_unit(&*store, "w3", &all, t(7)).await.is_none(), "a cancelled plan's units are not claimed");
-    let stale = store.start_units(&a.lease, "run-x", &two_candidates(), t(8)).await;
+    let stale = store.start_units(&a.lease, "run-x", "base-sha", &two_candidates(), t(8)).await;
     assert!(matches!(stale, Err(StoreError::StaleLease { .. })), "{stale:?}");
 }
 
@@ -250,7 +250,7 @@ async fn concurrent_unit_claims(store: Arc<dyn UnitQueue>) {
             .map(|i| unit(&format!("c{i:02}"), UnitKind::Candidate, &[]))
             .chain([unit("evaluation", UnitKind::Evaluation, &[])])
             .collect();
-        store.start_units(&c.lease, &format!("run-{}", c.lease.task_id), &units, t(1)).await.unwrap();
+        store.start_units(&c.lease, &format!("run-{}", c.lease.task_id), "base-sha", &units, t(1)).await.unwrap();
     }
     let mut workers = tokio::task::JoinSet::new();
     for w in 0..8 {

@@ -28,6 +28,7 @@ use arbiter_runner::workspace::Workspace;
 use arbiter_store::plans::{
     BranchOrigin, BranchRecord, Import, ImportMode, PlanRecord, PlanStore, PlanView, TaskRecord,
 };
+use arbiter_store::units::UnitQueue;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
@@ -649,7 +650,7 @@ fn task_settings(config: &ConfigFile, plan: &PlanSpec, task: &TaskSpec) -> Resul
 async fn run(
     ctx: &RepoContext,
     runs: Arc<dyn arbiter_store::Store>,
-    plans: Arc<dyn PlanStore>,
+    plans: Arc<dyn UnitQueue>,
     id: &str,
     workers: usize,
     lease_seconds: u64,
@@ -761,9 +762,19 @@ fn stopped_because(view: &PlanView) -> Option<String> {
 /// One progress line of `plan run`.
 fn describe(p: &Progress) -> String {
     match p {
-        Progress::Claimed { task, attempt, max_attempts, worker, base } => {
-            format!("{task}: attempt {attempt}/{max_attempts} by {worker}, from {}", short(base))
+        Progress::Claimed { task, unit, attempt, max_attempts, worker, base } => match unit.as_str() {
+            "tournament" => format!("{task}: attempt {attempt}/{max_attempts} by {worker}, from {}", short(base)),
+            unit => format!("{task}: {unit} of attempt {attempt}/{max_attempts} by {worker}, from {}", short(base)),
+        },
+        Progress::Spread { task, run, units } => {
+            format!(
+                "{task}: its tournament (run {run}) spreads over {units} units: each candidate, then the evaluation"
+            )
         }
+        Progress::UnitDone { task, unit, evaluation_ready } => format!(
+            "{task}: {unit} finished{}",
+            if *evaluation_ready { "; every candidate is in, the evaluation is ready" } else { "" }
+        ),
         Progress::Done { task, run, commit } => format!(
             "{task}: done — the winner of run {} is committed as {}",
             run.as_deref().unwrap_or("-"),
@@ -782,8 +793,11 @@ fn describe(p: &Progress) -> String {
         Progress::LeaseLost { task } => {
             format!("{task}: its lease was lost (taken over or the plan was cancelled); its result is not recorded")
         }
-        Progress::Reclaimed { task, worker } => {
+        Progress::Reclaimed { task, unit: None, worker } => {
             format!("{task}: taken back from {worker}, which stopped renewing its lease")
+        }
+        Progress::Reclaimed { task, unit: Some(unit), worker } => {
+            format!("{task}: {unit} taken back from {worker}, which stopped renewing its lease")
         }
     }
 }

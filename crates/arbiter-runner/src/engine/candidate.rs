@@ -241,6 +241,7 @@ fn unstarted(ctx: &RunCtx, index: usize) -> CandidateRun {
         tree: None,
         agent_details: None,
         violations: Vec::new(),
+        gates_pending: false,
     }
 }
 
@@ -409,7 +410,9 @@ async fn run_candidate_steps(ctx: &RunCtx, index: usize, restart: Option<Restart
     }
     run.status = final_status;
     let applicable = run.patch.as_ref().is_some_and(|p| !p.empty && p.applies_cleanly) && run.violations.is_empty();
-    if ctx.settings.cross_tests.value && applicable && !ctx.cancel.is_cancelled() {
+    // A candidate unit gives its workspace back as it is: the evaluation takes it again when
+    // it runs on this machine before another candidate takes it.
+    if ctx.unit.is_none() && ctx.settings.cross_tests.value && applicable && !ctx.cancel.is_cancelled() {
         run.tree = Some(slot);
     } else {
         release_workspace(ctx, slot);
@@ -445,8 +448,26 @@ async fn ended_before_agent(ctx: &RunCtx, mut run: CandidateRun, status: Candida
     run
 }
 
-/// Captures the patch, checks it applies to the base, and runs the verify commands.
+/// Captures the patch, checks it applies to the base, and (unless they are left to the
+/// evaluation: a candidate unit) runs the verify commands.
 pub(super) async fn evaluate_candidate(ctx: &RunCtx, run: &mut CandidateRun, slot: &Slot, cdir: &Path) {
+    let touched = capture_candidate(ctx, run, slot, cdir).await;
+    if ctx.unit.is_some() {
+        run.gates_pending = !ctx.settings.verify.value.is_empty();
+        return;
+    }
+    gate_candidate(ctx, run, slot, cdir, touched).await;
+}
+
+/// The patch: captured, scanned for secrets, checked against the limits and the base; the
+/// test files it wrote (for cross-tests). Returns the files it touched (`None` when there is
+/// nothing to gate, or they could not be listed: `gates_skipped` says why).
+async fn capture_candidate(
+    ctx: &RunCtx,
+    run: &mut CandidateRun,
+    slot: &Slot,
+    cdir: &Path,
+) -> Option<Vec<(String, Touch)>> {
     let wt = slot.git();
     let tree = &slot.tree();
     let text = match capture::capture_patch(&wt, &ctx.base_commit).await {
@@ -456,7 +477,7 @@ pub(super) async fn evaluate_candidate(ctx: &RunCtx, run: &mut CandidateRun, slo
                 .emit(EventKind::Warning, Some(&run.id), json!({"message": format!("cannot capture the patch: {e}")}))
                 .await;
             run.gates_skipped = Some("no patch could be captured".into());
-            return;
+            return None;
         }
     };
     // A patch holding a secret arbiter knows is disqualified, and written (and kept for the
@@ -473,7 +494,7 @@ pub(super) async fn evaluate_candidate(ctx: &RunCtx, run: &mut CandidateRun, slo
         ctx.events
             .emit(EventKind::Warning, Some(&run.id), json!({"message": format!("cannot write patch.diff: {e}")}))
             .await;
-        return;
+        return None;
     }
     let stats = patch::stats(&text);
     let hash = patch::normalized_hash(&text);
@@ -504,7 +525,7 @@ pub(super) async fn evaluate_candidate(ctx: &RunCtx, run: &mut CandidateRun, slo
             Ok(t) => Some(t),
             Err(e) => {
                 run.gates_skipped = Some(format!("cannot list the changed files: {e}"));
-                return;
+                return None;
             }
         }
     } else {
@@ -527,9 +548,25 @@ pub(super) async fn evaluate_candidate(ctx: &RunCtx, run: &mut CandidateRun, slo
             json!({"empty": p.map(|p| p.0), "applies_cleanly": p.map(|p| p.1), "files_changed": p.map(|p| p.2), "changed_lines": p.map(|p| p.3)}),
         )
         .await;
+    touched
+}
 
+/// Runs the verify commands in the candidate's tree (its own, or one rebuilt from its
+/// patch): the base's own tests, protected files as the base has them, the candidate's own
+/// tests taken out, the calibrated canaries planted.
+pub(super) async fn gate_candidate(
+    ctx: &RunCtx,
+    run: &mut CandidateRun,
+    slot: &Slot,
+    cdir: &Path,
+    touched: Option<Vec<(String, Touch)>>,
+) {
+    run.gates_pending = false;
+    let wt = slot.git();
+    let tree = &slot.tree();
     let verify = &ctx.settings.verify.value;
-    if verify.is_empty() {
+    // Nothing to gate: the capture said why.
+    if verify.is_empty() || run.gates_skipped.is_some() {
         return;
     }
     run.gates_skipped = if ctx.cancel.is_cancelled() {
@@ -637,6 +674,86 @@ pub(super) async fn evaluate_candidate(ctx: &RunCtx, run: &mut CandidateRun, slo
             run.gate_outcomes = outcomes;
         }
         Err(e) => run.gates_skipped = Some(format!("cannot run the verify commands: {e}")),
+    }
+}
+
+/// Runs the gates a candidate unit left: in the workspace the candidate left, when this
+/// machine's pool still has it as it was, or in a fresh one with its patch applied. The tree
+/// is kept for cross-tests like a candidate's own.
+pub(super) async fn gate_kept(ctx: &RunCtx, mut run: CandidateRun) -> CandidateRun {
+    let gateable = run.gates_skipped.is_none()
+        && run.violations.is_empty()
+        && run.patch.as_ref().is_some_and(|p| !p.empty && p.applies_cleanly);
+    let cdir = match ctx.run_dir.candidate_dir(&run.id) {
+        Ok(d) => d,
+        Err(e) => {
+            run.gates_pending = false;
+            run.gates_skipped = Some(format!("cannot open its candidate directory: {e}"));
+            return run;
+        }
+    };
+    if !gateable || ctx.cancel.is_cancelled() {
+        // The reason (an empty or disqualified patch, an interruption) is the gates' own.
+        if let Some(slot) = ctx.pool.reacquire(&Owner::new(ctx.run_id.as_str(), run.id.as_str())) {
+            release_workspace(ctx, slot);
+        }
+        if ctx.cancel.is_cancelled() && run.gates_skipped.is_none() {
+            run.gates_skipped = Some("the run was interrupted".into());
+        }
+        run.gates_pending = false;
+        resume::save(ctx, &run);
+        return run;
+    }
+    let slot = match ctx.pool.reacquire(&Owner::new(ctx.run_id.as_str(), run.id.as_str())) {
+        Some(slot) => Ok(slot),
+        None => rebuild_tree(ctx, &run, &cdir).await,
+    };
+    let slot = match slot {
+        Ok(slot) => slot,
+        Err(why) => {
+            run.gates_pending = false;
+            run.gates_skipped = Some(why);
+            resume::save(ctx, &run);
+            return run;
+        }
+    };
+    let touched = match capture::touched_paths(&slot.git(), &ctx.base_commit).await {
+        Ok(t) => Some(t),
+        Err(e) => {
+            run.gates_skipped = Some(format!("cannot list the changed files: {e}"));
+            None
+        }
+    };
+    ctx.set_candidate_status(&run.id, CandidateStatus::Evaluating, None).await;
+    gate_candidate(ctx, &mut run, &slot, &cdir, touched).await;
+    if ctx.settings.cross_tests.value && !ctx.cancel.is_cancelled() {
+        run.tree = Some(slot);
+    } else {
+        release_workspace(ctx, slot);
+    }
+    ctx.set_candidate_status(&run.id, run.status, run.agent.exit_code).await;
+    let gates_passed = run.gate_outcomes.iter().filter(|o| o.passed()).count();
+    ctx.events
+        .emit(
+            EventKind::CandidateFinished,
+            Some(&run.id),
+            json!({"status": run.status, "gates_passed": gates_passed, "gates_total": run.gate_outcomes.len(), "gates_skipped": run.gates_skipped}),
+        )
+        .await;
+    resume::save(ctx, &run);
+    run
+}
+
+/// A fresh workspace (include copy, setup) with the candidate's patch applied.
+async fn rebuild_tree(ctx: &RunCtx, run: &CandidateRun, cdir: &Path) -> Result<Slot, String> {
+    let slot = prepare_workspace(ctx, Some(&run.id), cdir).await?;
+    let patch = cdir.join(paths::PATCH);
+    match crate::materialize::apply_to_worktree(&slot.git(), &patch).await {
+        Ok(()) => Ok(slot),
+        Err(e) => {
+            release_workspace(ctx, slot);
+            Err(format!("its patch could not be applied to a fresh workspace for the gates: {e}"))
+        }
     }
 }
 

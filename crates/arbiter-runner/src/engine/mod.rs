@@ -53,10 +53,12 @@ mod candidate;
 mod crosstests;
 mod finish;
 mod resume;
+mod units;
 
 use candidate::{BaselineRun, run_baseline, run_candidate, skip_candidate};
 use finish::finish;
 use resume::Restart;
+pub use units::{CandidateUnitOutcome, UnitRequest};
 
 /// What to run.
 pub struct RunRequest {
@@ -163,6 +165,9 @@ pub(super) struct RunCtx {
     pub(super) allow_dirty: bool,
     pub(super) models: Option<Arc<runners::ModelAccess>>,
     pub(super) budget: Arc<RunBudget>,
+    /// The one candidate a candidate unit runs: the run's state, its records in the store
+    /// and the gates are the evaluation's.
+    pub(super) unit: Option<CandidateId>,
 }
 
 /// Everything one candidate produced, before evaluation against the baseline.
@@ -189,6 +194,9 @@ pub(super) struct CandidateRun {
     pub(super) agent_details: Option<serde_json::Value>,
     /// What disqualifies it (a secret in its patch, tampered checks, a limit broken).
     pub(super) violations: Vec<arbiter_core::selection::Violation>,
+    /// Its patch is captured but its gates are not run yet (a candidate unit leaves them to
+    /// the evaluation).
+    pub(super) gates_pending: bool,
 }
 
 /// Names whose values are secrets, wherever they appear.
@@ -352,6 +360,7 @@ impl Engine {
             events,
             state,
             allow_dirty: true,
+            unit: None,
         });
         resume::charge_kept(&ctx, kept.values()).await;
         Ok((ctx, kept, restarts, saved_baseline))
@@ -377,10 +386,44 @@ impl Engine {
             let _ = self.store.finish_run(id, RunStatus::Interrupted, None, None).await;
         }
 
-        let canaries = crate::canary::plan_for(&repo, &base_commit, &req.settings.verify.value).await;
-
         let started = self.clock.now();
         let run_id = RunId::new(started, self.run_suffix);
+        self.start_run(NewRun {
+            run_id,
+            workspace: ws,
+            repo,
+            base_ref: req.base_ref,
+            base_commit,
+            task: req.task,
+            settings: req.settings,
+            allow_dirty: req.allow_dirty,
+            pruned,
+            pool,
+            confinement,
+            started: None,
+        })
+        .await
+    }
+
+    /// Records a new run (its directory, state, settings, records in the store, first
+    /// events) and assembles its context.
+    async fn start_run(&self, new: NewRun) -> Result<RunCtx, EngineError> {
+        let NewRun {
+            run_id,
+            workspace: ws,
+            repo,
+            base_ref,
+            base_commit,
+            task,
+            settings,
+            allow_dirty,
+            pruned,
+            pool,
+            confinement,
+            started,
+        } = new;
+        let canaries = crate::canary::plan_for(&repo, &base_commit, &settings.verify.value).await;
+        let started = started.unwrap_or_else(|| self.clock.now());
         let run_dir = RunDir::create(ws.run_dir(&run_id))?;
         let events = EventLog::new(
             run_id.clone(),
@@ -389,16 +432,15 @@ impl Engine {
             self.clock.clone(),
             self.observer.clone(),
         );
-        let settings = req.settings;
         let state = RunState {
             schema_version: SCHEMA_VERSION,
             run_id: run_id.clone(),
             status: RunStatus::Running,
             phase: "candidates".into(),
             repo: ws.repo_root().display().to_string(),
-            base_ref: req.base_ref.clone(),
+            base_ref: base_ref.clone(),
             base_commit: base_commit.clone(),
-            task: req.task.clone(),
+            task: task.clone(),
             settings: SettingsSnapshot::from(&settings),
             candidates: (0..settings.candidates.value as usize)
                 .map(|i| CandidateState {
@@ -429,7 +471,7 @@ impl Engine {
             .put_run(&RunRecord {
                 id: run_id.clone(),
                 repo: state.repo.clone(),
-                task_title: req.task.title(),
+                task_title: task.title(),
                 status: RunStatus::Running,
                 base_commit: base_commit.clone(),
                 run_dir: run_dir.path().display().to_string(),
@@ -459,14 +501,14 @@ impl Engine {
                 EventKind::RunStarted,
                 None,
                 json!({
-                    "task": req.task.title(),
-                    "base_ref": req.base_ref,
+                    "task": task.title(),
+                    "base_ref": base_ref,
                     "base_commit": base_commit,
                     "candidates": settings.candidates.value,
                     "parallel": state.settings.parallel,
                     "runners": settings.runners.iter().map(|r| r.name.clone()).collect::<Vec<_>>(),
                     "verify": settings.verify.value,
-                    "allow_dirty": req.allow_dirty,
+                    "allow_dirty": allow_dirty,
                     "strategy": settings.strategy.value,
                     "budget_usd": settings.budget_usd.value,
                     "sandbox": confinement.enforcement,
@@ -498,11 +540,12 @@ impl Engine {
             confinement,
             canaries,
             base_commit,
-            task: req.task,
+            task,
             settings,
             events,
             state,
-            allow_dirty: req.allow_dirty,
+            allow_dirty,
+            unit: None,
         }))
     }
 
@@ -594,6 +637,7 @@ impl Engine {
             allow_dirty: p.allow_dirty,
             models: self.models.clone(),
             budget,
+            unit: p.unit,
         }
     }
 }
@@ -613,6 +657,25 @@ struct RunParts {
     events: EventLog,
     state: RunState,
     allow_dirty: bool,
+    unit: Option<CandidateId>,
+}
+
+/// What [`Engine::start_run`] records.
+struct NewRun {
+    run_id: RunId,
+    workspace: Workspace,
+    repo: Git,
+    base_ref: String,
+    base_commit: String,
+    task: Task,
+    settings: RunSettings,
+    allow_dirty: bool,
+    /// Runs found dead holding workspaces (said in the first events).
+    pruned: Vec<RunId>,
+    pool: Pool,
+    confinement: Confinement,
+    /// When the run began, when that was before this process took it on (its units').
+    started: Option<arbiter_core::time::Timestamp>,
 }
 
 /// Every candidate in a sliding pool of at most `parallel`, started in order.
@@ -657,7 +720,21 @@ async fn tournament(
     let mut runs = Vec::with_capacity(n);
     for index in 0..n {
         if let Some(done) = kept.remove(&index) {
-            runs.push(done);
+            if done.gates_pending {
+                // A candidate unit's result: its gates run here, beside the others', in the
+                // same sliding pool.
+                let slot = tokio::select! {
+                    slot = pool.clone().acquire_owned() => slot.ok(),
+                    _ = ctx.cancel.cancelled() => None,
+                };
+                let ctx = ctx.clone();
+                tasks.spawn(async move {
+                    let _slot = slot;
+                    candidate::gate_kept(&ctx, done).await
+                });
+            } else {
+                runs.push(done);
+            }
             continue;
         }
         let restart = restarts.remove(&index);
@@ -736,6 +813,9 @@ impl RunCtx {
     pub(super) fn update_state(&self, change: impl FnOnce(&mut RunState)) {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         change(&mut state);
+        if self.unit.is_some() {
+            return;
+        }
         if let Err(e) = self.run_dir.write_json(paths::STATE, &*state) {
             eprintln!("arbiter: warning: cannot write state.json: {e}");
         }
@@ -767,7 +847,7 @@ impl RunCtx {
                 });
             }
         });
-        if let Some(r) = record {
+        if let Some(r) = record.filter(|_| self.unit.is_none()) {
             let _ = self.store.put_candidate(&r).await;
         }
     }

@@ -50,6 +50,9 @@ pub(super) struct SavedCandidate {
     agent_details: Option<serde_json::Value>,
     #[serde(default)]
     violations: Vec<arbiter_core::selection::Violation>,
+    /// Its gates are the evaluation's to run (a candidate unit's result).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    gates_pending: bool,
 }
 
 /// Writes a candidate's results for a later resume (failing to is only a warning: the run
@@ -76,6 +79,7 @@ pub(super) fn save(ctx: &RunCtx, run: &CandidateRun) {
             .collect(),
         agent_details: run.agent_details.clone(),
         violations: run.violations.clone(),
+        gates_pending: run.gates_pending,
     };
     let rel = format!("{}/{}/{}", paths::CANDIDATES, run.id, paths::RESULT);
     if let Err(e) = ctx.run_dir.write_json(&rel, &saved) {
@@ -118,6 +122,7 @@ impl SavedCandidate {
             tree,
             agent_details: self.agent_details,
             violations: self.violations,
+            gates_pending: self.gates_pending,
         }
     }
 }
@@ -130,7 +135,7 @@ impl SavedCandidate {
 pub(super) async fn charge_kept(ctx: &RunCtx, kept: impl IntoIterator<Item = &CandidateRun>) {
     for run in kept {
         for call in &run.calls {
-            ctx.budget.charge(call).await;
+            ctx.budget.recount(call).await;
         }
     }
 }

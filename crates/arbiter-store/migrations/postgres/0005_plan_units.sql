@@ -18,6 +18,8 @@ CREATE TABLE plan_units (
     lease_expires BIGINT,
     tries         BIGINT NOT NULL DEFAULT 0,
     run_id        TEXT NOT NULL,
+    -- The commit every unit of the attempt starts from.
+    base          TEXT NOT NULL,
     -- JSON: what the unit's worker reported (its artifacts, its summary).
     result        TEXT,
     cost_pico     BIGINT NOT NULL DEFAULT 0,
