@@ -148,6 +148,21 @@ impl Git {
         self.run_with_index(args, None).await
     }
 
+    /// Runs `git ARGS` with `env` added to its environment (what must not be on its command
+    /// line: an HTTP authorization header), failing on a non-zero exit.
+    pub async fn run_with_env<I, S>(&self, args: I, env: &[(String, String)]) -> Result<GitOutput, GitError>
+    where
+        I: IntoIterator<Item = S> + Clone,
+        S: AsRef<OsStr>,
+    {
+        let mut cmd = self.command(args.clone(), None);
+        cmd.envs(env.iter().map(|(k, v)| (k, v)));
+        let out = cmd.output().await.map_err(|e| {
+            if e.kind() == std::io::ErrorKind::NotFound { GitError::Missing(e) } else { GitError::Io(e) }
+        })?;
+        self.outcome(args, out)
+    }
+
     /// Runs `git ARGS` with `input` on its standard input (`update-ref --stdin`), failing on
     /// a non-zero exit.
     pub async fn run_with_input<I, S>(&self, args: I, input: &[u8]) -> Result<GitOutput, GitError>

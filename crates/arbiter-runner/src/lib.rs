@@ -8,7 +8,10 @@
 //! and the canaries planted in them ([`canary`]), the run directory and
 //! its event log ([`rundir`], [`events`]), the run's spending limit ([`budget`]), putting a patch into the repository
 //! ([`materialize`]), the tournament itself ([`engine`]), and plans: their integration
-//! branch ([`integration`]), who may move it ([`plan_branch`]) and the local worker pool that runs their tasks ([`plan_run`]). Every decision is delegated to
+//! branch ([`integration`]), who may move it ([`plan_branch`]), the worker loop that runs their
+//! units of work ([`worker`]) against a [`coordinator`] (the local one over the store, or a
+//! control plane's), the local `plan run` built on them ([`plan_run`]), and a remote worker's
+//! copies of the plans' repositories ([`repo_cache`]). Every decision is delegated to
 //! `arbiter-core`; every record goes through the `arbiter-store` port.
 
 #![forbid(unsafe_code)]
@@ -37,6 +40,7 @@ pub mod plan_run;
 pub mod pool;
 pub mod preflight;
 pub mod process;
+pub mod repo_cache;
 pub mod rundir;
 pub mod runners;
 pub mod user_dirs;
