@@ -52,6 +52,7 @@ pub const SQLITE: &[Migration] = &[
     Migration { version: 1, name: "runs", sql: include_str!("../migrations/sqlite/0001_runs.sql") },
     Migration { version: 2, name: "plans", sql: include_str!("../migrations/sqlite/0002_plans.sql") },
     Migration { version: 3, name: "plan_branches", sql: include_str!("../migrations/sqlite/0003_plan_branches.sql") },
+    Migration { version: 4, name: "workers", sql: include_str!("../migrations/sqlite/0004_workers.sql") },
 ];
 
 /// Postgres migrations, numbered in lock-step with [`SQLITE`].
@@ -59,4 +60,5 @@ pub const POSTGRES: &[Migration] = &[
     Migration { version: 1, name: "runs", sql: include_str!("../migrations/postgres/0001_runs.sql") },
     Migration { version: 2, name: "plans", sql: include_str!("../migrations/postgres/0002_plans.sql") },
     Migration { version: 3, name: "plan_branches", sql: include_str!("../migrations/postgres/0003_plan_branches.sql") },
+    Migration { version: 4, name: "workers", sql: include_str!("../migrations/postgres/0004_workers.sql") },
 ];

@@ -202,4 +202,5 @@ impl PlanDialect for SqliteStore {
 }
 
 crate::store_impl!(SqliteStore);
+crate::worker_registry_impl!(SqliteStore);
 crate::plan_store_impl!(SqliteStore, sqlx::Sqlite);
