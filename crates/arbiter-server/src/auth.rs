@@ -39,7 +39,7 @@ fn missing(what: &str) -> ApiError {
 fn invalid(what: &str) -> ApiError {
     ApiError::unauthorized(
         "invalid_token",
-        format!("the bearer token is not valid here ({what} expected); it may be wrong, revoked or rotated"),
+        format!("the bearer token is not valid here, where {what} is expected; it may be wrong, revoked or rotated"),
     )
 }
 

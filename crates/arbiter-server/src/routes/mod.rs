@@ -66,11 +66,11 @@ async fn observe(State(state): State<AppState>, request: Request, next: Next) ->
     let status = response.status();
     let route = route.unwrap_or_else(|| "unmatched".into());
     state.metrics.observe_request(method.as_str(), &route, status.as_u16(), elapsed.as_secs_f64());
-    let millis = elapsed.as_secs_f64() * 1000.0;
+    let ms = format!("{:.2}", elapsed.as_secs_f64() * 1000.0);
     if status.is_server_error() {
-        tracing::warn!(method = %method, route = %route, path = %path, status = status.as_u16(), millis, "request");
+        tracing::warn!(method = %method, route = %route, path = %path, status = status.as_u16(), ms = %ms, "request");
     } else {
-        tracing::info!(method = %method, route = %route, path = %path, status = status.as_u16(), millis, "request");
+        tracing::info!(method = %method, route = %route, path = %path, status = status.as_u16(), ms = %ms, "request");
     }
     response
 }
