@@ -70,7 +70,8 @@ async fn upload(
     let dest = artifact_path(&state, &sha256);
     if let Ok(meta) = tokio::fs::metadata(&dest).await {
         let stored = ArtifactStored { sha256, size: meta.len(), created: false };
-        return Ok((StatusCode::OK, Json(stored)).into_response());
+        // The body is not read: the connection cannot carry another request.
+        return Ok((StatusCode::OK, [(header::CONNECTION, "close")], Json(stored)).into_response());
     }
     let declared =
         headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());

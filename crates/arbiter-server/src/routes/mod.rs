@@ -18,8 +18,8 @@ use std::time::Instant;
 
 use axum::Router;
 use axum::extract::{ConnectInfo, DefaultBodyLimit, FromRequestParts, MatchedPath, Request, State};
-use axum::http::StatusCode;
 use axum::http::request::Parts;
+use axum::http::{StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 
@@ -61,7 +61,15 @@ async fn observe(State(state): State<AppState>, request: Request, next: Next) ->
     let method = request.method().clone();
     let path = request.uri().path().to_string();
     let route = request.extensions().get::<MatchedPath>().map(|m| m.as_str().to_string());
-    let response = next.run(request).await.into_response();
+    let has_body = request.headers().contains_key(header::TRANSFER_ENCODING)
+        || request.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).is_some_and(|v| v.trim() != "0");
+    let mut response = next.run(request).await.into_response();
+    // A request refused before its body was read leaves the rest of the body on the
+    // connection: the server closes it, and says so, or the client would send its next
+    // request on a connection that is going away.
+    if has_body && !response.status().is_success() {
+        response.headers_mut().insert(header::CONNECTION, header::HeaderValue::from_static("close"));
+    }
     let elapsed = started.elapsed();
     let status = response.status();
     let route = route.unwrap_or_else(|| "unmatched".into());
