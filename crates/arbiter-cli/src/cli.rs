@@ -88,6 +88,112 @@ pub enum Command {
     /// Plans: many tasks with dependencies, run as tournaments by a pool of workers.
     #[command(subcommand)]
     Plan(PlanCommand),
+    /// Serve the control plane over HTTP(S): remote workers register, fetch code over git,
+    /// upload results; the admin lists and revokes workers, follows events, scrapes metrics.
+    /// Needs ARBITER_BOOTSTRAP_TOKEN and ARBITER_ADMIN_TOKEN in its environment.
+    Serve(ServeArgs),
+    /// Remote workers of a control plane: register one, list them, revoke or rotate a token.
+    #[command(subcommand)]
+    Worker(WorkerCommand),
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// The address to listen on. Plain HTTP only on loopback (127.0.0.0/8, ::1) unless
+    /// --insecure; serve HTTPS with --tls-cert and --tls-key.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7878")]
+    pub bind: String,
+    /// The server's certificate chain (PEM); with --tls-key, the server speaks HTTPS.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// Serve plain HTTP on an address that is not loopback (tokens cross the network
+    /// unencrypted: only on a network you trust).
+    #[arg(long)]
+    pub insecure: bool,
+    /// Where the server keeps its SQLite database, artifacts and repositories (default:
+    /// $XDG_DATA_HOME/arbiter/server, else ~/.local/share/arbiter/server). With
+    /// ARBITER_DATABASE_URL the store is Postgres instead of DIR/arbiter.db.
+    #[arg(long, value_name = "DIR", env = "ARBITER_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Log lines on stderr: human (coloured on a terminal) or json (one object a line).
+    #[arg(long, value_name = "FORMAT", default_value = "human", value_parser = ["human", "json"])]
+    pub log_format: String,
+    /// Lease length: a worker seen within two lease lengths counts as connected.
+    #[arg(long, default_value_t = 60, value_name = "SECONDS")]
+    pub lease_seconds: u64,
+    /// The largest artifact a worker may upload, in MiB.
+    #[arg(long, default_value_t = 256, value_name = "MIB")]
+    pub max_artifact_mib: u64,
+}
+
+/// How to reach a control plane.
+#[derive(Debug, Args, Clone)]
+pub struct ServerArgs {
+    /// The control plane's URL, e.g. https://arbiter.example:7878 (plain http:// only to
+    /// loopback unless --insecure).
+    #[arg(long, value_name = "URL", env = "ARBITER_SERVER")]
+    pub server: String,
+    /// Trust this CA certificate (PEM) besides the system's roots: for a server with a
+    /// self-signed certificate.
+    #[arg(long, value_name = "FILE")]
+    pub ca_cert: Option<PathBuf>,
+    /// Allow plain http:// to a host that is not loopback.
+    #[arg(long)]
+    pub insecure: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum WorkerCommand {
+    /// Register this machine as a worker with the bootstrap token (ARBITER_BOOTSTRAP_TOKEN)
+    /// and write its own token to --token-file (mode 0600); the token is never printed.
+    Register {
+        #[command(flatten)]
+        server: ServerArgs,
+        /// The worker's name (unique on the server).
+        #[arg(long)]
+        name: String,
+        /// Where to write the worker's token (its directory is created with mode 0700).
+        #[arg(long, value_name = "FILE")]
+        token_file: PathBuf,
+        /// A runner this worker has (repeatable), e.g. command, claude-code.
+        #[arg(long = "runner", value_name = "NAME")]
+        runners: Vec<String>,
+        /// A model backend this worker has (repeatable).
+        #[arg(long = "backend", value_name = "NAME")]
+        backends: Vec<String>,
+        /// Units of work it takes at once.
+        #[arg(long, default_value_t = 1, value_name = "N")]
+        slots: u32,
+        /// Re-register a name that is taken (its old token stops working) and overwrite
+        /// --token-file if it exists.
+        #[arg(long)]
+        replace: bool,
+    },
+    /// Every worker: capabilities, last heartbeat, what it holds (admin token: ARBITER_TOKEN).
+    List {
+        #[command(flatten)]
+        server: ServerArgs,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Revoke a worker's token at once (admin token: ARBITER_TOKEN).
+    Revoke {
+        name: String,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+    /// Give a worker a new token; the old one stops working (admin token: ARBITER_TOKEN).
+    Rotate {
+        name: String,
+        #[command(flatten)]
+        server: ServerArgs,
+        /// Write the new token here (mode 0600) instead of printing it.
+        #[arg(long, value_name = "FILE")]
+        token_file: Option<PathBuf>,
+    },
 }
 
 #[derive(Debug, Subcommand)]

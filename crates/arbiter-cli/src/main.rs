@@ -61,5 +61,7 @@ async fn dispatch(cli: Cli) -> Result<u8, CliError> {
         Command::Plan(cmd) => commands::plan::plan(repo, cli.database_url.as_deref(), cmd).await,
         Command::Runners { json } => commands::runners::runners(repo, *json).await,
         Command::Cache(CacheCommand::Prune { keep, kept, json }) => commands::cache::prune(*keep, *kept, *json),
+        Command::Serve(args) => commands::serve::serve(cli.database_url.as_deref(), args).await,
+        Command::Worker(cmd) => commands::worker::worker(cmd).await,
     }
 }

@@ -5,7 +5,8 @@
 //! ([`sql`]) and decode rows with the same code, and one conformance suite tests both. The run
 //! directory stays the source of truth for a run's artifacts; the store indexes them and
 //! keeps the event log queryable. [`plans::PlanStore`] is the plan queue (tasks, leases,
-//! budgets, plan events), implemented by both stores with one behaviour.
+//! budgets, plan events), implemented by both stores with one behaviour;
+//! [`workers::WorkerRegistry`] the remote workers of a control plane and their tokens.
 
 #![forbid(unsafe_code)]
 
@@ -19,6 +20,7 @@ pub mod sql;
 pub mod sqlite;
 mod unit_impl;
 pub mod units;
+pub mod workers;
 
 use arbiter_core::event::Event;
 use arbiter_core::ids::{CandidateId, RunId};
@@ -88,6 +90,16 @@ pub enum StoreError {
     LeasesHeld { plan: String, tasks: Vec<String> },
     #[error("task {task} of plan {plan} is {status}: {action} is not possible from there")]
     NotAllowed { plan: String, task: String, status: String, action: &'static str },
+    #[error("no worker named '{name}'; `arbiter worker list` shows the workers")]
+    NoWorker { name: String },
+    #[error(
+        "a worker named '{name}' is registered already; choose another name, or re-register it explicitly (its old token stops working)"
+    )]
+    WorkerExists { name: String },
+    #[error("{reason}")]
+    InvalidWorker { reason: String },
+    #[error("the operating system's random number generator failed: {0}")]
+    Random(String),
 }
 
 /// The persistence port.

@@ -52,6 +52,7 @@ pub const SQLITE: &[Migration] = &[
     Migration { version: 1, name: "runs", sql: include_str!("../migrations/sqlite/0001_runs.sql") },
     Migration { version: 2, name: "plans", sql: include_str!("../migrations/sqlite/0002_plans.sql") },
     Migration { version: 3, name: "plan_branches", sql: include_str!("../migrations/sqlite/0003_plan_branches.sql") },
+    Migration { version: 4, name: "workers", sql: include_str!("../migrations/sqlite/0004_workers.sql") },
     Migration { version: 5, name: "plan_units", sql: include_str!("../migrations/sqlite/0005_plan_units.sql") },
 ];
 
@@ -60,5 +61,6 @@ pub const POSTGRES: &[Migration] = &[
     Migration { version: 1, name: "runs", sql: include_str!("../migrations/postgres/0001_runs.sql") },
     Migration { version: 2, name: "plans", sql: include_str!("../migrations/postgres/0002_plans.sql") },
     Migration { version: 3, name: "plan_branches", sql: include_str!("../migrations/postgres/0003_plan_branches.sql") },
+    Migration { version: 4, name: "workers", sql: include_str!("../migrations/postgres/0004_workers.sql") },
     Migration { version: 5, name: "plan_units", sql: include_str!("../migrations/postgres/0005_plan_units.sql") },
 ];

@@ -1261,6 +1261,21 @@ macro_rules! plan_store_impl {
                     rows.iter().map(decode::event).collect()
                 }
 
+                async fn events_after(
+                    &self,
+                    plan_id: &str,
+                    after: i64,
+                    limit: u32,
+                ) -> Result<Vec<PlanEvent>, StoreError> {
+                    let rows = sqlx::query(q::SELECT_EVENTS_AFTER)
+                        .bind(plan_id)
+                        .bind(after)
+                        .bind(i64::from(limit))
+                        .fetch_all(&self.pool)
+                        .await?;
+                    rows.iter().map(decode::event).collect()
+                }
+
                 async fn set_budget(
                     &self,
                     plan_id: &str,

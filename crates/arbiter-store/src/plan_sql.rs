@@ -144,6 +144,9 @@ pub const SKIP_TASK: &str =
 pub const INSERT_EVENT: &str =
     "INSERT INTO plan_events (plan_id, task_id, attempt, kind, at, data) VALUES ($1, $2, $3, $4, $5, $6)";
 
+pub const SELECT_EVENTS_AFTER: &str = "SELECT id, plan_id, task_id, attempt, kind, at, data FROM plan_events
+     WHERE plan_id = $1 AND id > $2 ORDER BY id LIMIT $3";
+
 pub const SELECT_EVENTS: &str =
     "SELECT id, plan_id, task_id, attempt, kind, at, data FROM plan_events WHERE plan_id = $1 ORDER BY id";
 

@@ -401,6 +401,14 @@ pub trait PlanStore: Send + Sync {
     async fn plans(&self) -> Result<Vec<PlanSummary>, StoreError>;
     async fn attempts(&self, plan_id: &str) -> Result<Vec<AttemptRecord>, StoreError>;
     async fn events(&self, plan_id: &str) -> Result<Vec<PlanEvent>, StoreError>;
+    /// The plan's events after the event `after` (exclusive; 0 for all), oldest first, at
+    /// most `limit` of them: how a stream of events resumes where it stopped.
+    async fn events_after(&self, plan_id: &str, after: i64, limit: u32) -> Result<Vec<PlanEvent>, StoreError> {
+        let mut events = self.events(plan_id).await?;
+        events.retain(|e| e.id > after);
+        events.truncate(limit as usize);
+        Ok(events)
+    }
     /// Sets (or removes) the budget; a limit above what was spent makes claims possible again.
     async fn set_budget(&self, plan_id: &str, limit: Option<Usd>, now: Timestamp) -> Result<Budget, StoreError>;
     /// Takes the best ready task of the plan under a lease of `lease` from `now`.

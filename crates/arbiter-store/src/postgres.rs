@@ -189,6 +189,7 @@ const FINISH_FAST: &str =
     "SELECT arbiter_finish_fast($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) AS newly_ready";
 
 crate::store_impl!(PgStore);
+crate::worker_registry_impl!(PgStore);
 crate::plan_store_impl!(PgStore, sqlx::Postgres);
 crate::unit_queue_impl!(PgStore, sqlx::Postgres);
 

@@ -736,6 +736,37 @@ async fn wake_up(store: Arc<dyn PlanStore>, other: Arc<dyn PlanStore>) {
     assert_eq!(waiter.await.unwrap(), Wake::Notified);
 }
 
+/// `events_after` resumes a plan's event log after an event id, in pages, and never shows
+/// another plan's events.
+async fn events_after(store: Arc<dyn PlanStore>) {
+    let spec = plan_with("", &[task("A", &[]), task("B", &["A"])].join(","));
+    import(store.as_ref(), &spec, ImportMode::Add).await.unwrap();
+    let mut other = plan_with("", &task("X", &[]));
+    other.id = "q".into();
+    import(store.as_ref(), &other, ImportMode::Add).await.unwrap();
+    let a = claimed(claim(store.as_ref(), "w1", t(1)).await);
+    store.finish(&a.lease, success(), Usd::ZERO, t(2)).await.unwrap();
+
+    let all = store.events("p").await.unwrap();
+    assert!(all.len() >= 4, "{all:?}");
+    assert_eq!(store.events_after("p", 0, 1000).await.unwrap(), all);
+    let mut paged = Vec::new();
+    let mut after = 0;
+    loop {
+        let page = store.events_after("p", after, 2).await.unwrap();
+        if page.is_empty() {
+            break;
+        }
+        assert!(page.len() <= 2);
+        after = page.last().unwrap().id;
+        paged.extend(page);
+    }
+    assert_eq!(paged, all);
+    let last = all.last().unwrap().id;
+    assert!(store.events_after("p", last, 10).await.unwrap().is_empty());
+    assert!(store.events_after("q", 0, 10).await.unwrap().iter().all(|e| e.plan_id == "q"));
+}
+
 macro_rules! both {
     ($($name:ident),* $(,)?) => {
         mod sqlite {
@@ -781,6 +812,7 @@ both!(
     import_racing_a_report,
     concurrent_reports_share_dependents,
     branch_records,
+    events_after,
 );
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

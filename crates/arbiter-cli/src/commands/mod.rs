@@ -11,3 +11,5 @@ pub mod plan;
 pub mod run;
 pub mod runners;
 pub mod runs;
+pub mod serve;
+pub mod worker;

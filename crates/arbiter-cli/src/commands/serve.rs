@@ -1,0 +1,142 @@
+//! `arbiter serve`: the control plane over HTTP(S). Reads the bootstrap and admin tokens from
+//! the environment (refusing to start without them), opens the store (SQLite in the data
+//! directory, or Postgres with `ARBITER_DATABASE_URL`), logs with `tracing` on stderr,
+//! prints the URL it listens on to stdout, and stops gracefully on SIGTERM or Ctrl-C
+//! (exit 0).
+
+use std::io::{IsTerminal, Write};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use arbiter_server::serve::{ServeConfig, TlsFiles, bind};
+use arbiter_server::state::{AppState, Limits, Tokens};
+use arbiter_store::postgres::PgStore;
+use arbiter_store::sqlite::SqliteStore;
+use arbiter_store::workers::Secret;
+use tokio_util::sync::CancellationToken;
+
+use crate::cli::ServeArgs;
+use crate::error::CliError;
+
+const HOW_TO_MAKE: &str = "make one with `openssl rand -hex 32` (or `head -c 32 /dev/urandom | xxd -p -c 64`)";
+
+pub async fn serve(database_url: Option<&str>, args: &ServeArgs) -> Result<u8, CliError> {
+    let tokens = tokens_from_env()?;
+    let addr: SocketAddr = args.bind.parse().map_err(|_| {
+        CliError::usage(format!("--bind '{}' is not an address such as 127.0.0.1:7878 or [::1]:7878", args.bind))
+    })?;
+    if args.lease_seconds == 0 {
+        return Err(CliError::usage("--lease-seconds must be at least 1"));
+    }
+    init_logging(&args.log_format);
+    let data_dir = match &args.data_dir {
+        Some(d) => d.clone(),
+        None => default_data_dir()?,
+    };
+    create_private_dir(&data_dir)?;
+
+    let limits = Limits { artifact: args.max_artifact_mib.saturating_mul(1 << 20), ..Limits::default() };
+    let (state, store_kind) = match database_url.filter(|u| !u.trim().is_empty()) {
+        Some(url) => {
+            let store = Arc::new(PgStore::connect(url).await?);
+            (AppState::new(store, tokens, &data_dir), "postgres")
+        }
+        None => {
+            let store = Arc::new(SqliteStore::open(&data_dir.join("arbiter.db")).await?);
+            (AppState::new(store, tokens, &data_dir), "sqlite")
+        }
+    };
+    let state = state.with_limits(limits).with_lease(Duration::from_secs(args.lease_seconds));
+
+    let mut config = ServeConfig::new(addr);
+    config.insecure = args.insecure;
+    config.tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => Some(TlsFiles { cert: cert.clone(), key: key.clone() }),
+        _ => None,
+    };
+    let bound =
+        bind(config).await.map_err(|e| if e.is_usage() { CliError::usage(e) } else { CliError::environment(e) })?;
+    let url = bound.url();
+    tracing::info!(url = %url, data_dir = %data_dir.display(), store = store_kind, "listening");
+    // Scripts (and the tests) read the address from here, the port too when 0 was asked for.
+    println!("arbiter serve: listening on {url}");
+    let _ = std::io::stdout().flush();
+
+    let shutdown = CancellationToken::new();
+    tokio::spawn(stop_on_signal(shutdown.clone()));
+    bound.run(state, shutdown).await.map_err(CliError::environment)?;
+    tracing::info!("stopped");
+    Ok(0)
+}
+
+/// The bootstrap and admin tokens from the environment, or why not.
+fn tokens_from_env() -> Result<Tokens, CliError> {
+    let read = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty()).map(Secret::new);
+    let bootstrap = read("ARBITER_BOOTSTRAP_TOKEN");
+    let admin = read("ARBITER_ADMIN_TOKEN");
+    let missing: Vec<&str> =
+        [("ARBITER_BOOTSTRAP_TOKEN", bootstrap.is_none()), ("ARBITER_ADMIN_TOKEN", admin.is_none())]
+            .into_iter()
+            .filter_map(|(name, absent)| absent.then_some(name))
+            .collect();
+    match (bootstrap, admin) {
+        (Some(b), Some(a)) => Tokens::new(&b, &a).map_err(CliError::usage),
+        _ => Err(CliError::usage(format!(
+            "arbiter serve needs {} in its environment: ARBITER_BOOTSTRAP_TOKEN lets machines register as workers, ARBITER_ADMIN_TOKEN administers the server; {HOW_TO_MAKE}, e.g. export ARBITER_ADMIN_TOKEN=$(openssl rand -hex 32)",
+            missing.join(" and ")
+        ))),
+    }
+}
+
+/// `$XDG_DATA_HOME/arbiter/server`, else `~/.local/share/arbiter/server`.
+fn default_data_dir() -> Result<PathBuf, CliError> {
+    if let Some(xdg) = std::env::var_os("XDG_DATA_HOME").filter(|v| !v.is_empty()) {
+        return Ok(PathBuf::from(xdg).join("arbiter").join("server"));
+    }
+    match std::env::var_os("HOME").filter(|v| !v.is_empty()) {
+        Some(home) => Ok(PathBuf::from(home).join(".local/share/arbiter/server")),
+        None => Err(CliError::usage("no data directory: pass --data-dir DIR (or set ARBITER_DATA_DIR or HOME)")),
+    }
+}
+
+/// Creates `dir` (and missing parents) readable by its owner only.
+fn create_private_dir(dir: &std::path::Path) -> Result<(), CliError> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| CliError::environment(format!("cannot create the data directory {}: {e}", dir.display())))
+}
+
+/// Log lines on stderr, at `ARBITER_LOG` (error, warn, info, debug, trace; default info).
+fn init_logging(format: &str) {
+    use tracing_subscriber::filter::LevelFilter;
+    let level =
+        std::env::var("ARBITER_LOG").ok().and_then(|l| l.parse::<LevelFilter>().ok()).unwrap_or(LevelFilter::INFO);
+    let builder = tracing_subscriber::fmt().with_writer(std::io::stderr).with_max_level(level).with_target(false);
+    let _ = if format == "json" {
+        builder.json().flatten_event(true).try_init()
+    } else {
+        builder.with_ansi(std::io::stderr().is_terminal()).try_init()
+    };
+}
+
+/// Cancels `token` on SIGTERM or Ctrl-C.
+async fn stop_on_signal(token: CancellationToken) {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = term => tracing::info!("SIGTERM: shutting down"),
+        _ = tokio::signal::ctrl_c() => tracing::info!("interrupted: shutting down"),
+    }
+    token.cancel();
+}

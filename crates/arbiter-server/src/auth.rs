@@ -1,0 +1,186 @@
+//! Bearer tokens and who may do what.
+//!
+//! Three kinds of token, each accepted only where it belongs:
+//! - the bootstrap token (`ARBITER_BOOTSTRAP_TOKEN`) only registers workers ([`BootstrapAuth`]);
+//! - the admin token (`ARBITER_ADMIN_TOKEN`) administers: workers, plans, events, metrics,
+//!   artifacts ([`AdminAuth`]);
+//! - a worker's own token does that worker's work ([`WorkerAuth`], which yields the worker).
+//!
+//! A missing token, or one that is not valid here at all (unknown, revoked, rotated away),
+//! is 401 with `WWW-Authenticate: Bearer`. A valid token of another kind is 403: the caller
+//! is known but may not do this (a worker token on an admin route, the admin token on a
+//! worker route, the bootstrap token anywhere but registration). A worker acting on work it
+//! does not hold is 403 too ([`require_lease_owner`]).
+//!
+//! The shared tokens are compared in constant time ([`crate::state::Tokens`]); a worker token
+//! is looked up by its SHA-256. No token is ever logged or echoed in an error.
+
+use axum::extract::FromRequestParts;
+use axum::http::header::AUTHORIZATION;
+use axum::http::request::Parts;
+
+use arbiter_store::workers::WorkerRecord;
+
+use crate::error::ApiError;
+use crate::state::AppState;
+
+/// The bearer token of a request (`Authorization: Bearer <token>`, the scheme in any case).
+pub fn bearer(parts: &Parts) -> Option<&str> {
+    let value = parts.headers.get(AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.trim().split_once(' ')?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+}
+
+fn missing(what: &str) -> ApiError {
+    ApiError::unauthorized("missing_token", format!("this route needs {what}: send `Authorization: Bearer <token>`"))
+}
+
+fn invalid(what: &str) -> ApiError {
+    ApiError::unauthorized(
+        "invalid_token",
+        format!("the bearer token is not valid here, where {what} is expected; it may be wrong, revoked or rotated"),
+    )
+}
+
+/// What kind of token a request presented, when it is valid for some route.
+enum Kind {
+    Admin,
+    Bootstrap,
+    Worker(Box<WorkerRecord>),
+    Unknown,
+}
+
+async fn classify(state: &AppState, token: &str) -> Result<Kind, ApiError> {
+    // Both shared tokens are always compared, so the time does not tell which one matched.
+    let admin = state.tokens.is_admin(token);
+    let bootstrap = state.tokens.is_bootstrap(token);
+    if admin {
+        return Ok(Kind::Admin);
+    }
+    if bootstrap {
+        return Ok(Kind::Bootstrap);
+    }
+    Ok(match state.registry.authenticate(token).await? {
+        Some(w) => Kind::Worker(Box::new(w)),
+        None => Kind::Unknown,
+    })
+}
+
+/// The request carries the admin token.
+#[derive(Clone, Copy, Debug)]
+pub struct AdminAuth;
+
+impl FromRequestParts<AppState> for AdminAuth {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+        const WHAT: &str = "the admin token (ARBITER_ADMIN_TOKEN)";
+        let token = bearer(parts).ok_or_else(|| missing(WHAT))?;
+        match classify(state, token).await? {
+            Kind::Admin => Ok(AdminAuth),
+            Kind::Worker(_) => Err(ApiError::forbidden(
+                "admin_only",
+                "a worker token cannot administer the server; use the admin token (ARBITER_ADMIN_TOKEN)",
+            )),
+            Kind::Bootstrap => Err(ApiError::forbidden(
+                "admin_only",
+                "the bootstrap token only registers workers; use the admin token (ARBITER_ADMIN_TOKEN)",
+            )),
+            Kind::Unknown => Err(invalid(WHAT)),
+        }
+    }
+}
+
+/// The request carries the bootstrap token (registration).
+#[derive(Clone, Copy, Debug)]
+pub struct BootstrapAuth;
+
+impl FromRequestParts<AppState> for BootstrapAuth {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+        const WHAT: &str = "the bootstrap token (ARBITER_BOOTSTRAP_TOKEN)";
+        let token = bearer(parts).ok_or_else(|| missing(WHAT))?;
+        if state.tokens.is_bootstrap(token) {
+            return Ok(BootstrapAuth);
+        }
+        // No other token registers: say so for known ones, 401 for the rest.
+        match classify(state, token).await? {
+            Kind::Admin | Kind::Worker(_) => Err(ApiError::forbidden(
+                "bootstrap_only",
+                "workers register with the bootstrap token (ARBITER_BOOTSTRAP_TOKEN), not this one",
+            )),
+            Kind::Bootstrap | Kind::Unknown => Err(invalid(WHAT)),
+        }
+    }
+}
+
+/// The request carries a live worker's token; yields that worker.
+#[derive(Clone, Debug)]
+pub struct WorkerAuth(pub WorkerRecord);
+
+impl WorkerAuth {
+    pub fn worker(&self) -> &WorkerRecord {
+        &self.0
+    }
+
+    /// 403 unless this worker holds the lease (`lease_worker` is the worker id the lease
+    /// was granted to).
+    pub fn require_lease_owner(&self, lease_worker: &str) -> Result<(), ApiError> {
+        require_lease_owner(&self.0, lease_worker)
+    }
+}
+
+impl FromRequestParts<AppState> for WorkerAuth {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+        const WHAT: &str = "a worker token (from `arbiter worker register`)";
+        let token = bearer(parts).ok_or_else(|| missing(WHAT))?;
+        match classify(state, token).await? {
+            Kind::Worker(w) => Ok(WorkerAuth(*w)),
+            Kind::Admin | Kind::Bootstrap => Err(ApiError::forbidden(
+                "worker_only",
+                "this route is for workers: send the worker's own token (from `arbiter worker register`)",
+            )),
+            Kind::Unknown => Err(invalid(WHAT)),
+        }
+    }
+}
+
+/// "This worker must own that lease": 403 when `worker` is not the one the lease (or any
+/// piece of work) was granted to. Leases name workers by id ([`WorkerRecord::id`]).
+pub fn require_lease_owner(worker: &WorkerRecord, lease_worker: &str) -> Result<(), ApiError> {
+    if worker.id == lease_worker {
+        Ok(())
+    } else {
+        Err(ApiError::forbidden(
+            "not_your_lease",
+            format!("worker {} does not hold this lease; a worker may act only on work it claimed", worker.name),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::Request;
+
+    fn parts(auth: Option<&str>) -> Parts {
+        let mut b = Request::builder().uri("/");
+        if let Some(a) = auth {
+            b = b.header(AUTHORIZATION, a);
+        }
+        b.body(()).unwrap().into_parts().0
+    }
+
+    #[test]
+    fn bearer_tokens_are_read_from_the_authorization_header() {
+        assert_eq!(bearer(&parts(Some("Bearer abc"))), Some("abc"));
+        assert_eq!(bearer(&parts(Some("bearer   abc  "))), Some("abc"));
+        assert_eq!(bearer(&parts(Some("Basic abc"))), None);
+        assert_eq!(bearer(&parts(Some("Bearer "))), None);
+        assert_eq!(bearer(&parts(None)), None);
+    }
+}

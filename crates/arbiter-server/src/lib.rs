@@ -1,0 +1,33 @@
+//! arbiter-server: the control plane's HTTP side (`arbiter serve`) and the client that
+//! talks to it.
+//!
+//! - [`router`] composes the routes of [`routes`] (one module per area: health, workers,
+//!   metrics, events, git, artifacts; the work protocol and plan administration plug in the
+//!   same way) over one [`AppState`].
+//! - [`serve`] binds, speaks HTTP or HTTPS (rustls), refuses plain HTTP off loopback unless
+//!   told `insecure`, and shuts down gracefully.
+//! - [`auth`] holds the three kinds of bearer token and their extractors: the bootstrap
+//!   token only registers workers, the admin token administers, a worker's own token
+//!   (stored only as its SHA-256 by the [`WorkerRegistry`](arbiter_store::workers::WorkerRegistry))
+//!   does a worker's work.
+//! - [`client`] is the HTTP client of workers and of `arbiter worker …`.
+//!
+//! See `docs/protocol.md` for every route, its auth, limits and errors.
+
+#![forbid(unsafe_code)]
+
+pub mod api;
+pub mod auth;
+pub mod client;
+pub mod error;
+pub mod git;
+pub mod metrics;
+pub mod routes;
+pub mod serve;
+pub mod state;
+
+pub use error::ApiError;
+pub use metrics::Metrics;
+pub use routes::router;
+pub use serve::{ServeConfig, ServeError, TlsFiles, serve};
+pub use state::{AppState, DataDirRepos, Limits, RepoResolver, Tokens};

@@ -1,0 +1,137 @@
+//! `GET /api/v1/events?plan=ID` (admin token): a plan's event log as server-sent events,
+//! oldest first, then live.
+//!
+//! Each event is one frame:
+//!
+//! ```text
+//! id: 42
+//! event: task_claimed
+//! data: {"id":42,"plan_id":"calc","task_id":"T1","attempt":1,"kind":"task_claimed","at":1764590000000000,"data":{...}}
+//!
+//! ```
+//!
+//! `id` is the event's id in the store (monotonic over the store, so across plans too);
+//! `event` its kind; `data` the whole event as one line of JSON (`at` in microseconds since
+//! the epoch). A client that reconnects with `Last-Event-ID: 42` (or `?after=42`) gets the
+//! events after 42 and nothing twice. Without either, the stream starts at the plan's first
+//! event. A comment line (`: keep-alive`) every 15 seconds keeps proxies from closing an
+//! idle stream. A store failure ends the stream with one `event: error` frame whose data is
+//! `{"error": "...", "message": "..."}`; reconnecting resumes.
+//!
+//! New events are found by waking on the store's work notifications and the in-process
+//! [`AppState::plan_events`] notifier, with a poll every second as the safety net (another
+//! process may write events too). The stream ends when the server stops.
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State};
+use axum::http::HeaderMap;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::routing::get;
+use futures_util::Stream;
+use serde::Deserialize;
+
+use arbiter_store::plans::PlanEvent;
+
+use crate::auth::AdminAuth;
+use crate::error::ApiError;
+use crate::state::AppState;
+
+/// Events read from the store at a time.
+const PAGE: u32 = 500;
+/// The safety-net poll of the store.
+const POLL: Duration = Duration::from_secs(1);
+/// A keep-alive comment this often on an idle stream.
+pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+pub fn routes() -> Router<AppState> {
+    Router::new().route("/api/v1/events", get(events))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EventsQuery {
+    plan: String,
+    after: Option<i64>,
+}
+
+async fn events(
+    _: AdminAuth,
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    query: Result<Query<EventsQuery>, QueryRejection>,
+) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
+    let Query(q) = query.map_err(|e| {
+        ApiError::bad_request(
+            "invalid_query",
+            format!("{}; this route takes ?plan=ID and optionally &after=EVENT_ID", e.body_text()),
+        )
+    })?;
+    let last_event_id = match headers.get("last-event-id") {
+        None => None,
+        Some(v) => {
+            Some(v.to_str().ok().and_then(|s| s.trim().parse::<i64>().ok()).filter(|n| *n >= 0).ok_or_else(|| {
+                ApiError::bad_request("invalid_last_event_id", "Last-Event-ID must be the id of an event (a number)")
+            })?)
+        }
+    };
+    let after = last_event_id.or(q.after).unwrap_or(0).max(0);
+    if state.plans.plan(&q.plan).await?.is_none() {
+        return Err(ApiError::not_found(format!("no plan named '{}'", q.plan.escape_default())));
+    }
+    let cursor = Cursor { state, plan: q.plan, after, pending: VecDeque::new(), done: false };
+    let stream = futures_util::stream::unfold(cursor, next_frame);
+    Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(KEEP_ALIVE).text("keep-alive")))
+}
+
+struct Cursor {
+    state: AppState,
+    plan: String,
+    after: i64,
+    pending: VecDeque<PlanEvent>,
+    done: bool,
+}
+
+async fn next_frame(mut c: Cursor) -> Option<(Result<Event, Infallible>, Cursor)> {
+    loop {
+        if c.done {
+            return None;
+        }
+        if let Some(e) = c.pending.pop_front() {
+            c.after = e.id;
+            return Some((Ok(frame(&e)), c));
+        }
+        match c.state.plans.events_after(&c.plan, c.after, PAGE).await {
+            Ok(page) if !page.is_empty() => {
+                c.pending.extend(page);
+                continue;
+            }
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!(error = %e, plan = %c.plan, "event stream: the store failed");
+                c.done = true;
+                let body = serde_json::json!({
+                    "error": "store_failed",
+                    "message": "reading the plan's events failed; reconnect with Last-Event-ID to resume",
+                });
+                return Some((Ok(Event::default().event("error").data(body.to_string())), c));
+            }
+        }
+        tokio::select! {
+            _ = c.state.stopping.cancelled() => return None,
+            _ = c.state.plans.wait_for_work(&c.plan, POLL) => {}
+            _ = c.state.plan_events.notified() => {}
+        }
+    }
+}
+
+/// One event as an SSE frame (see the module's docs).
+pub fn frame(e: &PlanEvent) -> Event {
+    // A kind is an identifier; a line break in one would end the frame early.
+    let kind: String = e.kind.chars().filter(|c| !matches!(c, '\n' | '\r')).collect();
+    Event::default().id(e.id.to_string()).event(kind).data(serde_json::to_string(e).unwrap_or_else(|_| "{}".into()))
+}
