@@ -210,15 +210,17 @@ pub trait Coordinator: Send + Sync {
 }
 
 /// Where the tasks of a plan run: its repository on this machine.
+#[async_trait::async_trait]
 pub trait PlanRepositories: Send + Sync {
-    fn workspace_for(&self, plan: &PlanSpec) -> Result<Workspace, CoordinatorError>;
+    async fn workspace_for(&self, plan: &PlanSpec) -> Result<Workspace, CoordinatorError>;
 }
 
 /// Every plan runs in one repository (a local `plan run`).
 pub struct OneRepository(pub Workspace);
 
+#[async_trait::async_trait]
 impl PlanRepositories for OneRepository {
-    fn workspace_for(&self, _plan: &PlanSpec) -> Result<Workspace, CoordinatorError> {
+    async fn workspace_for(&self, _plan: &PlanSpec) -> Result<Workspace, CoordinatorError> {
         Ok(self.0.clone())
     }
 }
@@ -276,8 +278,8 @@ impl LocalCoordinator {
         }
     }
 
-    fn repo(&self, plan: &PlanSpec) -> Result<Git, CoordinatorError> {
-        Ok(Git::new(self.repositories.workspace_for(plan)?.repo_root().to_path_buf()))
+    async fn repo(&self, plan: &PlanSpec) -> Result<Git, CoordinatorError> {
+        Ok(Git::new(self.repositories.workspace_for(plan).await?.repo_root().to_path_buf()))
     }
 
     /// Makes sure the plan's integration branch is the plan's to move (creating it when it
@@ -287,7 +289,7 @@ impl LocalCoordinator {
             return Ok(base.clone());
         }
         let view = self.plans.plan(plan_id).await?.ok_or_else(|| StoreError::NoPlan { id: plan_id.to_string() })?;
-        let repo = self.repo(&view.plan.header)?;
+        let repo = self.repo(&view.plan.header).await?;
         let owned = plan_branch::ensure_for_run(&repo, &*self.plans, &view.plan, self.now()).await?;
         self.bases.lock().unwrap_or_else(|p| p.into_inner()).insert(plan_id.to_string(), owned.base.clone());
         Ok(owned.base)
@@ -437,7 +439,7 @@ impl LocalCoordinator {
                 return Err(e);
             }
         };
-        let repo = self.repo(&header)?;
+        let repo = self.repo(&header).await?;
         if let Some(worktree) = plan_branch::checked_out_in(&repo, &header.integration_branch).await? {
             let branch = header.integration_branch.clone();
             self.give_back(&c.lease, format!("its integration branch {branch} is checked out in {worktree}")).await;
@@ -620,7 +622,7 @@ impl Coordinator for LocalCoordinator {
     async fn checkout(&self, assignment: &Assignment) -> Result<Workspace, CoordinatorError> {
         // The plan's repository is on this machine: its objects hold every tip, and its
         // run directories every unit's results.
-        self.repositories.workspace_for(&assignment.plan)
+        self.repositories.workspace_for(&assignment.plan).await
     }
 
     async fn report(
@@ -702,7 +704,7 @@ impl LocalCoordinator {
         if !self.heartbeat(assignment).await? {
             return self.refuse_stale(assignment, cost).await;
         }
-        let repo = self.repo(header)?;
+        let repo = self.repo(header).await?;
         let plan_base = self.open_plan(&header.id).await?;
         let branch = &header.integration_branch;
         if let Some(commit) = integration::find_task_commit(&repo, branch, &plan_base, &header.id, &task.id).await? {
@@ -717,7 +719,7 @@ impl LocalCoordinator {
             self.finish(lease, AttemptResult::Released { reason }, cost).await?;
             return Err(checked_out(header, worktree));
         }
-        let workspace = self.repositories.workspace_for(header)?;
+        let workspace = self.repositories.workspace_for(header).await?;
         let scratch = workspace.scratch_dir();
         std::fs::create_dir_all(&scratch).map_err(GitError::Io)?;
         let index = scratch.join(format!("index-plan-{}-{}-{}", header.id, task.id.replace('/', "_"), lease.fence));

@@ -36,6 +36,7 @@ pub mod integration;
 pub mod judge;
 pub mod materialize;
 pub mod plan_branch;
+pub mod plan_repos;
 pub mod plan_run;
 pub mod pool;
 pub mod preflight;

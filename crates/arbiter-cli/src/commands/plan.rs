@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,9 +20,11 @@ use arbiter_core::plan::state::TaskStatus;
 use arbiter_core::plan::{PlanSpec, TaskSpec};
 use arbiter_core::settings::{ConfigFile, FlagOverrides, RunSettings};
 use arbiter_runner::SystemClock;
+use arbiter_runner::coordinator::{CoordinatorError, PlanRepositories};
 use arbiter_runner::git::Git;
 use arbiter_runner::integration;
 use arbiter_runner::plan_branch::{self, BranchError};
+use arbiter_runner::plan_repos::{ByRepository, is_url};
 use arbiter_runner::plan_run::{PlanRunError, PlanRunner, Progress, local_worker_prefix};
 use arbiter_runner::workspace::Workspace;
 use arbiter_store::plans::{
@@ -332,33 +334,14 @@ fn resolve_repository(given: Option<&str>, ctx: &RepoContext, relative_to: Optio
     Ok(path.display().to_string())
 }
 
-fn is_url(s: &str) -> bool {
-    s.contains("://") || s.starts_with("git@")
-}
-
 /// The repository a plan's tasks run in: its path, or a clone of its URL kept under
 /// `.arbiter/plans/<id>/repo`.
 async fn workspace_for(ctx: &RepoContext, header: &PlanSpec) -> Result<Workspace, CliError> {
-    let repository = header.repository.clone().unwrap_or_else(|| ctx.workspace.repo_root().display().to_string());
-    let root = if is_url(&repository) {
-        let dir = ctx.workspace.dir().join("plans").join(&header.id).join("repo");
-        if !dir.join(".git").exists() {
-            std::fs::create_dir_all(dir.parent().unwrap_or(&dir))?;
-            let parent = Git::new(ctx.workspace.repo_root().to_path_buf());
-            let target = dir.display().to_string();
-            parent
-                .run(["clone", "--quiet", repository.as_str(), target.as_str()])
-                .await
-                .map_err(|e| CliError::environment(format!("cannot clone the plan's repository {repository}: {e}")))?;
-        }
-        dir
-    } else {
-        PathBuf::from(&repository)
-    };
-    let root = Git::new(root.clone()).toplevel().await.map_err(|e| {
-        CliError::usage(format!("the plan's repository {} is not a git repository ({e})", root.display()))
-    })?;
-    Ok(Workspace::at(root))
+    let repos = ByRepository { clones: ctx.workspace.dir().join("plans"), default: Some(ctx.workspace.clone()) };
+    repos.workspace_for(header).await.map_err(|e| match e {
+        CoordinatorError::Refused(why) => CliError::usage(why),
+        other => CliError::environment(other),
+    })
 }
 
 /// A branch refusal as the user sees it: exit 2, or 3 when git or the store failed.

@@ -1,0 +1,70 @@
+//! Where a plan's tasks run: the repository its `repository` names — a path on this
+//! machine, or a git URL cloned once into a directory of arbiter's — or, when it names
+//! none, a default one (the repository a local command runs in).
+
+use std::path::PathBuf;
+
+use arbiter_core::plan::PlanSpec;
+
+use crate::coordinator::{CoordinatorError, PlanRepositories};
+use crate::git::Git;
+use crate::workspace::Workspace;
+
+/// Whether a plan's `repository` is a git URL rather than a path.
+pub fn is_url(repository: &str) -> bool {
+    repository.contains("://") || repository.starts_with("git@")
+}
+
+/// Plans' repositories on this machine.
+pub struct ByRepository {
+    /// Where a URL's clone goes: `<clones>/<plan>/repo`.
+    pub clones: PathBuf,
+    /// A plan that names no repository runs here (`None`: it is refused).
+    pub default: Option<Workspace>,
+}
+
+/// Why a plan's repository cannot be used.
+fn unusable(message: String) -> CoordinatorError {
+    CoordinatorError::Refused(message)
+}
+
+#[async_trait::async_trait]
+impl PlanRepositories for ByRepository {
+    async fn workspace_for(&self, plan: &PlanSpec) -> Result<Workspace, CoordinatorError> {
+        let root = match plan.repository.as_deref() {
+            None => {
+                return self.default.clone().ok_or_else(|| {
+                    unusable(format!(
+                        "plan {} names no repository: give `repository` (a path or a git URL) in its file",
+                        plan.id
+                    ))
+                });
+            }
+            Some(url) if is_url(url) => {
+                let dir = self.clones.join(&plan.id).join("repo");
+                if !dir.join(".git").exists() {
+                    let parent = dir.parent().unwrap_or(&self.clones).to_path_buf();
+                    std::fs::create_dir_all(&parent).map_err(crate::git::GitError::Io)?;
+                    let partial = dir.with_extension("partial");
+                    let _ = std::fs::remove_dir_all(&partial);
+                    let target = partial.display().to_string();
+                    Git::new(parent)
+                        .run(["clone", "--quiet", url, target.as_str()])
+                        .await
+                        .map_err(|e| unusable(format!("cannot clone plan {}'s repository {url}: {e}", plan.id)))?;
+                    std::fs::rename(&partial, &dir).map_err(crate::git::GitError::Io)?;
+                }
+                dir
+            }
+            Some(path) => PathBuf::from(path),
+        };
+        let top = Git::new(root.clone()).toplevel().await.map_err(|e| {
+            unusable(format!(
+                "plan {}'s repository {} is not a git repository ({e}); fix `repository` in the plan",
+                plan.id,
+                root.display()
+            ))
+        })?;
+        Ok(Workspace::at(top))
+    }
+}
