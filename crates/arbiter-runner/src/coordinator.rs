@@ -29,6 +29,7 @@ use arbiter_store::StoreError;
 use arbiter_store::plans::{AttemptResult, ClaimOutcome, Claimed, Lease, Retry};
 pub use arbiter_store::units::Capabilities;
 use arbiter_store::units::{UnitClaim, UnitKind, UnitLease, UnitOutcome, UnitQueue, UnitSpec};
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 use tokio::sync::mpsc::UnboundedSender;
 
@@ -81,9 +82,58 @@ pub struct Assignment {
     pub settings: RunSettings,
 }
 
+impl Assignment {
+    /// What the assignment holds, for a heartbeat, a charge or its report.
+    pub fn held(&self) -> Held {
+        Held { lease: self.lease.clone(), unit: self.unit.clone(), task: self.task.clone(), plan: self.plan.clone() }
+    }
+
+    /// How a remote worker names what it holds.
+    pub fn lease_ref(&self) -> LeaseRef {
+        LeaseRef {
+            plan_id: self.lease.plan_id.clone(),
+            task_id: self.lease.task_id.clone(),
+            fence: self.lease.fence,
+            worker: self.lease.worker.clone(),
+            unit: self.unit.as_ref().map(|u| UnitRef { name: u.name.clone(), fence: u.fence }),
+        }
+    }
+}
+
+/// The leases a unit of work holds, and the task and plan they are of: what a heartbeat, a
+/// charge or a report concerns.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Held {
+    pub lease: Lease,
+    pub unit: Option<UnitLease>,
+    pub task: TaskSpec,
+    pub plan: PlanSpec,
+}
+
+/// A lease as a remote worker names it (the control plane finds the rest in its store).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LeaseRef {
+    pub plan_id: String,
+    pub task_id: String,
+    /// The attempt's fencing token.
+    pub fence: i64,
+    /// Who claimed it (`<worker id>:<slot>`).
+    pub worker: String,
+    pub unit: Option<UnitRef>,
+}
+
+/// A unit's lease as a remote worker names it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UnitRef {
+    pub name: String,
+    pub fence: i64,
+}
+
 /// Builds the run settings of one task (plan defaults, the task's own values, the
-/// repository's configuration); an error names what is wrong.
-pub type SettingsFor = dyn Fn(&PlanSpec, &TaskSpec) -> Result<RunSettings, String> + Send + Sync;
+/// configuration of the repository it runs in); an error names what is wrong.
+pub type SettingsFor = dyn Fn(&Workspace, &PlanSpec, &TaskSpec) -> Result<RunSettings, String> + Send + Sync;
 
 /// What a claim got.
 #[derive(Clone, Debug, PartialEq)]
@@ -312,7 +362,8 @@ impl LocalCoordinator {
     async fn unit_assignment(&self, claim: UnitClaim) -> Result<Assignment, CoordinatorError> {
         let UnitClaim { lease: unit, task } = claim;
         let plan = self.header(&unit.attempt.plan_id).await?;
-        let settings = match (self.settings_for)(&plan, &task) {
+        let workspace = self.repositories.workspace_for(&plan).await?;
+        let settings = match (self.settings_for)(&workspace, &plan, &task) {
             Ok(s) => capped(s, &unit.attempt),
             Err(why) => {
                 // Its attempt started with valid settings: the configuration changed since.
@@ -384,8 +435,9 @@ impl LocalCoordinator {
             return Ok(self.plans.claim(plan, worker, self.lease, self.now()).await?);
         }
         let header = self.header(plan).await?;
+        let workspace = self.repositories.workspace_for(&header).await?;
         for task in self.plans.ready_tasks(plan, self.now(), READY_LOOKED_AT).await? {
-            let Ok(settings) = (self.settings_for)(&header, &task) else {
+            let Ok(settings) = (self.settings_for)(&workspace, &header, &task) else {
                 // Claimed by whoever can, it fails with the reason.
                 continue;
             };
@@ -456,7 +508,8 @@ impl LocalCoordinator {
             self.tell(Progress::Recovered { task: c.task.id.clone(), commit });
             return Ok(None);
         }
-        let settings = match (self.settings_for)(&header, &c.task) {
+        let workspace = self.repositories.workspace_for(&header).await?;
+        let settings = match (self.settings_for)(&workspace, &header, &c.task) {
             Ok(s) => capped(s, &c.lease),
             Err(why) => {
                 self.fail_attempt(&c.lease, format!("its run settings are invalid: {why}"), Retry::Never).await?;
@@ -606,17 +659,11 @@ impl Coordinator for LocalCoordinator {
     }
 
     async fn heartbeat(&self, assignment: &Assignment) -> Result<bool, CoordinatorError> {
-        let renewed = match &assignment.unit {
-            Some(unit) => self.plans.heartbeat_unit(unit, self.lease, self.now()).await?,
-            None => self.plans.heartbeat(&assignment.lease, self.lease, self.now()).await?,
-        };
-        Ok(renewed.is_some())
+        self.renew(&assignment.lease, assignment.unit.as_ref()).await
     }
 
     async fn charge(&self, assignment: &Assignment, amount: Usd) -> Result<(), CoordinatorError> {
-        let lease = &assignment.lease;
-        self.plans.charge(&lease.plan_id, Some((lease.task_id.as_str(), lease.fence)), amount, self.now()).await?;
-        Ok(())
+        self.charge_to(&assignment.lease, amount).await
     }
 
     async fn checkout(&self, assignment: &Assignment) -> Result<Workspace, CoordinatorError> {
@@ -632,8 +679,71 @@ impl Coordinator for LocalCoordinator {
         cost: Usd,
         _run_dir: Option<&Path>,
     ) -> Result<Reported, CoordinatorError> {
-        let lease = &assignment.lease;
-        match (verdict, &assignment.unit) {
+        self.report_held(&assignment.held(), verdict, cost).await
+    }
+}
+
+impl LocalCoordinator {
+    /// Renews a lease (a unit's, or the attempt's); `false` when it is no longer held.
+    pub async fn renew(&self, lease: &Lease, unit: Option<&UnitLease>) -> Result<bool, CoordinatorError> {
+        let renewed = match unit {
+            Some(unit) => self.plans.heartbeat_unit(unit, self.lease, self.now()).await?,
+            None => self.plans.heartbeat(lease, self.lease, self.now()).await?,
+        };
+        Ok(renewed.is_some())
+    }
+
+    /// Charges what an attempt just spent to its plan.
+    pub async fn charge_to(&self, lease: &Lease, amount: Usd) -> Result<(), CoordinatorError> {
+        self.plans.charge(&lease.plan_id, Some((lease.task_id.as_str(), lease.fence)), amount, self.now()).await?;
+        Ok(())
+    }
+
+    /// What a remote worker's lease holds, from the store: the task and plan as they are,
+    /// the leases as the worker names them (a stale one is refused when it is used).
+    pub async fn held_of(&self, r: &LeaseRef) -> Result<Held, CoordinatorError> {
+        let unknown = |what: String| CoordinatorError::Refused(what);
+        let view =
+            self.plans.plan(&r.plan_id).await?.ok_or_else(|| unknown(format!("no plan named '{}'", r.plan_id)))?;
+        let record =
+            view.task(&r.task_id).ok_or_else(|| unknown(format!("plan {} has no task '{}'", r.plan_id, r.task_id)))?;
+        let lease = Lease {
+            plan_id: r.plan_id.clone(),
+            task_id: r.task_id.clone(),
+            attempt: record.attempts,
+            max_attempts: record.max_attempts,
+            fence: r.fence,
+            worker: r.worker.clone(),
+            expires: record.lease_expires.unwrap_or_else(|| self.now()),
+            reserved: record.reserved,
+            retry_backoff_seconds: view.plan.header.defaults.retry_backoff(),
+        };
+        let unit = match &r.unit {
+            None => None,
+            Some(u) => {
+                let units = self.plans.units_of(&r.plan_id, &r.task_id, r.fence).await?;
+                let found = units.into_iter().find(|x| x.name == u.name).ok_or_else(|| {
+                    unknown(format!("attempt {} of task {} has no unit '{}'", r.fence, r.task_id, u.name))
+                })?;
+                Some(UnitLease {
+                    attempt: lease.clone(),
+                    name: found.name,
+                    kind: found.kind,
+                    fence: u.fence,
+                    expires: found.lease_expires.unwrap_or_else(|| self.now()),
+                    run_id: found.run_id,
+                    base: found.base,
+                })
+            }
+        };
+        let task = record.spec.clone();
+        Ok(Held { lease, unit, task, plan: view.plan.header })
+    }
+
+    /// Reports how the work of `held` ended.
+    pub async fn report_held(&self, held: &Held, verdict: Verdict, cost: Usd) -> Result<Reported, CoordinatorError> {
+        let lease = &held.lease;
+        match (verdict, &held.unit) {
             (Verdict::Released { reason }, Some(unit)) => {
                 self.finish_unit(unit, UnitOutcome::Released { reason }, cost).await
             }
@@ -655,10 +765,10 @@ impl Coordinator for LocalCoordinator {
                 Err(CoordinatorError::Refused("a candidate's result was reported for a whole tournament".into()))
             }
             (Verdict::Failed { reason, retry, run_id }, _) => {
-                if assignment.unit.is_some() && !self.heartbeat(assignment).await? {
+                if held.unit.is_some() && !self.renew(lease, held.unit.as_ref()).await? {
                     // The evaluation was taken over: its report would end the newer one's
                     // attempt.
-                    return self.refuse_stale(assignment, cost).await;
+                    return self.refuse_stale(held, cost).await;
                 }
                 let result = AttemptResult::Failed { reason: reason.clone(), retry, run_id };
                 Ok(match self.finish(lease, result, cost).await? {
@@ -667,7 +777,7 @@ impl Coordinator for LocalCoordinator {
                 })
             }
             (Verdict::Won { run_id, winner, patch }, _) => {
-                self.commit_winner(assignment, &run_id, &winner, &patch, cost).await
+                self.commit_winner(held, &run_id, &winner, &patch, cost).await
             }
         }
     }
@@ -676,13 +786,13 @@ impl Coordinator for LocalCoordinator {
 impl LocalCoordinator {
     /// A report under a lease that was lost: the store refuses it (and records the
     /// refusal), charging only its cost.
-    async fn refuse_stale(&self, assignment: &Assignment, cost: Usd) -> Result<Reported, CoordinatorError> {
+    async fn refuse_stale(&self, held: &Held, cost: Usd) -> Result<Reported, CoordinatorError> {
         let lost = "its lease was lost".to_string();
-        match &assignment.unit {
+        match &held.unit {
             Some(unit) => self.finish_unit(unit, UnitOutcome::Done { result: json!({"error": lost}) }, cost).await,
             None => {
                 let result = AttemptResult::Failed { reason: lost, retry: Retry::AfterBackoff, run_id: None };
-                self.finish(&assignment.lease, result, cost).await?;
+                self.finish(&held.lease, result, cost).await?;
                 Ok(Reported::Stale)
             }
         }
@@ -692,17 +802,17 @@ impl LocalCoordinator {
     /// lease renewed just before: no other attempt of the task can start meanwhile.
     async fn commit_winner(
         &self,
-        assignment: &Assignment,
+        held: &Held,
         run_id: &str,
         winner: &str,
         patch: &Path,
         cost: Usd,
     ) -> Result<Reported, CoordinatorError> {
-        let lease = &assignment.lease;
-        let header = &assignment.plan;
-        let task = &assignment.task;
-        if !self.heartbeat(assignment).await? {
-            return self.refuse_stale(assignment, cost).await;
+        let lease = &held.lease;
+        let header = &held.plan;
+        let task = &held.task;
+        if !self.renew(lease, held.unit.as_ref()).await? {
+            return self.refuse_stale(held, cost).await;
         }
         let repo = self.repo(header).await?;
         let plan_base = self.open_plan(&header.id).await?;

@@ -21,6 +21,14 @@ pub struct ByRepository {
     pub clones: PathBuf,
     /// A plan that names no repository runs here (`None`: it is refused).
     pub default: Option<Workspace>,
+    /// What each `repository` was found to be (looked up once per process).
+    found: std::sync::Mutex<std::collections::HashMap<(String, Option<String>), Workspace>>,
+}
+
+impl ByRepository {
+    pub fn new(clones: PathBuf, default: Option<Workspace>) -> Self {
+        ByRepository { clones, default, found: Default::default() }
+    }
 }
 
 /// Why a plan's repository cannot be used.
@@ -31,6 +39,10 @@ fn unusable(message: String) -> CoordinatorError {
 #[async_trait::async_trait]
 impl PlanRepositories for ByRepository {
     async fn workspace_for(&self, plan: &PlanSpec) -> Result<Workspace, CoordinatorError> {
+        let key = (plan.id.clone(), plan.repository.clone());
+        if let Some(w) = self.found.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
+            return Ok(w.clone());
+        }
         let root = match plan.repository.as_deref() {
             None => {
                 return self.default.clone().ok_or_else(|| {
@@ -65,6 +77,8 @@ impl PlanRepositories for ByRepository {
                 root.display()
             ))
         })?;
-        Ok(Workspace::at(top))
+        let workspace = Workspace::at(top);
+        self.found.lock().unwrap_or_else(|p| p.into_inner()).insert(key, workspace.clone());
+        Ok(workspace)
     }
 }

@@ -15,10 +15,11 @@ use arbiter_core::money::Usd;
 use arbiter_core::plan::dag;
 use arbiter_core::plan::file::{Syntax, parse};
 use arbiter_core::plan::gate::{self, Verdict};
+use arbiter_core::plan::settings::task_settings;
 use arbiter_core::plan::spec::export;
 use arbiter_core::plan::state::TaskStatus;
 use arbiter_core::plan::{PlanSpec, TaskSpec};
-use arbiter_core::settings::{ConfigFile, FlagOverrides, RunSettings};
+use arbiter_core::settings::{FlagOverrides, RunSettings};
 use arbiter_runner::SystemClock;
 use arbiter_runner::coordinator::{CoordinatorError, PlanRepositories};
 use arbiter_runner::git::Git;
@@ -337,7 +338,7 @@ fn resolve_repository(given: Option<&str>, ctx: &RepoContext, relative_to: Optio
 /// The repository a plan's tasks run in: its path, or a clone of its URL kept under
 /// `.arbiter/plans/<id>/repo`.
 async fn workspace_for(ctx: &RepoContext, header: &PlanSpec) -> Result<Workspace, CliError> {
-    let repos = ByRepository { clones: ctx.workspace.dir().join("plans"), default: Some(ctx.workspace.clone()) };
+    let repos = ByRepository::new(ctx.workspace.dir().join("plans"), Some(ctx.workspace.clone()));
     repos.workspace_for(header).await.map_err(|e| match e {
         CoordinatorError::Refused(why) => CliError::usage(why),
         other => CliError::environment(other),
@@ -609,26 +610,6 @@ fn render_status(view: &PlanView, now: arbiter_core::time::Timestamp) -> String 
     out
 }
 
-/// The run settings of one task: the repository's configuration under the plan's defaults
-/// and the task's own values.
-fn task_settings(config: &ConfigFile, plan: &PlanSpec, task: &TaskSpec) -> Result<RunSettings, String> {
-    let d = &plan.defaults;
-    let runners = if task.runners.is_empty() { &d.runners } else { &task.runners };
-    let flags = FlagOverrides {
-        candidates: task.candidates.or(d.candidates),
-        timeout_seconds: task.timeout_seconds.or(d.timeout_seconds),
-        verify: task.verify_with(d),
-        runner: (!runners.is_empty()).then(|| runners.join(",")),
-        command: task.command.clone().or_else(|| d.command.clone()),
-        backend: d.backend.clone(),
-        apply: Some("none".into()),
-        strategy: d.strategy.clone(),
-        ..Default::default()
-    };
-    let settings = RunSettings::resolve(config, flags).map_err(|e| e.to_string())?;
-    Ok(settings)
-}
-
 #[allow(clippy::too_many_arguments)]
 async fn run(
     ctx: &RepoContext,
@@ -675,7 +656,9 @@ async fn run(
         clock: Arc::new(SystemClock),
         cancel: cancel.clone(),
         workspace,
-        settings_for: Arc::new(move |plan: &PlanSpec, task: &TaskSpec| task_settings(&config, plan, task)),
+        settings_for: Arc::new(move |_: &Workspace, plan: &PlanSpec, task: &TaskSpec| {
+            task_settings(&config, plan, task)
+        }),
         process_env: std::env::vars().collect(),
         models,
         secrets: keys,
@@ -819,23 +802,5 @@ mod tests {
         assert_eq!(defaults, schema_fields("/$defs/defaults/properties"));
         let task = accepted_fields(r#"{"id": "p", "name": "P", "tasks": [{"id": "a", "zzz": 1}]}"#);
         assert_eq!(task, schema_fields("/$defs/task/properties"));
-    }
-
-    #[test]
-    fn task_settings_layer_task_over_plan_over_config() {
-        let config = ConfigFile::parse("[run]\ntimeout_seconds = 99\n", "c").unwrap();
-        let plan = parse(
-            r#"{"id": "p", "name": "P", "defaults": {"candidates": 2, "command": "./agent.sh", "verify": ["make test"]},
-                "tasks": [{"id": "a", "title": "A", "candidates": 5, "verify": ["make a"]}]}"#,
-            Syntax::Json,
-        )
-        .unwrap();
-        let s = task_settings(&config, &plan, &plan.tasks[0]).unwrap();
-        assert_eq!(s.candidates.value, 5);
-        assert_eq!(s.timeout_seconds.value, 99);
-        assert_eq!(s.verify.value, vec!["make test".to_string(), "make a".to_string()]);
-        assert_eq!(s.apply.value, arbiter_core::settings::ApplyMode::None);
-        let bad = PlanSpec { defaults: Default::default(), ..plan.clone() };
-        assert!(task_settings(&ConfigFile::default(), &bad, &bad.tasks[0]).unwrap_err().contains("--command"));
     }
 }

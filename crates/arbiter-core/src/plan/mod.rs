@@ -15,6 +15,7 @@ pub mod check;
 pub mod dag;
 pub mod file;
 pub mod gate;
+pub mod settings;
 pub mod spec;
 pub mod state;
 
