@@ -172,6 +172,32 @@ pub enum WorkerCommand {
         #[arg(long)]
         replace: bool,
     },
+    /// Run as a worker: claim units of work from the control plane (candidates, evaluations,
+    /// whole tournaments) and run them, until stopped (SIGTERM or Ctrl-C gives back what it
+    /// holds at once).
+    Run {
+        #[command(flatten)]
+        server: ServerArgs,
+        /// The worker's token, as `arbiter worker register` wrote it (mode 0600).
+        #[arg(long, value_name = "FILE")]
+        token_file: PathBuf,
+        /// Only this plan's work (default: any plan's).
+        #[arg(long, value_name = "ID")]
+        plan: Option<String>,
+        /// Units of work run at once.
+        #[arg(long, default_value_t = 1, value_name = "N")]
+        slots: u32,
+        /// Take one unit of work, run it, report it and exit.
+        #[arg(long)]
+        once: bool,
+        /// Where the worker keeps its repository copies and their runs (default:
+        /// $XDG_DATA_HOME/arbiter/worker, else ~/.local/share/arbiter/worker).
+        #[arg(long, value_name = "DIR", env = "ARBITER_WORKER_DATA_DIR")]
+        data_dir: Option<PathBuf>,
+        /// Log lines as human text or JSON objects.
+        #[arg(long, value_name = "FORMAT", default_value = "human", value_parser = ["human", "json"])]
+        log_format: String,
+    },
     /// Every worker: capabilities, last heartbeat, what it holds (admin token: ARBITER_TOKEN).
     List {
         #[command(flatten)]

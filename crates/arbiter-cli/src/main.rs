@@ -5,6 +5,7 @@ mod commands;
 mod config_file;
 mod context;
 mod error;
+mod logging;
 mod model_access;
 mod progress;
 
@@ -35,7 +36,11 @@ fn main() -> ExitCode {
             return ExitCode::from(error::exit::ENVIRONMENT);
         }
     };
-    match runtime.block_on(dispatch(cli)) {
+    let result = runtime.block_on(dispatch(cli));
+    // Whatever is still blocked in a thread (a name lookup, a read) is not waited for: the
+    // command is done (a worker stopped by SIGTERM exits at once).
+    runtime.shutdown_timeout(std::time::Duration::from_millis(100));
+    match result {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
             eprintln!("arbiter: error: {e}");

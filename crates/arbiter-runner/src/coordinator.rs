@@ -628,6 +628,11 @@ impl Coordinator for LocalCoordinator {
         plan: Option<&str>,
         wait: Duration,
     ) -> Result<Claim, CoordinatorError> {
+        // Armed before looking: work that comes after the look wakes the wait below.
+        let signal = self.plans.work_signal().await;
+        let notified = signal.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
         let plans = match plan {
             Some(p) => vec![p.to_string()],
             None => self.open_plans().await?,
@@ -654,7 +659,7 @@ impl Coordinator for LocalCoordinator {
         let now = self.now();
         let until_ready = next.filter(|at| *at > now).map(|at| Duration::from_micros((at.0 - now.0) as u64));
         let wait = until_ready.unwrap_or(wait).min(wait).min(self.poll).max(Duration::from_millis(10));
-        self.plans.wait_for_work(plan.unwrap_or_default(), wait).await;
+        let _ = tokio::time::timeout(wait, notified).await;
         Ok(Claim::Idle)
     }
 

@@ -100,6 +100,28 @@ impl RunIndex for OneRunIndex {
     }
 }
 
+/// Each repository's runs in its own `.arbiter/arbiter.db` (a remote worker's repository
+/// copies), opened once.
+#[derive(Default)]
+pub struct RunIndexPerRepository {
+    opened: tokio::sync::Mutex<std::collections::HashMap<std::path::PathBuf, Arc<dyn Store>>>,
+}
+
+#[async_trait::async_trait]
+impl RunIndex for RunIndexPerRepository {
+    async fn for_workspace(&self, workspace: &Workspace) -> Result<Arc<dyn Store>, StoreError> {
+        let mut opened = self.opened.lock().await;
+        if let Some(store) = opened.get(workspace.repo_root()) {
+            return Ok(store.clone());
+        }
+        // A directory that cannot be made shows up as a database that cannot be opened.
+        let _ = std::fs::create_dir_all(workspace.dir());
+        let store: Arc<dyn Store> = Arc::new(arbiter_store::sqlite::SqliteStore::open(&workspace.db_path()).await?);
+        opened.insert(workspace.repo_root().to_path_buf(), store.clone());
+        Ok(store)
+    }
+}
+
 /// What the tournaments of a worker run with: the same for every task.
 pub struct Tournaments {
     pub runs: Arc<dyn RunIndex>,

@@ -25,6 +25,9 @@ pub mod metrics;
 pub mod routes;
 pub mod serve;
 pub mod state;
+pub mod work;
+pub mod work_api;
+pub mod work_client;
 
 pub use error::ApiError;
 pub use metrics::Metrics;

@@ -49,6 +49,8 @@ pub struct AppState {
     pub stopping: CancellationToken,
     /// The `git` program that serves repositories (`git http-backend`).
     pub git: Arc<PathBuf>,
+    /// The work protocol's coordinator (`None`: this server hands out no work).
+    pub work: Option<Arc<crate::work::WorkPlane>>,
 }
 
 impl AppState {
@@ -74,7 +76,17 @@ impl AppState {
             plan_events: Arc::new(Notify::new()),
             stopping: CancellationToken::new(),
             git: Arc::new(PathBuf::from("git")),
+            work: None,
         }
+    }
+
+    /// Hands out work: claims, heartbeats, charges and reports go to `plane`, and plans'
+    /// repositories are served as it finds them.
+    pub fn with_work(mut self, plane: Arc<crate::work::WorkPlane>) -> Self {
+        self.repos =
+            Arc::new(crate::work::PlanRepos { queue: plane.queue.clone(), repositories: plane.repositories.clone() });
+        self.work = Some(plane);
+        self
     }
 
     /// Serves plans' repositories from `repos` instead.

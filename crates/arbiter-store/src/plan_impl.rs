@@ -1609,6 +1609,10 @@ macro_rules! plan_store_impl {
                 async fn wait_for_work(&self, _plan_id: &str, timeout: Duration) -> Wake {
                     self.wait_notified(timeout).await
                 }
+
+                async fn work_signal(&self) -> std::sync::Arc<tokio::sync::Notify> {
+                    self.work_handle().await
+                }
             }
         };
     };

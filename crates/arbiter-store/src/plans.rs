@@ -486,4 +486,8 @@ pub trait PlanStore: Send + Sync {
     ) -> Result<(), StoreError>;
     /// Waits until the store may have work for `plan_id`, or `timeout`.
     async fn wait_for_work(&self, plan_id: &str, timeout: Duration) -> Wake;
+    /// Notified whenever the store may have work (in this process, or in another through
+    /// Postgres `LISTEN`). A claimer arms `notified()` before it looks, so a wake-up that
+    /// comes between its look and its wait is not lost.
+    async fn work_signal(&self) -> std::sync::Arc<tokio::sync::Notify>;
 }

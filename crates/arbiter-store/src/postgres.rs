@@ -66,8 +66,23 @@ impl PgStore {
         self.work.notify_waiters();
     }
 
+    /// The notifier waiting claimers are woken through, listening from the first use on.
+    async fn work_handle(&self) -> Arc<Notify> {
+        self.listen().await;
+        self.work.clone()
+    }
+
     /// Waits for a notification, listening from the first wait on.
     async fn wait_notified(&self, timeout: Duration) -> Wake {
+        self.listen().await;
+        match tokio::time::timeout(timeout, self.work.notified()).await {
+            Ok(()) => Wake::Notified,
+            Err(_) => Wake::TimedOut,
+        }
+    }
+
+    /// Starts listening for other processes' notifications (once).
+    async fn listen(&self) {
         self.listening
             .get_or_init(|| async {
                 let work = self.work.clone();
@@ -83,10 +98,6 @@ impl PgStore {
                 }
             })
             .await;
-        match tokio::time::timeout(timeout, self.work.notified()).await {
-            Ok(()) => Wake::Notified,
-            Err(_) => Wake::TimedOut,
-        }
     }
 
     /// One statement when the plan has no budget and no key files: pick with

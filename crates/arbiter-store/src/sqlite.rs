@@ -57,6 +57,10 @@ impl SqliteStore {
         self.work.notify_waiters();
     }
 
+    async fn work_handle(&self) -> Arc<Notify> {
+        self.work.clone()
+    }
+
     async fn wait_notified(&self, timeout: Duration) -> Wake {
         match tokio::time::timeout(timeout, self.work.notified()).await {
             Ok(()) => Wake::Notified,

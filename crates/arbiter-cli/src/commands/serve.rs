@@ -4,16 +4,24 @@
 //! prints the URL it listens on to stdout, and stops gracefully on SIGTERM or Ctrl-C
 //! (exit 0).
 
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use arbiter_core::plan::settings::task_settings;
+use arbiter_core::plan::{PlanSpec, TaskSpec};
+use arbiter_core::settings::ConfigFile;
+use arbiter_runner::coordinator::{LocalCoordinator, PlanRepositories};
+use arbiter_runner::plan_repos::ByRepository;
+use arbiter_runner::workspace::Workspace;
 use arbiter_server::serve::{ServeConfig, TlsFiles, bind};
 use arbiter_server::state::{AppState, Limits, Tokens};
+use arbiter_server::work::WorkPlane;
 use arbiter_store::postgres::PgStore;
 use arbiter_store::sqlite::SqliteStore;
+use arbiter_store::units::UnitQueue;
 use arbiter_store::workers::Secret;
 use tokio_util::sync::CancellationToken;
 
@@ -30,7 +38,7 @@ pub async fn serve(database_url: Option<&str>, args: &ServeArgs) -> Result<u8, C
     if args.lease_seconds == 0 {
         return Err(CliError::usage("--lease-seconds must be at least 1"));
     }
-    init_logging(&args.log_format);
+    crate::logging::init(&args.log_format);
     let data_dir = match &args.data_dir {
         Some(d) => d.clone(),
         None => default_data_dir()?,
@@ -38,17 +46,18 @@ pub async fn serve(database_url: Option<&str>, args: &ServeArgs) -> Result<u8, C
     create_private_dir(&data_dir)?;
 
     let limits = Limits { artifact: args.max_artifact_mib.saturating_mul(1 << 20), ..Limits::default() };
+    let lease = Duration::from_secs(args.lease_seconds);
     let (state, store_kind) = match database_url.filter(|u| !u.trim().is_empty()) {
         Some(url) => {
             let store = Arc::new(PgStore::connect(url).await?);
-            (AppState::new(store, tokens, &data_dir), "postgres")
+            (AppState::new(store.clone(), tokens, &data_dir).with_work(work_plane(store, &data_dir, lease)), "postgres")
         }
         None => {
             let store = Arc::new(SqliteStore::open(&data_dir.join("arbiter.db")).await?);
-            (AppState::new(store, tokens, &data_dir), "sqlite")
+            (AppState::new(store.clone(), tokens, &data_dir).with_work(work_plane(store, &data_dir, lease)), "sqlite")
         }
     };
-    let state = state.with_limits(limits).with_lease(Duration::from_secs(args.lease_seconds));
+    let state = state.with_limits(limits).with_lease(lease);
 
     let mut config = ServeConfig::new(addr);
     config.insecure = args.insecure;
@@ -66,9 +75,37 @@ pub async fn serve(database_url: Option<&str>, args: &ServeArgs) -> Result<u8, C
 
     let shutdown = CancellationToken::new();
     tokio::spawn(stop_on_signal(shutdown.clone()));
+    let sweeper = arbiter_server::work::spawn_sweeper(state.clone());
     bound.run(state, shutdown).await.map_err(CliError::environment)?;
+    sweeper.abort();
     tracing::info!("stopped");
     Ok(0)
+}
+
+/// The coordinator remote workers claim from: the server's store, the repositories its
+/// plans name (a path on this host, or a URL cloned into `DATA_DIR/repos`), each task's
+/// settings from its repository's `.arbiter/config.toml` under the plan's defaults.
+fn work_plane<S: UnitQueue + 'static>(store: Arc<S>, data_dir: &std::path::Path, lease: Duration) -> Arc<WorkPlane> {
+    let repositories: Arc<dyn PlanRepositories> = Arc::new(ByRepository::new(data_dir.join("repos"), None));
+    let settings_for = Arc::new(|workspace: &Workspace, plan: &PlanSpec, task: &TaskSpec| {
+        let path = workspace.config_path();
+        let config = match std::fs::read_to_string(&path) {
+            Ok(text) => ConfigFile::parse(&text, &path.display().to_string()).map_err(|e| e.to_string())?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => ConfigFile::default(),
+            Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+        };
+        task_settings(&config, plan, task)
+    });
+    let coordinator = Arc::new(LocalCoordinator::new(
+        store.clone(),
+        Arc::new(arbiter_runner::SystemClock),
+        repositories.clone(),
+        settings_for,
+        lease,
+        Duration::from_secs(1),
+        None,
+    ));
+    Arc::new(WorkPlane { coordinator, queue: store, repositories })
 }
 
 /// The bootstrap and admin tokens from the environment, or why not.
@@ -111,21 +148,8 @@ fn create_private_dir(dir: &std::path::Path) -> Result<(), CliError> {
         .map_err(|e| CliError::environment(format!("cannot create the data directory {}: {e}", dir.display())))
 }
 
-/// Log lines on stderr, at `ARBITER_LOG` (error, warn, info, debug, trace; default info).
-fn init_logging(format: &str) {
-    use tracing_subscriber::filter::LevelFilter;
-    let level =
-        std::env::var("ARBITER_LOG").ok().and_then(|l| l.parse::<LevelFilter>().ok()).unwrap_or(LevelFilter::INFO);
-    let builder = tracing_subscriber::fmt().with_writer(std::io::stderr).with_max_level(level).with_target(false);
-    let _ = if format == "json" {
-        builder.json().flatten_event(true).try_init()
-    } else {
-        builder.with_ansi(std::io::stderr().is_terminal()).try_init()
-    };
-}
-
 /// Cancels `token` on SIGTERM or Ctrl-C.
-async fn stop_on_signal(token: CancellationToken) {
+pub async fn stop_on_signal(token: CancellationToken) {
     let term = async {
         match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
             Ok(mut s) => {

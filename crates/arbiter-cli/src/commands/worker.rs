@@ -1,16 +1,25 @@
-//! `arbiter worker register|list|revoke|rotate`: a control plane's workers, through
-//! [`arbiter_server::client`]. Tokens come from the environment (`ARBITER_BOOTSTRAP_TOKEN`
+//! `arbiter worker register|run|list|revoke|rotate`: a control plane's workers, through
+//! [`arbiter_server::client`]; `run` is the worker loop of `arbiter_runner::worker` over the
+//! work protocol ([`HttpCoordinator`]). Tokens come from the environment (`ARBITER_BOOTSTRAP_TOKEN`
 //! to register, `ARBITER_TOKEN` for the admin's commands) and a worker's own token goes to a
 //! file of mode 0600, never to the terminal (except `rotate` without `--token-file`, once,
 //! with a warning).
 
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
 
+use arbiter_runner::SystemClock;
+use arbiter_runner::coordinator::Capabilities;
+use arbiter_runner::repo_cache::{GitRemote, RepoCache};
+use arbiter_runner::worker::{Progress, RunIndexPerRepository, Tournaments, Until, Worker};
 use arbiter_server::api::{RegisterRequest, WorkerView};
 use arbiter_server::client::{Client, ClientError, ClientOptions};
+use arbiter_server::work_client::HttpCoordinator;
 use arbiter_store::workers::Secret;
+use tokio_util::sync::CancellationToken;
 
 use crate::cli::{ServerArgs, WorkerCommand};
 use crate::error::CliError;
@@ -48,6 +57,18 @@ pub async fn worker(cmd: &WorkerCommand) -> Result<u8, CliError> {
                 token_file.display()
             );
             Ok(0)
+        }
+        WorkerCommand::Run { server, token_file, plan, slots, once, data_dir, log_format } => {
+            crate::logging::init(log_format);
+            let run = RunArgs {
+                server,
+                token_file,
+                plan: plan.as_deref(),
+                slots: *slots,
+                once: *once,
+                data_dir: data_dir.as_deref(),
+            };
+            run_worker(run).await
         }
         WorkerCommand::List { server, json } => {
             let admin = admin_token()?;
@@ -94,6 +115,145 @@ pub async fn worker(cmd: &WorkerCommand) -> Result<u8, CliError> {
             }
             Ok(0)
         }
+    }
+}
+
+/// What `arbiter worker run` was given.
+struct RunArgs<'a> {
+    server: &'a ServerArgs,
+    token_file: &'a Path,
+    plan: Option<&'a str>,
+    slots: u32,
+    once: bool,
+    data_dir: Option<&'a Path>,
+}
+
+/// `arbiter worker run`: the worker loop against the control plane, until stopped.
+async fn run_worker(args: RunArgs<'_>) -> Result<u8, CliError> {
+    if args.slots == 0 || args.slots > 1024 {
+        return Err(CliError::usage("--slots takes 1 to 1024 units of work at once"));
+    }
+    let token = read_token_file(args.token_file)?;
+    let options = ClientOptions {
+        ca_cert: args.server.ca_cert.clone(),
+        insecure: args.server.insecure,
+        // Long enough for a long poll, and a report's upload.
+        timeout: Some(Duration::from_secs(120)),
+    };
+    let client = Client::new(&args.server.server, &options).map_err(client_error)?;
+    let data_dir = match args.data_dir {
+        Some(d) => d.to_path_buf(),
+        None => default_data_dir()?,
+    };
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&data_dir).map_err(|e| {
+        CliError::usage(format!(
+            "cannot create the worker's data directory {}: {e}; pass --data-dir DIR",
+            data_dir.display()
+        ))
+    })?;
+    let git_base = client.url("git").map_err(client_error)?.to_string();
+    let remote =
+        GitRemote { base_url: git_base, token: token.expose().to_string(), ca_file: args.server.ca_cert.clone() };
+    let stop = CancellationToken::new();
+    let coordinator =
+        Arc::new(HttpCoordinator::new(client, token, RepoCache::new(data_dir.clone(), remote), stop.clone()));
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let logger = tokio::spawn(async move {
+        while let Some(p) = rx.recv().await {
+            log_progress(&p);
+        }
+    });
+    let worker = Arc::new(Worker {
+        coordinator,
+        tournaments: Arc::new(Tournaments {
+            runs: Arc::new(RunIndexPerRepository::default()),
+            clock: Arc::new(SystemClock),
+            process_env: std::env::vars().collect(),
+            models: None,
+            secrets: Vec::new(),
+            sandboxing: crate::context::sandboxing()?,
+        }),
+        id: "remote".into(),
+        plan: args.plan.map(str::to_string),
+        // What the worker may run is what it registered: the server filters the claims.
+        capabilities: Capabilities::Any,
+        slots: if args.once { 1 } else { args.slots as usize },
+        until: if args.once { Until::OneUnit } else { Until::Stopped },
+        cancel: stop.clone(),
+        claim_wait: Duration::from_secs(20),
+        progress: Some(tx),
+    });
+    let signals = tokio::spawn(crate::commands::serve::stop_on_signal(stop.clone()));
+    tracing::info!(server = %args.server.server, slots = worker.slots, data_dir = %data_dir.display(), "worker started");
+    let result = worker.run().await;
+    drop(worker);
+    let _ = logger.await;
+    signals.abort();
+    match result {
+        Ok(()) => {
+            tracing::info!("worker stopped");
+            Ok(0)
+        }
+        Err(e) if e.is_usage() => Err(CliError::usage(e)),
+        Err(e) => Err(CliError::environment(e)),
+    }
+}
+
+/// One log line per thing the worker did.
+fn log_progress(p: &Progress) {
+    match p {
+        Progress::Claimed { task, unit, attempt, worker, base, .. } => {
+            tracing::info!(task = %task, unit = %unit, attempt, slot = %worker, base = %base, "claimed")
+        }
+        Progress::Spread { task, run, units } => tracing::info!(task = %task, run = %run, units, "spread"),
+        Progress::UnitDone { task, unit, evaluation_ready } => {
+            tracing::info!(task = %task, unit = %unit, evaluation_ready, "unit done")
+        }
+        Progress::Done { task, run, commit } => {
+            tracing::info!(task = %task, run = run.as_deref().unwrap_or("-"), commit = %commit, "task done")
+        }
+        Progress::Recovered { task, commit } => tracing::info!(task = %task, commit = %commit, "already done"),
+        Progress::Failed { task, reason, .. } => tracing::warn!(task = %task, reason = %reason, "attempt failed"),
+        Progress::Released { task, reason } => tracing::info!(task = %task, reason = %reason, "given back"),
+        Progress::LeaseLost { task } => tracing::warn!(task = %task, "lease lost: its result was not recorded"),
+        Progress::Reclaimed { task, worker, .. } => tracing::info!(task = %task, worker = %worker, "taken back"),
+    }
+}
+
+/// The worker's token from its file, which only its owner may read.
+fn read_token_file(file: &Path) -> Result<Secret, CliError> {
+    use std::os::unix::fs::PermissionsExt;
+    let meta = std::fs::metadata(file).map_err(|e| {
+        CliError::usage(format!(
+            "cannot read the token file {}: {e}; `arbiter worker register --token-file {}` writes it",
+            file.display(),
+            file.display()
+        ))
+    })?;
+    if meta.permissions().mode() & 0o077 != 0 {
+        return Err(CliError::usage(format!(
+            "the token file {} can be read by other users; run `chmod 600 {}` (and rotate the token if others may have read it)",
+            file.display(),
+            file.display()
+        )));
+    }
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| CliError::usage(format!("cannot read the token file {}: {e}", file.display())))?;
+    let token = text.trim();
+    if token.is_empty() {
+        return Err(CliError::usage(format!("the token file {} is empty; register the worker again", file.display())));
+    }
+    Ok(Secret::new(token))
+}
+
+/// `$XDG_DATA_HOME/arbiter/worker`, else `~/.local/share/arbiter/worker`.
+fn default_data_dir() -> Result<PathBuf, CliError> {
+    if let Some(xdg) = std::env::var_os("XDG_DATA_HOME").filter(|v| !v.is_empty()) {
+        return Ok(PathBuf::from(xdg).join("arbiter").join("worker"));
+    }
+    match std::env::var_os("HOME").filter(|v| !v.is_empty()) {
+        Some(home) => Ok(PathBuf::from(home).join(".local/share/arbiter/worker")),
+        None => Err(CliError::usage("no data directory: pass --data-dir DIR (or set HOME)")),
     }
 }
 

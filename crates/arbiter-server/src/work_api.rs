@@ -1,0 +1,284 @@
+//! The JSON bodies of the work protocol (`/api/v1/work/...`), shared by the server's routes
+//! and the remote worker's coordinator: one definition per message. Requests refuse
+//! unknown fields.
+
+use std::collections::BTreeMap;
+
+use arbiter_core::money::Usd;
+use arbiter_core::plan::{PlanSpec, TaskSpec};
+use arbiter_core::settings::RunSettings;
+use arbiter_core::status::CandidateStatus;
+use arbiter_core::time::Timestamp;
+use arbiter_runner::coordinator::{Assignment, LeaseRef, Reported, Verdict, Work};
+use arbiter_store::plans::{Lease, Retry};
+use arbiter_store::units::UnitKind;
+use serde::{Deserialize, Serialize};
+
+/// The longest a claim waits for work on the server (a long poll).
+pub const MAX_CLAIM_WAIT_MS: u64 = 30_000;
+
+/// `POST /api/v1/work/claim`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClaimRequest {
+    /// Which of the worker's slots claims (1 to 32 of letters, digits, '.', '_', '-'): the
+    /// lease is granted to `<worker id>:<slot>`.
+    pub slot: String,
+    /// Only this plan's work (default: any plan's).
+    #[serde(default)]
+    pub plan: Option<String>,
+    /// How long to wait for work when there is none (at most [`MAX_CLAIM_WAIT_MS`]).
+    #[serde(default)]
+    pub wait_ms: u64,
+}
+
+/// The answer to a claim.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum ClaimResponse {
+    Assigned {
+        assignment: Box<WireAssignment>,
+    },
+    /// Nothing for this worker now: claim again.
+    Idle,
+    /// The plan asked for has nothing left to run.
+    Finished,
+}
+
+/// A unit's lease on the wire (its attempt's lease is the assignment's).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WireUnit {
+    pub name: String,
+    pub kind: UnitKind,
+    pub fence: i64,
+    pub expires: Timestamp,
+    pub run_id: String,
+    pub base: String,
+}
+
+/// What an assignment asks of the worker.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum WireWork {
+    Tournament,
+    Candidate { index: usize, run_id: String },
+    Evaluation { run_id: String, lost: BTreeMap<usize, String> },
+}
+
+/// An assignment on the wire.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WireAssignment {
+    pub lease: Lease,
+    pub unit: Option<WireUnit>,
+    pub work: WireWork,
+    pub task: TaskSpec,
+    pub plan: PlanSpec,
+    pub base: String,
+    pub settings: RunSettings,
+    /// How long the lease lasts without a heartbeat.
+    pub lease_ttl_ms: u64,
+}
+
+impl WireAssignment {
+    pub fn new(a: &Assignment, lease_ttl_ms: u64) -> Self {
+        let work = match &a.work {
+            Work::Tournament => WireWork::Tournament,
+            Work::Candidate { index, run_id } => WireWork::Candidate { index: *index, run_id: run_id.to_string() },
+            Work::Evaluation { run_id, lost } => {
+                WireWork::Evaluation { run_id: run_id.to_string(), lost: lost.clone() }
+            }
+        };
+        WireAssignment {
+            lease: a.lease.clone(),
+            unit: a.unit.as_ref().map(|u| WireUnit {
+                name: u.name.clone(),
+                kind: u.kind,
+                fence: u.fence,
+                expires: u.expires,
+                run_id: u.run_id.clone(),
+                base: u.base.clone(),
+            }),
+            work,
+            task: a.task.clone(),
+            plan: a.plan.clone(),
+            base: a.base.clone(),
+            settings: a.settings.clone(),
+            lease_ttl_ms,
+        }
+    }
+
+    /// The assignment as the worker loop takes it; an error names what does not hold.
+    pub fn into_assignment(self) -> Result<Assignment, String> {
+        let run_id = |s: &str| arbiter_core::ids::RunId::parse(s).map_err(|_| format!("'{s}' is not a run id"));
+        let work = match &self.work {
+            WireWork::Tournament => Work::Tournament,
+            WireWork::Candidate { index, run_id: r } => Work::Candidate { index: *index, run_id: run_id(r)? },
+            WireWork::Evaluation { run_id: r, lost } => Work::Evaluation { run_id: run_id(r)?, lost: lost.clone() },
+        };
+        let unit = self.unit.map(|u| arbiter_store::units::UnitLease {
+            attempt: self.lease.clone(),
+            name: u.name,
+            kind: u.kind,
+            fence: u.fence,
+            expires: u.expires,
+            run_id: u.run_id,
+            base: u.base,
+        });
+        Ok(Assignment {
+            lease: self.lease,
+            unit,
+            work,
+            task: self.task,
+            plan: self.plan,
+            base: self.base,
+            settings: self.settings,
+        })
+    }
+}
+
+/// `POST /api/v1/work/heartbeat`: renews every lease the worker names.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HeartbeatRequest {
+    pub leases: Vec<LeaseRef>,
+}
+
+/// Whether each lease (in the request's order) is still held.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeartbeatResponse {
+    pub renewed: Vec<bool>,
+}
+
+/// `POST /api/v1/work/charge`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChargeRequest {
+    pub lease: LeaseRef,
+    pub amount: Usd,
+}
+
+/// When a failed attempt may be retried.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WireRetry {
+    AfterBackoff,
+    Now,
+    Never,
+}
+
+impl From<Retry> for WireRetry {
+    fn from(r: Retry) -> Self {
+        match r {
+            Retry::AfterBackoff => WireRetry::AfterBackoff,
+            Retry::Now => WireRetry::Now,
+            Retry::Never => WireRetry::Never,
+        }
+    }
+}
+
+impl From<WireRetry> for Retry {
+    fn from(r: WireRetry) -> Self {
+        match r {
+            WireRetry::AfterBackoff => Retry::AfterBackoff,
+            WireRetry::Now => Retry::Now,
+            WireRetry::Never => Retry::Never,
+        }
+    }
+}
+
+/// How the work ended, on the wire.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "outcome", rename_all = "snake_case", deny_unknown_fields)]
+pub enum WireVerdict {
+    /// The winner's patch is the uploaded `candidates/<winner>/patch.diff` of run `run_id`.
+    Won {
+        run_id: String,
+        winner: String,
+    },
+    CandidateDone {
+        status: CandidateStatus,
+    },
+    Failed {
+        reason: String,
+        retry: WireRetry,
+        run_id: Option<String>,
+    },
+    Released {
+        reason: String,
+    },
+}
+
+impl WireVerdict {
+    pub fn new(v: &Verdict) -> Self {
+        match v {
+            Verdict::Won { run_id, winner, .. } => WireVerdict::Won { run_id: run_id.clone(), winner: winner.clone() },
+            Verdict::CandidateDone { status } => WireVerdict::CandidateDone { status: *status },
+            Verdict::Failed { reason, retry, run_id } => {
+                WireVerdict::Failed { reason: reason.clone(), retry: (*retry).into(), run_id: run_id.clone() }
+            }
+            Verdict::Released { reason } => WireVerdict::Released { reason: reason.clone() },
+        }
+    }
+}
+
+/// A file of the work's results, uploaded as an artifact first.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunFile {
+    /// Relative to the run directory (`candidates/c02/patch.diff`).
+    pub path: String,
+    pub sha256: String,
+    pub size: u64,
+}
+
+/// `POST /api/v1/work/report`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReportRequest {
+    pub lease: LeaseRef,
+    pub verdict: WireVerdict,
+    /// What the work spent that could not be charged as it was spent.
+    pub cost: Usd,
+    /// Its files in the run directory: a candidate unit's (under `candidates/<id>/`), or the
+    /// whole run's.
+    #[serde(default)]
+    pub files: Vec<RunFile>,
+}
+
+/// What a report did (a stale lease is a 409 instead).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "reported", rename_all = "snake_case")]
+pub enum ReportResponse {
+    Done { commit: String, recovered: bool },
+    Failed { reason: String, retry_at: Option<Timestamp> },
+    Released,
+    UnitDone { evaluation_ready: bool },
+}
+
+impl ReportResponse {
+    /// `None` for a stale report.
+    pub fn new(r: Reported) -> Option<Self> {
+        Some(match r {
+            Reported::Done { commit, recovered } => ReportResponse::Done { commit, recovered },
+            Reported::Failed { reason, retry_at } => ReportResponse::Failed { reason, retry_at },
+            Reported::Released => ReportResponse::Released,
+            Reported::UnitDone { evaluation_ready } => ReportResponse::UnitDone { evaluation_ready },
+            Reported::Stale => return None,
+        })
+    }
+
+    pub fn into_reported(self) -> Reported {
+        match self {
+            ReportResponse::Done { commit, recovered } => Reported::Done { commit, recovered },
+            ReportResponse::Failed { reason, retry_at } => Reported::Failed { reason, retry_at },
+            ReportResponse::Released => Reported::Released,
+            ReportResponse::UnitDone { evaluation_ready } => Reported::UnitDone { evaluation_ready },
+        }
+    }
+}
+
+/// `GET /api/v1/work/runs/{run_id}/files?plan=ID`: the files of a run the server holds.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunFiles {
+    pub files: Vec<RunFile>,
+}
