@@ -4,6 +4,7 @@
 // Each test binary uses a different subset of these helpers.
 #![allow(dead_code)]
 
+pub mod control_plane;
 mod mock_llm;
 #[allow(unused_imports)]
 pub use mock_llm::*;
