@@ -75,6 +75,11 @@ pub enum Progress {
     LeaseLost {
         task: String,
     },
+    /// Its report could not reach the coordinator: the work is left to its lease's expiry.
+    Abandoned {
+        task: String,
+        reason: String,
+    },
     /// Taken back from `worker`, which stopped renewing its lease (of the task, or of
     /// one of its units).
     Reclaimed {
@@ -262,20 +267,20 @@ impl Worker {
         let beat = {
             let (assignment, lost) = (assignment.clone(), lost.clone());
             tokio::spawn(async move {
+                let mut renewed = tokio::time::Instant::now();
                 loop {
                     tokio::time::sleep(every).await;
                     match coordinator.heartbeat(&assignment).await {
-                        Ok(true) => {}
-                        Ok(false) => {
-                            lost.cancel();
-                            cancel.cancel();
-                            return;
-                        }
-                        // Unreachable for now: keep trying until the lease runs out (the
-                        // coordinator says so when it answers again).
-                        Err(_) => {}
+                        Ok(true) => renewed = tokio::time::Instant::now(),
+                        Ok(false) => break,
+                        // Unreachable for now: keep trying while the lease may still be
+                        // alive; past that, another worker may have the work already.
+                        Err(_) if renewed.elapsed() < coordinator.lease_ttl() => {}
+                        Err(_) => break,
                     }
                 }
+                lost.cancel();
+                cancel.cancel();
             })
         };
         Heartbeat { lost, beat }
@@ -319,7 +324,16 @@ impl Worker {
             _ => None,
         };
         let reported =
-            self.coordinator.report(&assignment, verdict, spending.unforwarded(), done.dir.as_deref()).await?;
+            match self.coordinator.report(&assignment, verdict, spending.unforwarded(), done.dir.as_deref()).await {
+                Ok(r) => r,
+                // The control plane stayed away: the lease runs out there and the work is
+                // handed out again; this worker goes on with other work.
+                Err(CoordinatorError::Unreachable(why)) => {
+                    self.tell(Progress::Abandoned { task: task_id, reason: why });
+                    return Ok(());
+                }
+                Err(e) => return Err(e),
+            };
         self.tell(match reported {
             Reported::Done { commit, recovered: true } => Progress::Recovered { task: task_id, commit },
             Reported::Done { commit, recovered: false } => Progress::Done { task: task_id, run: done.run_id, commit },

@@ -756,6 +756,7 @@ fn describe(p: &Progress) -> String {
         }
         Progress::Failed { task, reason, retry_at: None } => format!("{task}: failed: {reason}"),
         Progress::Released { task, reason } => format!("{task}: given back ({reason})"),
+        Progress::Abandoned { task, reason } => format!("{task}: its report was abandoned ({reason})"),
         Progress::LeaseLost { task } => {
             format!("{task}: its lease was lost (taken over or the plan was cancelled); its result is not recorded")
         }

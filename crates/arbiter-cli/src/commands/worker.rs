@@ -216,6 +216,9 @@ fn log_progress(p: &Progress) {
         Progress::Failed { task, reason, .. } => tracing::warn!(task = %task, reason = %reason, "attempt failed"),
         Progress::Released { task, reason } => tracing::info!(task = %task, reason = %reason, "given back"),
         Progress::LeaseLost { task } => tracing::warn!(task = %task, "lease lost: its result was not recorded"),
+        Progress::Abandoned { task, reason } => {
+            tracing::warn!(task = %task, reason = %reason, "report abandoned: the server stayed away; the work goes back when its lease runs out")
+        }
         Progress::Reclaimed { task, worker, .. } => tracing::info!(task = %task, worker = %worker, "taken back"),
     }
 }
