@@ -366,11 +366,10 @@ async fn a_tournament_spreads_over_workers_that_have_its_runner() {
         "{claims:?}"
     );
     assert!(claims.values().all(|w| w.len() == 1), "a unit was claimed twice: {claims:?}");
-    assert!(!claims.values().flatten().any(|w| w == "no-command"), "{claims:?}");
-    assert!(
-        !std::fs::read_to_string(other.log()).unwrap().contains("claimed"),
-        "the worker without the runner claimed"
-    );
+    // The evaluation needs no runner: any worker may take it; no candidate went to the
+    // worker without the runner.
+    let candidate_claimers = claims.iter().filter(|(u, _)| u.starts_with('c')).flat_map(|(_, w)| w);
+    assert!(!candidate_claimers.into_iter().any(|w| w == "no-command"), "{claims:?}");
     assert_eq!(repo.git(&["show", "arbiter/spread:S.txt"]), "S\n", "candidate 0's wrong answer won");
     other.stop();
 }
@@ -400,8 +399,20 @@ async fn a_killed_worker_s_candidates_are_run_again_by_another() {
     doomed.kill_9();
     assert!(
         wait_until(Duration::from_secs(15), || processes_with(&marker).is_empty()),
-        "the killed worker's agents outlived it: {:?}",
+        "the killed worker's agents outlived it:\n{}",
         processes_with(&marker)
+            .iter()
+            .map(|pid| {
+                let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+                let keep: Vec<&str> = status
+                    .lines()
+                    .filter(|l| l.starts_with("State") || l.starts_with("PPid") || l.starts_with("NSpid"))
+                    .collect();
+                let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+                format!("{pid} {} {}", keep.join(" "), String::from_utf8_lossy(&cmdline).replace('\0', " "))
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
     );
     let mut rescuer = Worker::register(&serve, "rescuer", &["command"]);
     rescuer.start(&serve.url, &[]);

@@ -338,16 +338,18 @@ impl LocalCoordinator {
         if let Some(base) = self.bases.lock().unwrap_or_else(|p| p.into_inner()).get(plan_id) {
             return Ok(base.clone());
         }
-        let view = self.plans.plan(plan_id).await?.ok_or_else(|| StoreError::NoPlan { id: plan_id.to_string() })?;
-        let repo = self.repo(&view.plan.header).await?;
-        let owned = plan_branch::ensure_for_run(&repo, &*self.plans, &view.plan, self.now()).await?;
+        let record =
+            self.plans.plan_record(plan_id).await?.ok_or_else(|| StoreError::NoPlan { id: plan_id.to_string() })?;
+        let repo = self.repo(&record.header).await?;
+        let owned = plan_branch::ensure_for_run(&repo, &*self.plans, &record, self.now()).await?;
         self.bases.lock().unwrap_or_else(|p| p.into_inner()).insert(plan_id.to_string(), owned.base.clone());
         Ok(owned.base)
     }
 
     async fn header(&self, plan_id: &str) -> Result<PlanSpec, CoordinatorError> {
-        let view = self.plans.plan(plan_id).await?.ok_or_else(|| StoreError::NoPlan { id: plan_id.to_string() })?;
-        Ok(view.plan.header)
+        let record =
+            self.plans.plan_record(plan_id).await?.ok_or_else(|| StoreError::NoPlan { id: plan_id.to_string() })?;
+        Ok(record.header)
     }
 
     /// The plans a worker without a plan of its own claims from, in a stable order.
@@ -708,10 +710,16 @@ impl LocalCoordinator {
     /// the leases as the worker names them (a stale one is refused when it is used).
     pub async fn held_of(&self, r: &LeaseRef) -> Result<Held, CoordinatorError> {
         let unknown = |what: String| CoordinatorError::Refused(what);
-        let view =
-            self.plans.plan(&r.plan_id).await?.ok_or_else(|| unknown(format!("no plan named '{}'", r.plan_id)))?;
-        let record =
-            view.task(&r.task_id).ok_or_else(|| unknown(format!("plan {} has no task '{}'", r.plan_id, r.task_id)))?;
+        let plan = self
+            .plans
+            .plan_record(&r.plan_id)
+            .await?
+            .ok_or_else(|| unknown(format!("no plan named '{}'", r.plan_id)))?;
+        let record = self
+            .plans
+            .task_record(&r.plan_id, &r.task_id)
+            .await?
+            .ok_or_else(|| unknown(format!("plan {} has no task '{}'", r.plan_id, r.task_id)))?;
         let lease = Lease {
             plan_id: r.plan_id.clone(),
             task_id: r.task_id.clone(),
@@ -721,7 +729,7 @@ impl LocalCoordinator {
             worker: r.worker.clone(),
             expires: record.lease_expires.unwrap_or_else(|| self.now()),
             reserved: record.reserved,
-            retry_backoff_seconds: view.plan.header.defaults.retry_backoff(),
+            retry_backoff_seconds: plan.header.defaults.retry_backoff(),
         };
         let unit = match &r.unit {
             None => None,
@@ -741,8 +749,7 @@ impl LocalCoordinator {
                 })
             }
         };
-        let task = record.spec.clone();
-        Ok(Held { lease, unit, task, plan: view.plan.header })
+        Ok(Held { lease, unit, task: record.spec, plan: plan.header })
     }
 
     /// Reports how the work of `held` ended.

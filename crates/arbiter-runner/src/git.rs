@@ -32,6 +32,12 @@ pub struct RepoFacts {
 
 static FACTS: std::sync::Mutex<Option<std::collections::HashMap<PathBuf, RepoFacts>>> = std::sync::Mutex::new(None);
 
+/// What identifies a version of a file (its inode, size and change time), if it exists.
+fn file_stamp(path: &Path) -> Option<(u64, u64, i64, i64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|m| (m.ino(), m.size(), m.ctime(), m.ctime_nsec()))
+}
+
 /// Serializes changes to worktree records within this process (see [`Git::worktree_add`]).
 static WORKTREE_RECORDS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
@@ -377,10 +383,44 @@ impl Git {
     }
 
     pub async fn branch_exists(&self, name: &str) -> Result<bool, GitError> {
-        let r = format!("refs/heads/{name}");
-        match self.run(["show-ref", "--verify", "--quiet", r.as_str()]).await {
-            Ok(_) => Ok(true),
-            Err(GitError::Failed { .. }) => Ok(false),
+        Ok(self.ref_target(&format!("refs/heads/{name}")).await?.is_some())
+    }
+
+    /// The object a ref (`refs/...`) points at, if it exists: read from the repository's
+    /// files (a loose ref, else `packed-refs`) without starting git, which a control plane
+    /// asks on every claim; git itself answers for a symbolic ref or a reftable repository.
+    pub async fn ref_target(&self, name: &str) -> Result<Option<String>, GitError> {
+        let facts = self.facts().await?;
+        let common = &facts.common_dir;
+        let fast = name.starts_with("refs/") && !name.contains("..") && !common.join("reftable").exists();
+        if fast {
+            let packed = common.join("packed-refs");
+            for _ in 0..3 {
+                let before = file_stamp(&packed);
+                match std::fs::read_to_string(common.join(name)) {
+                    Ok(text) if !text.starts_with("ref:") && !text.trim().is_empty() => {
+                        return Ok(Some(text.trim().to_string()));
+                    }
+                    Ok(_) => break,
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    // A directory of that name (a longer ref's prefix), or unreadable.
+                    Err(_) => break,
+                }
+                let found = std::fs::read_to_string(&packed).ok().and_then(|text| {
+                    text.lines()
+                        .filter(|l| !l.starts_with('#') && !l.starts_with('^'))
+                        .find_map(|l| l.split_once(' ').filter(|(_, r)| *r == name).map(|(oid, _)| oid.to_string()))
+                });
+                // `packed-refs` rewritten while it was read (a `pack-refs` moving the ref):
+                // read again.
+                if file_stamp(&packed) == before {
+                    return Ok(found);
+                }
+            }
+        }
+        match self.run(["rev-parse", "--verify", "--quiet", name]).await {
+            Ok(out) => Ok(Some(out.text())),
+            Err(GitError::Failed { .. }) => Ok(None),
             Err(e) => Err(e),
         }
     }
@@ -416,5 +456,42 @@ impl Git {
     /// Whether an author identity is configured (commits need one).
     pub async fn has_identity(&self) -> bool {
         self.run(["config", "user.name"]).await.is_ok() && self.run(["config", "user.email"]).await.is_ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn git(dir: &Path, args: &[&str]) -> String {
+        let out = std::process::Command::new("git").args(args).current_dir(dir).output().unwrap();
+        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    #[tokio::test]
+    async fn refs_read_from_files_agree_with_git() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        git(d, &["init", "-q", "-b", "main"]);
+        git(d, &["-c", "user.name=a", "-c", "user.email=a@b", "commit", "-q", "--allow-empty", "-m", "one"]);
+        let head = git(d, &["rev-parse", "HEAD"]);
+        git(d, &["update-ref", "refs/arbiter/plans/p/tasks/41", &head]);
+        let repo = Git::new(d);
+        assert_eq!(repo.ref_target("refs/heads/main").await.unwrap(), Some(head.clone()));
+        assert_eq!(repo.ref_target("refs/arbiter/plans/p/tasks/41").await.unwrap(), Some(head.clone()));
+        assert_eq!(repo.ref_target("refs/heads/missing").await.unwrap(), None);
+        // A prefix of another ref is a directory, not a ref.
+        assert_eq!(repo.ref_target("refs/arbiter/plans/p").await.unwrap(), None);
+        // Packed: the loose files are gone, packed-refs answers.
+        git(d, &["pack-refs", "--all"]);
+        assert!(!d.join(".git/refs/heads/main").exists());
+        assert_eq!(repo.ref_target("refs/heads/main").await.unwrap(), Some(head.clone()));
+        assert_eq!(repo.ref_target("refs/arbiter/plans/p/tasks/41").await.unwrap(), Some(head.clone()));
+        assert!(repo.branch_exists("main").await.unwrap());
+        assert!(!repo.branch_exists("nope").await.unwrap());
+        // A symbolic ref is git's to resolve.
+        git(d, &["symbolic-ref", "refs/heads/alias", "refs/heads/main"]);
+        assert_eq!(repo.ref_target("refs/heads/alias").await.unwrap(), Some(head));
     }
 }

@@ -106,11 +106,7 @@ pub async fn task_refs(repo: &Git, plan: &str) -> Result<Vec<String>, GitError> 
 
 /// What a ref points at, if it exists.
 async fn ref_value(repo: &Git, name: &str) -> Result<Option<String>, GitError> {
-    match repo.run(["rev-parse", "--verify", "--quiet", name]).await {
-        Ok(out) => Ok(Some(out.text())),
-        Err(GitError::Failed { .. }) => Ok(None),
-        Err(e) => Err(e),
-    }
+    repo.ref_target(name).await
 }
 
 /// Creates the branch at `base` (only if it does not exist), records `base` in the plan's
@@ -138,10 +134,8 @@ pub async fn create_branch(repo: &Git, plan: &str, branch: &str, base: &str) -> 
 
 /// The commit the branch points at.
 pub async fn tip(repo: &Git, branch: &str) -> Result<String, GitError> {
-    repo.resolve_commit(&format!("refs/heads/{branch}")).await.map_err(|e| match e {
-        GitError::UnknownRevision(_) => GitError::UnknownRevision(branch.to_string()),
-        other => other,
-    })
+    // A branch points at a commit (git refuses anything else under refs/heads/).
+    repo.ref_target(&format!("refs/heads/{branch}")).await?.ok_or_else(|| GitError::UnknownRevision(branch.to_string()))
 }
 
 /// The message of the commit of `task`'s winner.

@@ -46,8 +46,8 @@ impl RepoResolver for PlanRepos {
         if !crate::routes::safe_id(plan_id) {
             return None;
         }
-        let view = self.queue.plan(plan_id).await.ok()??;
-        let workspace = self.repositories.workspace_for(&view.plan.header).await.ok()?;
+        let record = self.queue.plan_record(plan_id).await.ok()??;
+        let workspace = self.repositories.workspace_for(&record.header).await.ok()?;
         let facts = arbiter_runner::git::Git::new(workspace.repo_root().to_path_buf()).facts().await.ok()?;
         Some(facts.common_dir)
     }

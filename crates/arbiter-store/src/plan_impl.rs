@@ -1227,6 +1227,16 @@ macro_rules! plan_store_impl {
                     Ok(Some(PlanView::new(plan, tasks)))
                 }
 
+                async fn plan_record(&self, id: &str) -> Result<Option<PlanRecord>, StoreError> {
+                    let row = sqlx::query(q::SELECT_PLAN).bind(id).fetch_optional(&self.pool).await?;
+                    row.as_ref().map(decode::plan).transpose()
+                }
+
+                async fn task_record(&self, plan_id: &str, task_id: &str) -> Result<Option<TaskRecord>, StoreError> {
+                    let row = sqlx::query(q::SELECT_TASK).bind(plan_id).bind(task_id).fetch_optional(&self.pool).await?;
+                    row.as_ref().map(decode::task).transpose()
+                }
+
                 async fn plans(&self) -> Result<Vec<PlanSummary>, StoreError> {
                     let rows = sqlx::query(q::LIST_PLANS).fetch_all(&self.pool).await?;
                     let mut out: Vec<PlanSummary> = Vec::new();

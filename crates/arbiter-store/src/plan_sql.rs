@@ -47,6 +47,8 @@ pub const SELECT_PLAN: &str = concat!("SELECT ", plan_columns!(), " FROM plans W
 
 pub const SELECT_TASKS: &str = concat!("SELECT ", task_columns!(), " FROM plan_tasks WHERE plan_id = $1 ORDER BY ord");
 
+pub const SELECT_TASK: &str = concat!("SELECT ", task_columns!(), " FROM plan_tasks WHERE plan_id = $1 AND id = $2");
+
 /// A condition on the candidate task `t`: its key files overlap (the same path, or one
 /// inside the other) a running task's. Used by each store's [`PlanDialect::PICK`].
 macro_rules! overlaps_running {

@@ -398,6 +398,10 @@ pub trait PlanStore: Send + Sync {
     /// nothing is written when anything is wrong.
     async fn import_plan(&self, import: Import<'_>) -> Result<ImportReport, StoreError>;
     async fn plan(&self, id: &str) -> Result<Option<PlanView>, StoreError>;
+    /// The plan without its tasks (a header, a budget, a branch record): what a claim needs.
+    async fn plan_record(&self, id: &str) -> Result<Option<PlanRecord>, StoreError>;
+    /// One task of a plan.
+    async fn task_record(&self, plan_id: &str, task_id: &str) -> Result<Option<TaskRecord>, StoreError>;
     async fn plans(&self) -> Result<Vec<PlanSummary>, StoreError>;
     async fn attempts(&self, plan_id: &str) -> Result<Vec<AttemptRecord>, StoreError>;
     async fn events(&self, plan_id: &str) -> Result<Vec<PlanEvent>, StoreError>;

@@ -80,7 +80,7 @@ async fn events(
         }
     };
     let after = last_event_id.or(q.after).unwrap_or(0).max(0);
-    if state.plans.plan(&q.plan).await?.is_none() {
+    if state.plans.plan_record(&q.plan).await?.is_none() {
         return Err(ApiError::not_found(format!("no plan named '{}'", q.plan.escape_default())));
     }
     let cursor = Cursor { state, plan: q.plan, after, pending: VecDeque::new(), done: false };

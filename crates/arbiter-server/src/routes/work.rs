@@ -288,8 +288,9 @@ async fn evaluated_run(
             format!("worker {} does not hold the evaluation of run {run_id}", worker.name),
         ));
     }
-    let view = plane.queue.plan(plan).await?.ok_or_else(|| ApiError::not_found(format!("no plan named '{plan}'")))?;
-    let workspace = plane.repositories.workspace_for(&view.plan.header).await.map_err(coordinator_error)?;
+    let record =
+        plane.queue.plan_record(plan).await?.ok_or_else(|| ApiError::not_found(format!("no plan named '{plan}'")))?;
+    let workspace = plane.repositories.workspace_for(&record.header).await.map_err(coordinator_error)?;
     Ok(workspace.run_dir(&run))
 }
 
