@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use arbiter_core::Clock;
 use arbiter_core::time::Timestamp;
+use arbiter_runner::plan_admin::PlanAdmin;
 use arbiter_store::Store;
 use arbiter_store::plans::PlanStore;
 use arbiter_store::workers::{Secret, WorkerRegistry};
@@ -49,6 +50,8 @@ pub struct AppState {
     pub stopping: CancellationToken,
     /// The `git` program that serves repositories (`git http-backend`).
     pub git: Arc<PathBuf>,
+    /// Plan administration (`/api/v1/plans…`); `None`: those routes answer 503.
+    pub admin: Option<Arc<dyn PlanAdmin>>,
 }
 
 impl AppState {
@@ -74,7 +77,14 @@ impl AppState {
             plan_events: Arc::new(Notify::new()),
             stopping: CancellationToken::new(),
             git: Arc::new(PathBuf::from("git")),
+            admin: None,
         }
+    }
+
+    /// Administers plans with `admin`.
+    pub fn with_admin(mut self, admin: Arc<dyn PlanAdmin>) -> Self {
+        self.admin = Some(admin);
+        self
     }
 
     /// Serves plans' repositories from `repos` instead.

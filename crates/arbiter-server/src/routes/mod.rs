@@ -11,6 +11,7 @@ pub mod events;
 pub mod git;
 pub mod health;
 pub mod metrics;
+pub mod plans;
 pub mod workers;
 
 use std::net::SocketAddr;
@@ -35,6 +36,7 @@ pub fn router(state: AppState) -> Router {
         .merge(events::routes())
         .merge(artifacts::routes())
         .merge(git::routes())
+        .merge(plans::routes())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(state.limits.json_body))
