@@ -10,6 +10,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use arbiter_runner::plan_admin::LocalPlanAdmin;
+use arbiter_runner::plan_repos::ByRepository;
 use arbiter_server::serve::{ServeConfig, TlsFiles, bind};
 use arbiter_server::state::{AppState, Limits, Tokens};
 use arbiter_store::postgres::PgStore;
@@ -38,14 +40,19 @@ pub async fn serve(database_url: Option<&str>, args: &ServeArgs) -> Result<u8, C
     create_private_dir(&data_dir)?;
 
     let limits = Limits { artifact: args.max_artifact_mib.saturating_mul(1 << 20), ..Limits::default() };
+    // A plan served here names its repository: a path on this machine, or a URL cloned
+    // into DATA_DIR/repos/<plan>/repo.
+    let repos = Arc::new(ByRepository { clones: data_dir.join("repos"), default: None });
     let (state, store_kind) = match database_url.filter(|u| !u.trim().is_empty()) {
         Some(url) => {
             let store = Arc::new(PgStore::connect(url).await?);
-            (AppState::new(store, tokens, &data_dir), "postgres")
+            let admin = Arc::new(LocalPlanAdmin::new(store.clone(), repos));
+            (AppState::new(store, tokens, &data_dir).with_admin(admin), "postgres")
         }
         None => {
             let store = Arc::new(SqliteStore::open(&data_dir.join("arbiter.db")).await?);
-            (AppState::new(store, tokens, &data_dir), "sqlite")
+            let admin = Arc::new(LocalPlanAdmin::new(store.clone(), repos));
+            (AppState::new(store, tokens, &data_dir).with_admin(admin), "sqlite")
         }
     };
     let state = state.with_limits(limits).with_lease(Duration::from_secs(args.lease_seconds));

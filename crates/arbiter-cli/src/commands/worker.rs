@@ -97,7 +97,7 @@ pub async fn worker(cmd: &WorkerCommand) -> Result<u8, CliError> {
     }
 }
 
-fn client(server: &ServerArgs) -> Result<Client, CliError> {
+pub(crate) fn client(server: &ServerArgs) -> Result<Client, CliError> {
     let options = ClientOptions { ca_cert: server.ca_cert.clone(), insecure: server.insecure, timeout: None };
     Client::new(&server.server, &options).map_err(client_error)
 }
@@ -113,7 +113,7 @@ fn secret_from_env(name: &str, what: &str) -> Result<Secret, CliError> {
     }
 }
 
-fn admin_token() -> Result<Secret, CliError> {
+pub(crate) fn admin_token() -> Result<Secret, CliError> {
     secret_from_env("ARBITER_TOKEN", "the server's admin token (its ARBITER_ADMIN_TOKEN)")
 }
 
