@@ -6,144 +6,18 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use arbiter_core::plan::file::{Syntax, parse};
 use arbiter_core::time::Timestamp;
 use arbiter_store::plans::{Import, ImportMode, PlanStore};
-use common::{ARBITER, Run, files_under, git_in};
+use common::{ADMIN, ARBITER, BOOTSTRAP, PgDatabase, Run, Serve, files_under, git_in};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-
-const BOOTSTRAP: &str = "bootstrap-0f1e2d3c4b5a69788796a5b4c3d2e1f0-cli";
-const ADMIN: &str = "admin-a1b2c3d4e5f60718293a4b5c6d7e8f90-cli";
-
-/// A running `arbiter serve`.
-struct Serve {
-    child: Child,
-    url: String,
-    data: tempfile::TempDir,
-    log: PathBuf,
-    _pg: Option<PgDatabase>,
-}
-
-impl Serve {
-    fn start(extra: &[&str], pg: Option<PgDatabase>) -> Serve {
-        let data = tempfile::Builder::new().prefix("arbiter-serve-").tempdir().unwrap();
-        let log = data.path().with_extension("log");
-        let mut cmd = Command::new(ARBITER);
-        cmd.args(["serve", "--bind", "127.0.0.1:0", "--data-dir"])
-            .arg(data.path().join("data"))
-            .args(extra)
-            .env("ARBITER_BOOTSTRAP_TOKEN", BOOTSTRAP)
-            .env("ARBITER_ADMIN_TOKEN", ADMIN)
-            .env_remove("ARBITER_DATABASE_URL")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(&log).unwrap());
-        if let Some(pg) = &pg {
-            cmd.env("ARBITER_DATABASE_URL", &pg.url);
-        }
-        let mut child = cmd.spawn().expect("start arbiter serve");
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                let _ = tx.send(line);
-            }
-        });
-        let line = rx.recv_timeout(Duration::from_secs(30)).unwrap_or_else(|_| {
-            panic!("arbiter serve printed no address; its log:\n{}", std::fs::read_to_string(&log).unwrap_or_default())
-        });
-        let url = line.split("listening on ").nth(1).unwrap_or_else(|| panic!("unexpected line: {line}")).to_string();
-        Serve { child, url, data, log, _pg: pg }
-    }
-
-    fn data_dir(&self) -> PathBuf {
-        self.data.path().join("data")
-    }
-
-    fn at(&self, path: &str) -> String {
-        format!("{}{path}", self.url)
-    }
-
-    /// `arbiter worker ...` against this server, with `env`.
-    fn worker(&self, args: &[&str], env: &[(&str, &str)]) -> Run {
-        let mut cmd = Command::new(ARBITER);
-        cmd.arg("worker").args(args).env("ARBITER_SERVER", &self.url).stdin(Stdio::null());
-        for key in ["ARBITER_TOKEN", "ARBITER_BOOTSTRAP_TOKEN", "ARBITER_ADMIN_TOKEN"] {
-            cmd.env_remove(key);
-        }
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        Run::from_output(cmd.output().expect("run arbiter worker"))
-    }
-
-    fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    /// SIGTERM, then the exit code (the server must be gone within 15 s).
-    fn terminate(&mut self) -> Option<i32> {
-        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
-        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
-        let start = Instant::now();
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return status.code();
-            }
-            assert!(start.elapsed() < Duration::from_secs(15), "arbiter serve did not stop after SIGTERM");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// A fresh database on the machine's Postgres, dropped afterwards.
-struct PgDatabase {
-    admin: String,
-    name: String,
-    url: String,
-}
-
-impl PgDatabase {
-    fn create() -> Self {
-        let admin =
-            std::env::var("DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
-        let nanos =
-            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
-        let name = format!("arbiter_serve_{}_{nanos}", std::process::id());
-        let out = Command::new("psql")
-            .args([admin.as_str(), "-q", "-c", &format!("CREATE DATABASE {name}")])
-            .output()
-            .unwrap_or_else(|e| {
-                panic!("Postgres is required for this test (psql: {e}); start it and set DATABASE_URL")
-            });
-        assert!(out.status.success(), "cannot create a database: {}", String::from_utf8_lossy(&out.stderr));
-        let base = admin.rsplit_once('/').map(|(b, _)| b.to_string()).unwrap_or(admin.clone());
-        PgDatabase { url: format!("{base}/{name}"), admin, name }
-    }
-}
-
-impl Drop for PgDatabase {
-    fn drop(&mut self) {
-        let _ = Command::new("psql")
-            .args([self.admin.as_str(), "-q", "-c", &format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name)])
-            .output();
-    }
-}
 
 fn http() -> reqwest::Client {
     let _ = rustls::crypto::ring::default_provider().install_default();

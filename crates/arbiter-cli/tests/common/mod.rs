@@ -7,6 +7,9 @@
 mod mock_llm;
 #[allow(unused_imports)]
 pub use mock_llm::*;
+mod serve;
+#[allow(unused_imports)]
+pub use serve::*;
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
