@@ -314,8 +314,8 @@ pub enum PlanCommand {
         /// Budget in USD (claims stop once it is spent).
         #[arg(long, value_name = "USD")]
         budget: Option<String>,
-        /// The repository its tasks run in (default: this one; required with --server: a
-        /// path on the server's machine, or a git URL).
+        /// The repository its tasks run in (default: this one; with --server, a path on the
+        /// server's machine, or a git URL).
         #[arg(long, value_name = "PATH_OR_URL")]
         repository: Option<String>,
         #[command(flatten)]

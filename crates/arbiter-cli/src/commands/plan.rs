@@ -63,7 +63,12 @@ impl Plans {
             let token = crate::commands::worker::admin_token()?;
             let client = crate::commands::worker::client(&server)?;
             let admin = Arc::new(RemotePlanAdmin::new(client, token));
-            return Ok(Plans { admin, ctx: RepoContext::locate(repo).await.ok(), remote: true });
+            // Outside a repository is fine, unless --repo named one.
+            let ctx = match repo {
+                Some(_) => Some(RepoContext::locate(repo).await?),
+                None => RepoContext::locate(None).await.ok(),
+            };
+            return Ok(Plans { admin, ctx, remote: true });
         }
         let ctx = RepoContext::locate(repo).await?;
         let (_, plans) = ctx.plan_stores(database_url).await?;
