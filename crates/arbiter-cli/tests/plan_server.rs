@@ -522,6 +522,14 @@ async fn hostile_clients_are_refused() {
             assert!(message.contains(r), "{message}");
         }
     }
+    // A "URL" that is an option of git clone is a URL to it, nothing else.
+    let marker = scratch.path().join("ran");
+    let option = format!("--upload-pack=touch {};://x", marker.display());
+    let (status, _, message) =
+        error_of(post(json!({"plan": plan_json("calc", Some(&option))}).to_string()).await.unwrap()).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(message.contains("cannot clone plan calc's repository"), "{message}");
+    assert!(!marker.exists());
     let r = http
         .put(serve.at("/api/v1/plans/calc"))
         .bearer_auth(ADMIN)
@@ -560,9 +568,26 @@ async fn hostile_clients_are_refused() {
     assert_eq!(r.status(), StatusCode::CREATED);
     let imported: Value = r.json().await.unwrap();
     assert_eq!(imported["report"]["skipped"], json!(["B"]), "{imported:#}");
-    let r = http.get(serve.at("/api/v1/plans/calc/events?after=0")).bearer_auth(ADMIN).send().await.unwrap();
-    assert_eq!(r.status(), StatusCode::OK);
-    assert!(!r.json::<Value>().await.unwrap()["events"].as_array().unwrap().is_empty());
+    let events = |query: &'static str| {
+        http.get(serve.at(&format!("/api/v1/plans/calc/events{query}"))).bearer_auth(ADMIN).send()
+    };
+    let all: Value = events("?after=0").await.unwrap().json().await.unwrap();
+    let all = all["events"].as_array().unwrap().clone();
+    assert!(all.len() > 2, "{all:#?}");
+    // Pages: at most `limit`, after the given event.
+    let page: Value = events("?limit=2").await.unwrap().json().await.unwrap();
+    assert_eq!(page["events"].as_array().unwrap()[..], all[..2]);
+    let after = all[1]["id"].as_i64().unwrap();
+    let r = http
+        .get(serve.at(&format!("/api/v1/plans/calc/events?after={after}&limit=1")))
+        .bearer_auth(ADMIN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.json::<Value>().await.unwrap()["events"][0], all[2]);
+    let (status, code, message) = error_of(events("?limit=0").await.unwrap()).await;
+    assert_eq!((status, code.as_str()), (StatusCode::BAD_REQUEST, "invalid_query"));
+    assert!(message.contains("limit 0 is out of range"), "{message}");
 
     // No token in the server's log.
     let log = serve.log_text();

@@ -49,7 +49,7 @@ impl PlanRepositories for ByRepository {
                     let _ = std::fs::remove_dir_all(&partial);
                     let target = partial.display().to_string();
                     Git::new(parent)
-                        .run(["clone", "--quiet", url, target.as_str()])
+                        .run(["clone", "--quiet", "--", url, target.as_str()])
                         .await
                         .map_err(|e| unusable(format!("cannot clone plan {}'s repository {url}: {e}", plan.id)))?;
                     std::fs::rename(&partial, &dir).map_err(crate::git::GitError::Io)?;
