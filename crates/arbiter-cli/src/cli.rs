@@ -145,6 +145,33 @@ pub struct ServerArgs {
     pub insecure: bool,
 }
 
+/// Where a plan command's plans live: a control plane (`--server`) instead of the local
+/// store.
+#[derive(Debug, Args, Clone, Default)]
+pub struct PlanServerArgs {
+    /// Administer the plans of this control plane (admin token: ARBITER_TOKEN) instead of
+    /// the local store, e.g. https://arbiter.example:7878.
+    #[arg(long, value_name = "URL", env = "ARBITER_SERVER")]
+    pub server: Option<String>,
+    /// With --server: trust this CA certificate (PEM) besides the system's roots.
+    #[arg(long, value_name = "FILE", requires = "server")]
+    pub ca_cert: Option<PathBuf>,
+    /// With --server: allow plain http:// to a host that is not loopback.
+    #[arg(long, requires = "server")]
+    pub insecure: bool,
+}
+
+impl PlanServerArgs {
+    /// The control plane to reach, when one was named.
+    pub fn server(&self) -> Option<ServerArgs> {
+        self.server.as_ref().map(|s| ServerArgs {
+            server: s.clone(),
+            ca_cert: self.ca_cert.clone(),
+            insecure: self.insecure,
+        })
+    }
+}
+
 #[derive(Debug, Subcommand)]
 pub enum WorkerCommand {
     /// Register this machine as a worker with the bootstrap token (ARBITER_BOOTSTRAP_TOKEN)
@@ -253,6 +280,8 @@ pub enum PlanCommand {
         adopt_branch: Option<String>,
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        remote: PlanServerArgs,
     },
     /// Import, then judge every task with the decision gate (ALLOW / WARN / REJECT).
     Apply {
@@ -267,6 +296,8 @@ pub enum PlanCommand {
         adopt_branch: Option<String>,
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        remote: PlanServerArgs,
     },
     /// The plan in the canonical file format (byte-stable; imports back to the same plan).
     Export {
@@ -274,23 +305,31 @@ pub enum PlanCommand {
         /// Write to this file instead of standard output.
         #[arg(long, short, value_name = "FILE")]
         output: Option<PathBuf>,
+        #[command(flatten)]
+        remote: PlanServerArgs,
     },
     /// The dependency graph with each task's status.
     Show {
         id: String,
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        remote: PlanServerArgs,
     },
     /// Progress, budget, leases and every task's state.
     Status {
         id: String,
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        remote: PlanServerArgs,
     },
     /// Every plan with its task counts and budget.
     List {
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        remote: PlanServerArgs,
     },
     /// Create an empty plan (tasks come with `plan import --update`).
     Create {
@@ -301,12 +340,20 @@ pub enum PlanCommand {
         /// Budget in USD (claims stop once it is spent).
         #[arg(long, value_name = "USD")]
         budget: Option<String>,
-        /// The repository its tasks run in (default: this one).
+        /// The repository its tasks run in (default: this one; with --server, a path on the
+        /// server's machine, or a git URL).
         #[arg(long, value_name = "PATH_OR_URL")]
         repository: Option<String>,
+        #[command(flatten)]
+        remote: PlanServerArgs,
     },
     /// Set the plan's budget in USD (`none` removes it); raising it lets claims resume.
-    Budget { id: String, usd: String },
+    Budget {
+        id: String,
+        usd: String,
+        #[command(flatten)]
+        remote: PlanServerArgs,
+    },
     /// Every task back to its start, the integration branch (if arbiter created it) back to
     /// where it was created. Events stay.
     Reset {
@@ -321,13 +368,25 @@ pub enum PlanCommand {
         /// Do not ask for confirmation.
         #[arg(long)]
         yes: bool,
+        #[command(flatten)]
+        remote: PlanServerArgs,
     },
     /// Cancel every task that has not finished; running attempts are stopped.
-    Cancel { id: String },
+    Cancel {
+        id: String,
+        #[command(flatten)]
+        remote: PlanServerArgs,
+    },
     /// Give a failed, cancelled or skipped task new attempts.
-    Retry { id: String, task: String },
+    Retry {
+        id: String,
+        task: String,
+        #[command(flatten)]
+        remote: PlanServerArgs,
+    },
     /// Run the plan's ready tasks as tournaments with N local workers until nothing more
-    /// can run; exit 0 only if every task is done or skipped.
+    /// can run; exit 0 only if every task is done or skipped. (Every other plan command
+    /// takes --server URL to act on a control plane's plans.)
     Run {
         id: String,
         #[arg(long, default_value_t = 1, value_name = "N")]
@@ -337,12 +396,17 @@ pub enum PlanCommand {
         lease_seconds: u64,
         #[arg(long)]
         json: bool,
+        /// Refused: a control plane's plans are run by its workers (`arbiter worker run`).
+        #[arg(long, value_name = "URL")]
+        server: Option<String>,
     },
     /// The plan's event log, oldest first.
     Events {
         id: String,
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        remote: PlanServerArgs,
     },
     /// The JSON Schema of plan files.
     Schema,

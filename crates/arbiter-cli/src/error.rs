@@ -65,6 +65,12 @@ impl From<arbiter_store::StoreError> for CliError {
     }
 }
 
+impl From<arbiter_runner::plan_admin::AdminError> for CliError {
+    fn from(e: arbiter_runner::plan_admin::AdminError) -> Self {
+        if e.is_usage() { CliError::usage(e) } else { CliError::environment(e) }
+    }
+}
+
 impl From<std::io::Error> for CliError {
     fn from(e: std::io::Error) -> Self {
         CliError::environment(format!("i/o error: {e}"))

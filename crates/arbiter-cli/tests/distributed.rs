@@ -16,7 +16,6 @@ use std::time::{Duration, Instant};
 use arbiter_core::plan::file::{Syntax, parse};
 use arbiter_store::plans::{Import, ImportMode, PlanEvent, PlanStore};
 use arbiter_store::units::UnitQueue;
-use common::control_plane::*;
 use common::*;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;

@@ -814,40 +814,6 @@ fn budgets_commands_and_bad_input() {
     serde_json::from_str::<Value>(&schema.stdout).expect("the schema is JSON");
 }
 
-/// A fresh database on the machine's Postgres (`DATABASE_URL`), dropped with the value.
-struct PgDatabase {
-    admin: String,
-    name: String,
-    url: String,
-}
-
-impl PgDatabase {
-    fn create() -> Self {
-        let admin =
-            std::env::var("DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
-        let nanos =
-            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
-        let name = format!("arbiter_cli_{}_{nanos}", std::process::id());
-        let out = std::process::Command::new("psql")
-            .args([admin.as_str(), "-q", "-c", &format!("CREATE DATABASE {name}")])
-            .output()
-            .unwrap_or_else(|e| {
-                panic!("Postgres is required for this test (psql: {e}); start it and set DATABASE_URL")
-            });
-        assert!(out.status.success(), "cannot create a database: {}", String::from_utf8_lossy(&out.stderr));
-        let base = admin.rsplit_once('/').map(|(b, _)| b.to_string()).unwrap_or(admin.clone());
-        PgDatabase { url: format!("{base}/{name}"), admin, name }
-    }
-}
-
-impl Drop for PgDatabase {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("psql")
-            .args([self.admin.as_str(), "-q", "-c", &format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name)])
-            .output();
-    }
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn a_worker_whose_lease_was_taken_commits_nothing() {
     use arbiter_core::time::Timestamp;

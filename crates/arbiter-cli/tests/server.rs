@@ -15,8 +15,7 @@ use std::time::Duration;
 use arbiter_core::plan::file::{Syntax, parse};
 use arbiter_core::time::Timestamp;
 use arbiter_store::plans::{Import, ImportMode, PlanStore};
-use common::control_plane::*;
-use common::{ARBITER, Run, files_under, git_in};
+use common::*;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
@@ -79,12 +78,10 @@ async fn read_events(response: &mut reqwest::Response, n: usize) -> Vec<(i64, St
 }
 
 /// A plan with events, written by this process into the server's store.
-async fn make_plan(store: &dyn PlanStore) {
-    let spec = parse(
-        r#"{"id": "calc", "name": "Calc", "tasks": [{"id": "T1", "title": "one"}, {"id": "T2", "title": "two", "dependencies": ["T1"]}]}"#,
-        Syntax::Json,
-    )
-    .unwrap();
+async fn make_plan(store: &dyn PlanStore, repository: &Path) {
+    let text = json!({"id": "calc", "name": "Calc", "repository": repository,
+        "tasks": [{"id": "T1", "title": "one"}, {"id": "T2", "title": "two", "dependencies": ["T1"]}]});
+    let spec = parse(&text.to_string(), Syntax::Json).unwrap();
     let import = Import {
         spec: &spec,
         mode: ImportMode::Add,
@@ -99,17 +96,17 @@ async fn make_plan(store: &dyn PlanStore) {
     store.note_event("calc", "operator_note", json!({"n": 2}), Timestamp(3)).await.unwrap();
 }
 
-/// The server's repository of plan `calc`, with one commit; its head.
-fn make_repo(data_dir: &Path, scratch: &Path) -> String {
+/// The repository plan `calc` names (on the server's host), with one commit: its path and
+/// head.
+fn make_repo(scratch: &Path) -> (PathBuf, String) {
     let work = scratch.join("work");
     std::fs::create_dir_all(&work).unwrap();
     git_in(&work, &["init", "-q", "-b", "main"]);
     std::fs::write(work.join("calc.py"), "def add(a, b):\n    return a + b\n").unwrap();
     git_in(&work, &["add", "."]);
     git_in(&work, &["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "calc"]);
-    let bare = data_dir.join("repos/calc.git");
-    git_in(scratch, &["clone", "-q", "--bare", work.to_str().unwrap(), bare.to_str().unwrap()]);
-    git_in(&bare, &["rev-parse", "main"]).trim().to_string()
+    let head = git_in(&work, &["rev-parse", "main"]).trim().to_string();
+    (work, head)
 }
 
 /// Everything a control plane does for its workers and its admin, against one store.
@@ -206,7 +203,8 @@ async fn tour(pg: Option<PgDatabase>) {
         Some(url) => Arc::new(arbiter_store::postgres::PgStore::connect(url).await.unwrap()),
         None => Arc::new(arbiter_store::sqlite::SqliteStore::open(&serve.data_dir().join("arbiter.db")).await.unwrap()),
     };
-    make_plan(store.as_ref()).await;
+    let (repository, head) = make_repo(scratch.path());
+    make_plan(store.as_ref(), &repository).await;
     let all = store.events("calc").await.unwrap();
     let mut sse = http
         .get(serve.at("/api/v1/events?plan=calc"))
@@ -227,7 +225,6 @@ async fn tour(pg: Option<PgDatabase>) {
     assert_eq!(r.status(), StatusCode::FORBIDDEN);
 
     // Git over HTTP with the worker token; a wrong token fails.
-    let head = make_repo(&serve.data_dir(), scratch.path());
     let out = git_with_token(scratch.path(), &["clone", "-q", &serve.at("/git/calc"), "clone"], &token);
     assert!(out.status.success(), "clone: {}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(git_in(&scratch.path().join("clone"), &["rev-parse", "HEAD"]).trim(), head);

@@ -1,8 +1,8 @@
-//! Where a plan's tasks run: the repository its `repository` names — a path on this
-//! machine, or a git URL cloned once into a directory of arbiter's — or, when it names
+//! Where a plan's tasks run: the repository its `repository` names — an absolute path on
+//! this machine, or a git URL cloned once into a directory of arbiter's — or, when it names
 //! none, a default one (the repository a local command runs in).
 
-use std::path::PathBuf;
+use std::path::{Component, Path, PathBuf};
 
 use arbiter_core::plan::PlanSpec;
 
@@ -61,14 +61,32 @@ impl PlanRepositories for ByRepository {
                     let _ = std::fs::remove_dir_all(&partial);
                     let target = partial.display().to_string();
                     Git::new(parent)
-                        .run(["clone", "--quiet", url, target.as_str()])
+                        .run(["clone", "--quiet", "--", url, target.as_str()])
                         .await
                         .map_err(|e| unusable(format!("cannot clone plan {}'s repository {url}: {e}", plan.id)))?;
                     std::fs::rename(&partial, &dir).map_err(crate::git::GitError::Io)?;
                 }
                 dir
             }
-            Some(path) => PathBuf::from(path),
+            Some(path) => {
+                let path = Path::new(path);
+                // A relative path would be taken from wherever this process happens to run.
+                if !path.is_absolute() || path.components().any(|c| c == Component::ParentDir) {
+                    return Err(unusable(format!(
+                        "plan {}'s repository '{}' is not a plain absolute path (it is relative, or goes through '..'): name the repository by its absolute path on the machine that runs the plan (the control plane's, for a plan sent with --server) or by a git URL",
+                        plan.id,
+                        path.display()
+                    )));
+                }
+                if !path.exists() {
+                    return Err(unusable(format!(
+                        "plan {}'s repository {} does not exist on this machine; fix `repository` in the plan (a path on the machine that runs the plan, or a git URL)",
+                        plan.id,
+                        path.display()
+                    )));
+                }
+                path.to_path_buf()
+            }
         };
         let top = Git::new(root.clone()).toplevel().await.map_err(|e| {
             unusable(format!(

@@ -22,6 +22,8 @@ pub mod client;
 pub mod error;
 pub mod git;
 pub mod metrics;
+pub mod plan_api;
+pub mod plan_client;
 pub mod routes;
 pub mod serve;
 pub mod state;

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use arbiter_core::Clock;
 use arbiter_core::time::Timestamp;
+use arbiter_runner::plan_admin::PlanAdmin;
 use arbiter_store::Store;
 use arbiter_store::plans::PlanStore;
 use arbiter_store::workers::{Secret, WorkerRegistry};
@@ -51,6 +52,8 @@ pub struct AppState {
     pub git: Arc<PathBuf>,
     /// The work protocol's coordinator (`None`: this server hands out no work).
     pub work: Option<Arc<crate::work::WorkPlane>>,
+    /// Plan administration (`/api/v1/plans…`); `None`: those routes answer 503.
+    pub admin: Option<Arc<dyn PlanAdmin>>,
 }
 
 impl AppState {
@@ -77,6 +80,7 @@ impl AppState {
             stopping: CancellationToken::new(),
             git: Arc::new(PathBuf::from("git")),
             work: None,
+            admin: None,
         }
     }
 
@@ -86,6 +90,12 @@ impl AppState {
         self.repos =
             Arc::new(crate::work::PlanRepos { queue: plane.queue.clone(), repositories: plane.repositories.clone() });
         self.work = Some(plane);
+        self
+    }
+
+    /// Administers plans with `admin`.
+    pub fn with_admin(mut self, admin: Arc<dyn PlanAdmin>) -> Self {
+        self.admin = Some(admin);
         self
     }
 

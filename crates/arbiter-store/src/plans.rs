@@ -30,7 +30,7 @@ use serde::{Deserialize, Serialize};
 use crate::StoreError;
 
 /// A plan's own row.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PlanRecord {
     /// The plan-level fields (its `tasks` are empty here; see [`PlanView`]).
     pub header: PlanSpec,
@@ -105,7 +105,7 @@ pub struct BranchReset {
 }
 
 /// One task's row.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TaskRecord {
     pub spec: TaskSpec,
     /// Its place in plan order.
@@ -139,6 +139,29 @@ pub struct PlanView {
     pub tasks: Vec<TaskRecord>,
     /// Task id → position in `tasks`.
     positions: BTreeMap<String, usize>,
+}
+
+/// As `{"plan": …, "tasks": [...]}` (the index of tasks is rebuilt when read back).
+impl Serialize for PlanView {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut v = s.serialize_struct("PlanView", 2)?;
+        v.serialize_field("plan", &self.plan)?;
+        v.serialize_field("tasks", &self.tasks)?;
+        v.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for PlanView {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        struct Parts {
+            plan: PlanRecord,
+            tasks: Vec<TaskRecord>,
+        }
+        let parts = Parts::deserialize(d)?;
+        Ok(PlanView::new(parts.plan, parts.tasks))
+    }
 }
 
 impl PlanView {
@@ -185,7 +208,7 @@ impl PlanView {
 }
 
 /// One attempt's row.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AttemptRecord {
     pub task_id: String,
     pub attempt: u32,
@@ -215,7 +238,7 @@ pub struct PlanEvent {
 }
 
 /// A line of `plan list`.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PlanSummary {
     pub id: String,
     pub name: String,
@@ -225,9 +248,11 @@ pub struct PlanSummary {
 }
 
 /// How a re-import treats tasks that exist already.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum ImportMode {
     /// Add new tasks; existing ones stay as they are (reported unchanged).
+    #[default]
     Add,
     /// Also change tasks that have not started; refuse to change any other.
     Update,
@@ -249,7 +274,7 @@ pub struct Import<'a> {
 }
 
 /// What an import did.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ImportReport {
     pub created_plan: bool,
     pub added: Vec<String>,

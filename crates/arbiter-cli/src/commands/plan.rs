@@ -1,12 +1,18 @@
 //! `arbiter plan …`: import and apply plan files, inspect plans (export, show, status,
 //! list, events), change them (create, budget, reset, cancel, retry), and run them with a
-//! pool of local workers. Imports, creates, resets and runs first ask
-//! [`plan_branch`](arbiter_runner::plan_branch) whether the plan owns its integration
-//! branch: a refusal changes nothing.
+//! pool of local workers.
+//!
+//! Every command but `run` and `schema` goes through the plan administration port
+//! ([`PlanAdmin`]): the store and repositories on this machine ([`LocalPlanAdmin`]), or a
+//! control plane with `--server URL` ([`RemotePlanAdmin`], the admin token from
+//! `ARBITER_TOKEN`). This module reads plan files (resolving a relative `repository`
+//! against the file's directory), asks for confirmations and prints: the same output
+//! whichever side answers. The port decides whether a plan owns its integration branch
+//! ([`plan_branch`](arbiter_runner::plan_branch)); a refusal changes nothing.
 
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,52 +20,155 @@ use arbiter_core::Clock;
 use arbiter_core::money::Usd;
 use arbiter_core::plan::dag;
 use arbiter_core::plan::file::{Syntax, parse};
-use arbiter_core::plan::gate::{self, Verdict};
 use arbiter_core::plan::settings::task_settings;
 use arbiter_core::plan::spec::export;
 use arbiter_core::plan::state::TaskStatus;
 use arbiter_core::plan::{PlanSpec, TaskSpec};
 use arbiter_core::settings::{FlagOverrides, RunSettings};
 use arbiter_runner::SystemClock;
-use arbiter_runner::coordinator::{CoordinatorError, PlanRepositories};
+use arbiter_runner::coordinator::PlanRepositories;
 use arbiter_runner::git::Git;
-use arbiter_runner::integration;
-use arbiter_runner::plan_branch::{self, BranchError};
+use arbiter_runner::plan_admin::{
+    AdminError, Imported, LocalPlanAdmin, NewPlan, PlanAdmin, PlanImport, all_events, normalize_lexically,
+};
+use arbiter_runner::plan_branch::BranchError;
 use arbiter_runner::plan_repos::{ByRepository, is_url};
 use arbiter_runner::plan_run::{PlanRunError, PlanRunner, Progress, local_worker_prefix};
 use arbiter_runner::workspace::Workspace;
-use arbiter_store::plans::{
-    BranchOrigin, BranchRecord, Import, ImportMode, PlanRecord, PlanStore, PlanView, TaskRecord,
-};
+use arbiter_server::plan_client::RemotePlanAdmin;
+use arbiter_store::plans::{BranchOrigin, ImportMode, PlanRecord, PlanView, TaskRecord};
 use arbiter_store::units::UnitQueue;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use crate::cli::PlanCommand;
+use crate::cli::{PlanCommand, PlanServerArgs};
 use crate::context::RepoContext;
 use crate::error::{CliError, exit};
 
 /// The JSON Schema of plan files (`arbiter plan schema`).
 pub const SCHEMA: &str = include_str!("plan.schema.json");
 
-pub async fn plan(repo: Option<&Path>, database_url: Option<&str>, cmd: &PlanCommand) -> Result<u8, CliError> {
-    if let PlanCommand::Schema = cmd {
-        print!("{SCHEMA}");
-        return Ok(exit::SUCCESS);
+/// Whose plans a command administers: the local store's or a control plane's.
+struct Plans {
+    admin: Arc<dyn PlanAdmin>,
+    /// The repository the command runs in (`--repo`, else the current directory's): always
+    /// there for the local store, where there is one with `--server`.
+    ctx: Option<RepoContext>,
+    /// The plans are a control plane's (`--server`).
+    remote: bool,
+}
+
+impl Plans {
+    async fn open(repo: Option<&Path>, database_url: Option<&str>, remote: &PlanServerArgs) -> Result<Self, CliError> {
+        if let Some(server) = remote.server() {
+            let token = crate::commands::worker::admin_token()?;
+            let client = crate::commands::worker::client(&server)?;
+            let admin = Arc::new(RemotePlanAdmin::new(client, token));
+            // Outside a repository is fine, unless --repo named one.
+            let ctx = match repo {
+                Some(_) => Some(RepoContext::locate(repo).await?),
+                None => RepoContext::locate(None).await.ok(),
+            };
+            return Ok(Plans { admin, ctx, remote: true });
+        }
+        let ctx = RepoContext::locate(repo).await?;
+        let (_, plans) = ctx.plan_stores(database_url).await?;
+        Ok(Plans { admin: local_admin(&ctx, plans), ctx: Some(ctx), remote: false })
     }
-    let ctx = RepoContext::locate(repo).await?;
-    let (runs, plans) = ctx.plan_stores(database_url).await?;
+
+    /// The `repository` a plan goes with: a git URL as it is; a path made absolute against
+    /// `relative_to` (the plan file's directory), else the repository the command runs in;
+    /// that repository when none is given. Locally the path must exist. For a control plane
+    /// it need only exist on the server's machine, which judges it: resolved when it exists
+    /// here, else normalized as text; and outside a repository, none given stays none.
+    fn repository(&self, given: Option<&str>, relative_to: Option<&Path>) -> Result<Option<String>, CliError> {
+        if let Some(url) = given.filter(|g| is_url(g)) {
+            return Ok(Some(url.to_string()));
+        }
+        let root = self.ctx.as_ref().map(|c| c.workspace.repo_root().to_path_buf());
+        let path = match (given, &root) {
+            (None, Some(root)) => return Ok(Some(root.display().to_string())),
+            (None, None) => return Ok(None),
+            (Some(given), _) => {
+                let base = match relative_to.map(Path::to_path_buf).or(root) {
+                    Some(base) => base,
+                    None => std::env::current_dir()?,
+                };
+                base.join(given)
+            }
+        };
+        match path.canonicalize() {
+            Ok(path) => Ok(Some(path.display().to_string())),
+            Err(_) if self.remote => Ok(Some(normalize_lexically(&path).display().to_string())),
+            Err(e) => Err(CliError::usage(format!(
+                "the plan's repository {} does not exist ({e}); fix `repository` in the plan",
+                path.display()
+            ))),
+        }
+    }
+}
+
+/// Plan administration over `plans` and the repositories of this machine.
+fn local_admin(ctx: &RepoContext, plans: Arc<dyn UnitQueue>) -> Arc<dyn PlanAdmin> {
+    Arc::new(LocalPlanAdmin::new(plans, Arc::new(repositories(ctx))))
+}
+
+/// Plans' repositories as a local command sees them: a path, a clone of a URL kept under
+/// `.arbiter/plans/<id>/repo`, or (naming none) the repository the command runs in.
+fn repositories(ctx: &RepoContext) -> ByRepository {
+    ByRepository::new(ctx.workspace.dir().join("plans"), Some(ctx.workspace.clone()))
+}
+
+/// The `--server` options of a plan command (`run` and `schema` have none).
+fn remote_of(cmd: &PlanCommand) -> Option<&PlanServerArgs> {
+    match cmd {
+        PlanCommand::Import { remote, .. }
+        | PlanCommand::Apply { remote, .. }
+        | PlanCommand::Export { remote, .. }
+        | PlanCommand::Show { remote, .. }
+        | PlanCommand::Status { remote, .. }
+        | PlanCommand::List { remote, .. }
+        | PlanCommand::Create { remote, .. }
+        | PlanCommand::Budget { remote, .. }
+        | PlanCommand::Reset { remote, .. }
+        | PlanCommand::Cancel { remote, .. }
+        | PlanCommand::Retry { remote, .. }
+        | PlanCommand::Events { remote, .. } => Some(remote),
+        PlanCommand::Run { .. } | PlanCommand::Schema => None,
+    }
+}
+
+pub async fn plan(repo: Option<&Path>, database_url: Option<&str>, cmd: &PlanCommand) -> Result<u8, CliError> {
+    match cmd {
+        PlanCommand::Schema => {
+            print!("{SCHEMA}");
+            return Ok(exit::SUCCESS);
+        }
+        PlanCommand::Run { id, workers, lease_seconds, json, server } => {
+            if let Some(url) = server {
+                return Err(CliError::usage(format!(
+                    "`arbiter plan run` runs a plan with workers on this machine, over its own store; a control plane's plans are run by its workers: start one with `arbiter worker run --server {url}` (with its token from `arbiter worker register`)"
+                )));
+            }
+            let ctx = RepoContext::locate(repo).await?;
+            let (runs, plans) = ctx.plan_stores(database_url).await?;
+            return run(&ctx, runs, plans, id, *workers, *lease_seconds, *json).await;
+        }
+        _ => {}
+    }
+    let plans = Plans::open(repo, database_url, remote_of(cmd).unwrap_or(&PlanServerArgs::default())).await?;
+    let admin = &*plans.admin;
     let now = || SystemClock.now();
     match cmd {
-        PlanCommand::Schema => Ok(exit::SUCCESS),
-        PlanCommand::Import { file, update, adopt_branch, json } => {
-            import(&ctx, &*plans, file, mode(*update), None, adopt_branch.as_deref(), *json).await
+        PlanCommand::Schema | PlanCommand::Run { .. } => Ok(exit::SUCCESS),
+        PlanCommand::Import { file, update, adopt_branch, json, .. } => {
+            import(&plans, file, mode(*update), None, adopt_branch.as_deref(), *json).await
         }
-        PlanCommand::Apply { file, strict, update, adopt_branch, json } => {
-            import(&ctx, &*plans, file, mode(*update), Some(*strict), adopt_branch.as_deref(), *json).await
+        PlanCommand::Apply { file, strict, update, adopt_branch, json, .. } => {
+            import(&plans, file, mode(*update), Some(*strict), adopt_branch.as_deref(), *json).await
         }
-        PlanCommand::Export { id, output } => {
-            let view = view_of(&*plans, id).await?;
+        PlanCommand::Export { id, output, .. } => {
+            let view = admin.view(id).await?.view;
             let text = export(&view.spec());
             match output {
                 Some(path) => std::fs::write(path, &text)
@@ -68,8 +177,8 @@ pub async fn plan(repo: Option<&Path>, database_url: Option<&str>, cmd: &PlanCom
             }
             Ok(exit::SUCCESS)
         }
-        PlanCommand::Show { id, json } => {
-            let view = view_of(&*plans, id).await?;
+        PlanCommand::Show { id, json, .. } => {
+            let view = admin.view(id).await?.view;
             if *json {
                 println!("{}", pretty(&view_json(&view)));
             } else {
@@ -77,11 +186,11 @@ pub async fn plan(repo: Option<&Path>, database_url: Option<&str>, cmd: &PlanCom
             }
             Ok(exit::SUCCESS)
         }
-        PlanCommand::Status { id, json } => {
-            let view = view_of(&*plans, id).await?;
-            let attempts = plans.attempts(id).await?;
+        PlanCommand::Status { id, json, .. } => {
+            let details = admin.view(id).await?;
+            let (view, attempts) = (&details.view, &details.attempts);
             if *json {
-                let mut v = view_json(&view);
+                let mut v = view_json(view);
                 v["attempts"] =
                     json!(attempts
                     .iter()
@@ -94,12 +203,12 @@ pub async fn plan(repo: Option<&Path>, database_url: Option<&str>, cmd: &PlanCom
                     .collect::<Vec<_>>());
                 println!("{}", pretty(&v));
             } else {
-                print!("{}", render_status(&view, now()));
+                print!("{}", render_status(view, now()));
             }
             Ok(exit::SUCCESS)
         }
-        PlanCommand::List { json } => {
-            let all = plans.plans().await?;
+        PlanCommand::List { json, .. } => {
+            let all = admin.list().await?;
             if *json {
                 let v: Vec<_> = all
                     .iter()
@@ -129,49 +238,22 @@ pub async fn plan(repo: Option<&Path>, database_url: Option<&str>, cmd: &PlanCom
             }
             Ok(exit::SUCCESS)
         }
-        PlanCommand::Create { id, name, budget, repository } => {
+        PlanCommand::Create { id, name, budget, repository, .. } => {
             let budget_usd = budget.as_deref().map(parse_usd).transpose()?;
-            let header = PlanSpec {
-                id: id.clone(),
-                name: name.clone(),
-                repository: Some(resolve_repository(repository.as_deref(), &ctx, None)?),
-                base_ref: "HEAD".into(),
-                integration_branch: PlanSpec::default_branch(id),
-                budget_usd,
-                defaults: Default::default(),
-                tasks: Vec::new(),
-            };
-            let problems = arbiter_core::plan::check::check(&header, &[]);
-            if !problems.is_empty() {
-                let text: Vec<String> = problems.iter().map(|p| p.to_string()).collect();
-                return Err(CliError::usage(text.join("; ")));
-            }
-            // Its branch (arbiter/<id>) must be free for arbiter to create, as at an import;
-            // an existing plan keeps what it has (and is refused just below).
-            if plans.plan(id).await?.is_none() {
-                let git = Git::new(workspace_for(&ctx, &header).await?.repo_root().to_path_buf());
-                plan_branch::check_import(&git, id, &header.integration_branch, None, None, now())
-                    .await
-                    .map_err(|e| match e {
-                        e @ (BranchError::Exists { .. } | BranchError::Default { .. }) => CliError::usage(format!(
-                            "{e} (`plan create` has no --adopt-branch: create the plan with `arbiter plan import FILE --adopt-branch {}`)",
-                            header.integration_branch
-                        )),
-                        e => branch_error(e),
-                    })?;
-            }
-            if plans.create_plan(&header, now()).await? {
-                println!("Created plan {id} ({name}); add tasks with `arbiter plan import FILE --update`.");
-                Ok(exit::SUCCESS)
-            } else {
-                Err(CliError::usage(format!(
-                    "plan {id} exists already; `arbiter plan budget {id} USD` changes its budget, `arbiter plan import FILE --update` its tasks"
-                )))
-            }
+            let repository = plans.repository(repository.as_deref(), None)?.ok_or_else(|| {
+                CliError::usage(
+                    "outside a repository, `plan create --server` needs --repository PATH_OR_URL: the plan's repository as the server sees it (an absolute path on the server's machine, or a git URL it can clone)",
+                )
+            })?;
+            admin
+                .create(&NewPlan { id: id.clone(), name: name.clone(), repository: Some(repository), budget_usd })
+                .await?;
+            println!("Created plan {id} ({name}); add tasks with `arbiter plan import FILE --update`.");
+            Ok(exit::SUCCESS)
         }
-        PlanCommand::Budget { id, usd } => {
+        PlanCommand::Budget { id, usd, .. } => {
             let limit = if usd.eq_ignore_ascii_case("none") { None } else { Some(parse_usd(usd)?) };
-            let b = plans.set_budget(id, limit, now()).await?;
+            let b = admin.set_budget(id, limit).await?;
             match b.limit {
                 Some(l) if b.exhausted() => {
                     println!("Plan {id}: budget {l}, {} spent — still spent; no task will be claimed", b.spent)
@@ -181,14 +263,11 @@ pub async fn plan(repo: Option<&Path>, database_url: Option<&str>, cmd: &PlanCom
             }
             Ok(exit::SUCCESS)
         }
-        PlanCommand::Reset { id, hard, keep_branch, yes } => {
-            let view = view_of(&*plans, id).await?;
-            let header = &view.plan.header;
-            let workspace = workspace_for(&ctx, header).await?;
-            let git = Git::new(workspace.repo_root().to_path_buf());
+        PlanCommand::Reset { id, hard, keep_branch, yes, .. } => {
             // What happens to the branch is decided before anything changes: a branch the
             // plan does not own (or a checked-out one) refuses the whole reset.
-            let branch = plan_branch::plan_reset(&git, &view.plan, *keep_branch).await.map_err(branch_error)?;
+            let preview = admin.reset_preview(id, *keep_branch).await?;
+            let branch = &preview.branch;
             let branch_then = match &branch.new_tip {
                 Some(base) => format!(
                     "Its integration branch {} goes back to where arbiter created it ({})",
@@ -200,27 +279,15 @@ pub async fn plan(repo: Option<&Path>, database_url: Option<&str>, cmd: &PlanCom
             if !*yes
                 && !confirm(&format!(
                     "Reset plan {id} ({} tasks){}? {branch_then}. [y/N] ",
-                    view.tasks.len(),
+                    preview.tasks,
                     if *hard { ", forgetting attempts and spending" } else { "" }
                 ))?
             {
                 println!("Not reset.");
                 return Ok(exit::SUCCESS);
             }
-            let n = plans.reset_plan(id, *hard, Some(&branch), now()).await?;
-            let moving = match (&branch.old_tip, &branch.new_tip) {
-                (Some(old), Some(new)) => Some((old.as_str(), new.as_str())),
-                _ => None,
-            };
-            if let Err(e) = integration::reset_refs(&git, id, &branch.name, moving).await {
-                let _ = plans
-                    .note_event(id, "branch_reset_failed", json!({"branch": branch, "error": e.to_string()}), now())
-                    .await;
-                return Err(CliError::environment(format!(
-                    "reset {n} task(s) of plan {id}, but moving {} back (and forgetting its tasks' commits) failed: {e}; the branch is where it was. Run `arbiter plan reset {id} --yes` again",
-                    branch.name
-                )));
-            }
+            let done = admin.reset(id, *hard, *keep_branch).await?;
+            let (n, branch) = (done.reset, &done.branch);
             match (&branch.old_tip, &branch.new_tip, &branch.kept) {
                 (Some(old), Some(new), _) => println!(
                     "Reset {n} task(s) of plan {id}; {} was at {} and now points where arbiter created it ({})",
@@ -237,21 +304,20 @@ pub async fn plan(repo: Option<&Path>, database_url: Option<&str>, cmd: &PlanCom
             }
             Ok(exit::SUCCESS)
         }
-        PlanCommand::Cancel { id } => {
-            let n = plans.cancel_plan(id, now()).await?;
+        PlanCommand::Cancel { id, .. } => {
+            let n = admin.cancel(id).await?;
             println!(
                 "Cancelled plan {id}: {n} unfinished task(s); running attempts are stopped at their next heartbeat."
             );
             Ok(exit::SUCCESS)
         }
-        PlanCommand::Retry { id, task } => {
-            let status = plans.retry_task(id, task, now()).await?;
+        PlanCommand::Retry { id, task, .. } => {
+            let status = admin.retry(id, task).await?;
             println!("Task {task} of plan {id} is {} again, with new attempts.", status.as_str());
             Ok(exit::SUCCESS)
         }
-        PlanCommand::Events { id, json } => {
-            view_of(&*plans, id).await?;
-            let events = plans.events(id).await?;
+        PlanCommand::Events { id, json, .. } => {
+            let events = all_events(admin, id).await?;
             if *json {
                 println!("{}", pretty(&serde_json::to_value(&events).unwrap_or_default()));
             } else {
@@ -267,9 +333,6 @@ pub async fn plan(repo: Option<&Path>, database_url: Option<&str>, cmd: &PlanCom
                 }
             }
             Ok(exit::SUCCESS)
-        }
-        PlanCommand::Run { id, workers, lease_seconds, json } => {
-            run(&ctx, runs, plans, id, *workers, *lease_seconds, *json).await
         }
     }
 }
@@ -292,14 +355,6 @@ fn parse_usd(text: &str) -> Result<Usd, CliError> {
     })
 }
 
-async fn view_of(plans: &dyn PlanStore, id: &str) -> Result<PlanView, CliError> {
-    plans.plan(id).await?.ok_or_else(|| {
-        CliError::usage(format!(
-            "no plan named '{id}'; `arbiter plan list` shows the plans, `arbiter plan import FILE` adds one"
-        ))
-    })
-}
-
 fn confirm(question: &str) -> Result<bool, CliError> {
     if !std::io::stdin().is_terminal() {
         return Err(CliError::usage("this asks for confirmation and there is no terminal to answer it: pass --yes"));
@@ -311,38 +366,9 @@ fn confirm(question: &str) -> Result<bool, CliError> {
     Ok(matches!(answer.trim(), "y" | "Y" | "yes"))
 }
 
-/// A path (relative to `relative_to`, else to the current repository) made absolute, or a
-/// git URL as it is.
-fn resolve_repository(given: Option<&str>, ctx: &RepoContext, relative_to: Option<&Path>) -> Result<String, CliError> {
-    let Some(given) = given else {
-        return Ok(ctx.workspace.repo_root().display().to_string());
-    };
-    if is_url(given) {
-        return Ok(given.to_string());
-    }
-    let path = Path::new(given);
-    let path = if path.is_absolute() {
-        path.to_path_buf()
-    } else {
-        relative_to.unwrap_or(ctx.workspace.repo_root()).join(path)
-    };
-    let path = path.canonicalize().map_err(|e| {
-        CliError::usage(format!(
-            "the plan's repository {} does not exist ({e}); fix `repository` in the plan",
-            path.display()
-        ))
-    })?;
-    Ok(path.display().to_string())
-}
-
-/// The repository a plan's tasks run in: its path, or a clone of its URL kept under
-/// `.arbiter/plans/<id>/repo`.
+/// The repository a plan's tasks run in (for `plan run`).
 async fn workspace_for(ctx: &RepoContext, header: &PlanSpec) -> Result<Workspace, CliError> {
-    let repos = ByRepository::new(ctx.workspace.dir().join("plans"), Some(ctx.workspace.clone()));
-    repos.workspace_for(header).await.map_err(|e| match e {
-        CoordinatorError::Refused(why) => CliError::usage(why),
-        other => CliError::environment(other),
-    })
+    repositories(ctx).workspace_for(header).await.map_err(|e| CliError::from(AdminError::from(e)))
 }
 
 /// A branch refusal as the user sees it: exit 2, or 3 when git or the store failed.
@@ -350,35 +376,8 @@ fn branch_error(e: BranchError) -> CliError {
     if e.is_usage() { CliError::usage(e) } else { CliError::environment(e) }
 }
 
-/// Whether the plan may use its integration branch, checked before an import writes
-/// anything; returns the record an `--adopt-branch` makes. A plan file with other problems
-/// is left to the store's check, which names them all.
-async fn check_branch(
-    ctx: &RepoContext,
-    plans: &dyn PlanStore,
-    spec: &PlanSpec,
-    mode: ImportMode,
-    adopt: Option<&str>,
-) -> Result<Option<BranchRecord>, CliError> {
-    if !arbiter_core::plan::check::check(spec, &[]).is_empty() {
-        return Ok(None);
-    }
-    let stored = plans.plan(&spec.id).await?;
-    // A re-import without --update keeps the stored header, its branch included.
-    let header = match (&stored, mode) {
-        (Some(v), ImportMode::Add) => v.plan.header.clone(),
-        _ => spec.header(),
-    };
-    let git = Git::new(workspace_for(ctx, &header).await?.repo_root().to_path_buf());
-    let record = stored.as_ref().and_then(|v| v.plan.branch.as_ref());
-    plan_branch::check_import(&git, &spec.id, &header.integration_branch, record, adopt, SystemClock.now())
-        .await
-        .map_err(branch_error)
-}
-
 async fn import(
-    ctx: &RepoContext,
-    plans: &dyn PlanStore,
+    plans: &Plans,
     file: &Path,
     mode: ImportMode,
     apply: Option<bool>,
@@ -389,36 +388,11 @@ async fn import(
         .map_err(|e| CliError::usage(format!("cannot read the plan file {}: {e}", file.display())))?;
     let mut spec = parse(&text, Syntax::of_path(&file.display().to_string()))
         .map_err(|e| CliError::usage(format!("{}: {e}", file.display())))?;
-    let dir = file.canonicalize().ok().and_then(|p| p.parent().map(Path::to_path_buf));
-    spec.repository = Some(resolve_repository(spec.repository.as_deref(), ctx, dir.as_deref())?);
-    let verdicts: Vec<gate::GateResult> = match apply {
-        Some(_) => spec.tasks.iter().map(|t| gate::evaluate(t, &spec.defaults)).collect(),
-        None => Vec::new(),
-    };
-    let skip: Vec<(String, String)> = if apply == Some(true) {
-        verdicts
-            .iter()
-            .filter(|v| v.verdict == Verdict::Reject)
-            .map(|v| (v.task.clone(), format!("the decision gate rejected it: {}", v.reason)))
-            .collect()
-    } else {
-        Vec::new()
-    };
-    let adopted = check_branch(ctx, plans, &spec, mode, adopt).await?;
-    let report = plans
-        .import_plan(Import {
-            spec: &spec,
-            mode,
-            skip: &skip,
-            verdicts: &verdicts,
-            apply,
-            branch: adopted.as_ref(),
-            now: SystemClock.now(),
-        })
-        .await?;
-    // The gate judged the tasks this import added or changed; the others were there already.
-    let verdicts: Vec<gate::GateResult> =
-        verdicts.into_iter().filter(|v| report.added.contains(&v.task) || report.updated.contains(&v.task)).collect();
+    let dir: Option<PathBuf> = file.canonicalize().ok().and_then(|p| p.parent().map(Path::to_path_buf));
+    spec.repository = plans.repository(spec.repository.as_deref(), dir.as_deref())?;
+    let import = PlanImport { spec, mode, apply, adopt_branch: adopt.map(str::to_string) };
+    let Imported { report, adopted_branch: adopted, verdicts } = plans.admin.import(&import).await?;
+    let spec = &import.spec;
     if as_json {
         let v = json!({
             "plan": spec.id, "report": report, "adopted_branch": adopted,
@@ -626,7 +600,7 @@ async fn run(
     if lease_seconds < 3 {
         return Err(CliError::usage("--lease-seconds must be at least 3 (heartbeats renew it every third)"));
     }
-    let view = view_of(&*plans, id).await?;
+    let view = local_admin(ctx, plans.clone()).view(id).await?.view;
     let header = view.plan.header.clone();
     let workspace = workspace_for(ctx, &header).await?;
     let target = RepoContext { git: Git::new(workspace.repo_root().to_path_buf()), workspace: workspace.clone() };

@@ -14,6 +14,7 @@ use arbiter_core::plan::settings::task_settings;
 use arbiter_core::plan::{PlanSpec, TaskSpec};
 use arbiter_core::settings::ConfigFile;
 use arbiter_runner::coordinator::{LocalCoordinator, PlanRepositories};
+use arbiter_runner::plan_admin::LocalPlanAdmin;
 use arbiter_runner::plan_repos::ByRepository;
 use arbiter_runner::workspace::Workspace;
 use arbiter_server::serve::{ServeConfig, TlsFiles, bind};
@@ -47,14 +48,21 @@ pub async fn serve(database_url: Option<&str>, args: &ServeArgs) -> Result<u8, C
 
     let limits = Limits { artifact: args.max_artifact_mib.saturating_mul(1 << 20), ..Limits::default() };
     let lease = Duration::from_secs(args.lease_seconds);
+    // A plan served here names its repository: a path on this machine, or a URL cloned
+    // into DATA_DIR/repos/<plan>/repo.
+    let repos: Arc<dyn PlanRepositories> = Arc::new(ByRepository::new(data_dir.join("repos"), None));
     let (state, store_kind) = match database_url.filter(|u| !u.trim().is_empty()) {
         Some(url) => {
             let store = Arc::new(PgStore::connect(url).await?);
-            (AppState::new(store.clone(), tokens, &data_dir).with_work(work_plane(store, &data_dir, lease)), "postgres")
+            let admin = Arc::new(LocalPlanAdmin::new(store.clone(), repos.clone()));
+            let state = AppState::new(store.clone(), tokens, &data_dir).with_admin(admin);
+            (state.with_work(work_plane(store, repos, lease)), "postgres")
         }
         None => {
             let store = Arc::new(SqliteStore::open(&data_dir.join("arbiter.db")).await?);
-            (AppState::new(store.clone(), tokens, &data_dir).with_work(work_plane(store, &data_dir, lease)), "sqlite")
+            let admin = Arc::new(LocalPlanAdmin::new(store.clone(), repos.clone()));
+            let state = AppState::new(store.clone(), tokens, &data_dir).with_admin(admin);
+            (state.with_work(work_plane(store, repos, lease)), "sqlite")
         }
     };
     let state = state.with_limits(limits).with_lease(lease);
@@ -85,8 +93,11 @@ pub async fn serve(database_url: Option<&str>, args: &ServeArgs) -> Result<u8, C
 /// The coordinator remote workers claim from: the server's store, the repositories its
 /// plans name (a path on this host, or a URL cloned into `DATA_DIR/repos`), each task's
 /// settings from its repository's `.arbiter/config.toml` under the plan's defaults.
-fn work_plane<S: UnitQueue + 'static>(store: Arc<S>, data_dir: &std::path::Path, lease: Duration) -> Arc<WorkPlane> {
-    let repositories: Arc<dyn PlanRepositories> = Arc::new(ByRepository::new(data_dir.join("repos"), None));
+fn work_plane<S: UnitQueue + 'static>(
+    store: Arc<S>,
+    repositories: Arc<dyn PlanRepositories>,
+    lease: Duration,
+) -> Arc<WorkPlane> {
     let settings_for = Arc::new(|workspace: &Workspace, plan: &PlanSpec, task: &TaskSpec| {
         let path = workspace.config_path();
         let config = match std::fs::read_to_string(&path) {

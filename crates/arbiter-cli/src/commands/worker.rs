@@ -260,7 +260,7 @@ fn default_data_dir() -> Result<PathBuf, CliError> {
     }
 }
 
-fn client(server: &ServerArgs) -> Result<Client, CliError> {
+pub(crate) fn client(server: &ServerArgs) -> Result<Client, CliError> {
     let options = ClientOptions { ca_cert: server.ca_cert.clone(), insecure: server.insecure, timeout: None };
     Client::new(&server.server, &options).map_err(client_error)
 }
@@ -276,7 +276,7 @@ fn secret_from_env(name: &str, what: &str) -> Result<Secret, CliError> {
     }
 }
 
-fn admin_token() -> Result<Secret, CliError> {
+pub(crate) fn admin_token() -> Result<Secret, CliError> {
     secret_from_env("ARBITER_TOKEN", "the server's admin token (its ARBITER_ADMIN_TOKEN)")
 }
 

@@ -3,13 +3,18 @@
 //! `arbiter worker ...` against it.
 
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::{ARBITER, Run};
+use super::{ARBITER, Run, arbiter_cmd_in};
 
+/// Every token variable a client could pick up from the tests' own environment.
+const TOKEN_VARS: [&str; 4] = ["ARBITER_TOKEN", "ARBITER_BOOTSTRAP_TOKEN", "ARBITER_ADMIN_TOKEN", "ARBITER_SERVER"];
+
+/// The bootstrap token of the servers the tests start.
 pub const BOOTSTRAP: &str = "bootstrap-0f1e2d3c4b5a69788796a5b4c3d2e1f0-cli";
+/// Their admin token.
 pub const ADMIN: &str = "admin-a1b2c3d4e5f60718293a4b5c6d7e8f90-cli";
 
 /// A running `arbiter serve`.
@@ -20,7 +25,7 @@ pub struct Serve {
     pub log: PathBuf,
     /// The arguments it was started with, besides its address and data directory.
     pub extra: Vec<String>,
-    pub _pg: Option<PgDatabase>,
+    pub pg: Option<PgDatabase>,
 }
 
 /// Starts `arbiter serve` on `bind`; the child and the URL it printed.
@@ -71,7 +76,7 @@ impl Serve {
         let log = data.path().with_extension("log");
         let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
         let (child, url) = spawn_serve(bind, &data.path().join("data"), &extra, pg.as_ref(), &log);
-        Serve { child, url, data, log, extra, _pg: pg }
+        Serve { child, url, data, log, extra, pg }
     }
 
     /// `kill -9`, then the server again on the same address, data directory and store (its
@@ -80,8 +85,7 @@ impl Serve {
         let _ = self.child.kill();
         let _ = self.child.wait();
         let bind = self.url.trim_start_matches("http://").trim_end_matches('/').to_string();
-        let (child, url) =
-            spawn_serve(&bind, &self.data.path().join("data"), &self.extra, self._pg.as_ref(), &self.log);
+        let (child, url) = spawn_serve(&bind, &self.data.path().join("data"), &self.extra, self.pg.as_ref(), &self.log);
         self.child = child;
         self.url = url;
     }
@@ -94,17 +98,25 @@ impl Serve {
         format!("{}{path}", self.url)
     }
 
-    /// `arbiter worker ...` against this server, with `env`.
-    pub fn worker(&self, args: &[&str], env: &[(&str, &str)]) -> Run {
-        let mut cmd = Command::new(ARBITER);
-        cmd.arg("worker").args(args).env("ARBITER_SERVER", &self.url).stdin(Stdio::null());
-        for key in ["ARBITER_TOKEN", "ARBITER_BOOTSTRAP_TOKEN", "ARBITER_ADMIN_TOKEN"] {
+    /// `arbiter ARGS…` in `dir` with `ARBITER_SERVER` naming this server, no token but those
+    /// in `env`.
+    pub fn cli(&self, dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Run {
+        let mut cmd = arbiter_cmd_in(dir, args);
+        for key in TOKEN_VARS {
             cmd.env_remove(key);
         }
+        cmd.env_remove("ARBITER_DATABASE_URL").env("ARBITER_SERVER", &self.url);
         for (k, v) in env {
             cmd.env(k, v);
         }
-        Run::from_output(cmd.output().expect("run arbiter worker"))
+        Run::from_output(cmd.output().expect("run arbiter"))
+    }
+
+    /// `arbiter worker ARGS…` against this server, with `env`.
+    pub fn worker(&self, args: &[&str], env: &[(&str, &str)]) -> Run {
+        let mut all = vec!["worker"];
+        all.extend_from_slice(args);
+        self.cli(&std::env::temp_dir(), &all, env)
     }
 
     pub fn log_text(&self) -> String {

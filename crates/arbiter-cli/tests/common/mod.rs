@@ -7,6 +7,8 @@
 pub mod control_plane;
 mod mock_llm;
 #[allow(unused_imports)]
+pub use control_plane::*;
+#[allow(unused_imports)]
 pub use mock_llm::*;
 
 use std::fs;

@@ -11,6 +11,7 @@ pub mod events;
 pub mod git;
 pub mod health;
 pub mod metrics;
+pub mod plans;
 pub mod work;
 pub mod workers;
 
@@ -37,6 +38,7 @@ pub fn router(state: AppState) -> Router {
         .merge(artifacts::routes())
         .merge(git::routes())
         .merge(work::routes())
+        .merge(plans::routes())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(state.limits.json_body))
