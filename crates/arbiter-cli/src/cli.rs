@@ -95,6 +95,35 @@ pub enum Command {
     /// Remote workers of a control plane: register one, list them, revoke or rotate a token.
     #[command(subcommand)]
     Worker(WorkerCommand),
+    /// Measure arbiter (see docs/BENCHMARKS.md).
+    #[command(subcommand)]
+    Bench(BenchCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// The control plane's work protocol over real HTTP with no-op workers: claim+complete
+    /// cycles per second, claim latency, wake-up latency. Needs ARBITER_TOKEN (admin) and
+    /// ARBITER_BOOTSTRAP_TOKEN; leaves its plans cancelled and its workers revoked.
+    Queue {
+        #[command(flatten)]
+        server: ServerArgs,
+        /// No-op workers claiming at once.
+        #[arg(long, default_value_t = 16, value_name = "N")]
+        workers: usize,
+        /// Tasks pending when the workers start.
+        #[arg(long, default_value_t = 20_000, value_name = "M")]
+        tasks: usize,
+        /// Imports into an empty plan whose wake-up is measured.
+        #[arg(long, default_value_t = 50, value_name = "K")]
+        wakeups: usize,
+        /// A git repository on the server's host for the bench plans (default: the current
+        /// directory's).
+        #[arg(long, value_name = "PATH")]
+        repository: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Debug, Args)]

@@ -68,5 +68,16 @@ async fn dispatch(cli: Cli) -> Result<u8, CliError> {
         Command::Cache(CacheCommand::Prune { keep, kept, json }) => commands::cache::prune(*keep, *kept, *json),
         Command::Serve(args) => commands::serve::serve(cli.database_url.as_deref(), args).await,
         Command::Worker(cmd) => commands::worker::worker(cmd).await,
+        Command::Bench(crate::cli::BenchCommand::Queue { server, workers, tasks, wakeups, repository, json }) => {
+            commands::bench::queue(commands::bench::QueueBench {
+                server,
+                workers: *workers,
+                tasks: *tasks,
+                wakeups: *wakeups,
+                repository: repository.as_deref(),
+                json: *json,
+            })
+            .await
+        }
     }
 }

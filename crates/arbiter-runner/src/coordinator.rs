@@ -439,11 +439,13 @@ impl LocalCoordinator {
         let header = self.header(plan).await?;
         let workspace = self.repositories.workspace_for(&header).await?;
         for task in self.plans.ready_tasks(plan, self.now(), READY_LOOKED_AT).await? {
-            let Ok(settings) = (self.settings_for)(&workspace, &header, &task) else {
-                // Claimed by whoever can, it fails with the reason.
-                continue;
+            // A task whose settings are invalid is claimed by the first worker to look at
+            // it, and fails with the reason (it would otherwise wait for ever).
+            let runnable = match (self.settings_for)(&workspace, &header, &task) {
+                Ok(settings) => can_run(caps, &settings),
+                Err(_) => true,
             };
-            if !can_run(caps, &settings) {
+            if !runnable {
                 continue;
             }
             match self.plans.claim_task(plan, &task.id, worker, self.lease, self.now()).await? {

@@ -165,6 +165,16 @@ impl Client {
         decode(&url, response).await
     }
 
+    /// `POST path` with `body` as JSON and `token` as its bearer (the work protocol).
+    pub async fn post<B: Serialize + ?Sized, T: DeserializeOwned>(
+        &self,
+        path: &str,
+        token: &Secret,
+        body: &B,
+    ) -> Result<T, ClientError> {
+        self.send_json(Method::POST, path, token, Some(body)).await
+    }
+
     /// `POST /api/v1/workers/register` with the bootstrap token.
     pub async fn register(
         &self,

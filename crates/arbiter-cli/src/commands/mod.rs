@@ -2,6 +2,7 @@
 
 pub mod apply;
 pub mod backend;
+pub mod bench;
 pub mod cache;
 pub mod config;
 pub mod demo;
