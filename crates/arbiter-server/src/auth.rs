@@ -61,10 +61,50 @@ async fn classify(state: &AppState, token: &str) -> Result<Kind, ApiError> {
     if bootstrap {
         return Ok(Kind::Bootstrap);
     }
+    if let Some(w) = state.worker_tokens.get(token) {
+        return Ok(Kind::Worker(Box::new(w)));
+    }
     Ok(match state.registry.authenticate(token).await? {
-        Some(w) => Kind::Worker(Box::new(w)),
+        Some(w) => {
+            state.worker_tokens.put(token, &w);
+            Kind::Worker(Box::new(w))
+        }
         None => Kind::Unknown,
     })
+}
+
+/// Worker tokens recently found valid (by their SHA-256), so that a busy worker's every
+/// request does not ask the store: forgotten at once when this server revokes, rotates or
+/// re-registers the worker, and after a few seconds in any case.
+#[derive(Default)]
+pub struct WorkerTokens {
+    seen: std::sync::Mutex<std::collections::HashMap<[u8; 32], (WorkerRecord, std::time::Instant)>>,
+}
+
+/// How long a token found valid is taken as valid without asking the store again.
+const FRESH: std::time::Duration = std::time::Duration::from_secs(5);
+
+impl WorkerTokens {
+    fn digest(token: &str) -> [u8; 32] {
+        use sha2::Digest;
+        sha2::Sha256::digest(token.as_bytes()).into()
+    }
+
+    fn get(&self, token: &str) -> Option<WorkerRecord> {
+        let seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        seen.get(&Self::digest(token)).filter(|(_, at)| at.elapsed() < FRESH).map(|(w, _)| w.clone())
+    }
+
+    fn put(&self, token: &str, worker: &WorkerRecord) {
+        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        seen.retain(|_, (_, at)| at.elapsed() < FRESH);
+        seen.insert(Self::digest(token), (worker.clone(), std::time::Instant::now()));
+    }
+
+    /// Every token of the worker `id` must be checked again (it was revoked or replaced).
+    pub fn forget(&self, id: &str) {
+        self.seen.lock().unwrap_or_else(|p| p.into_inner()).retain(|_, (w, _)| w.id != id);
+    }
 }
 
 /// The request carries the admin token.

@@ -52,6 +52,8 @@ pub struct AppState {
     pub git: Arc<PathBuf>,
     /// The work protocol's coordinator (`None`: this server hands out no work).
     pub work: Option<Arc<crate::work::WorkPlane>>,
+    /// Worker tokens recently found valid.
+    pub worker_tokens: Arc<crate::auth::WorkerTokens>,
     /// Plan administration (`/api/v1/plans…`); `None`: those routes answer 503.
     pub admin: Option<Arc<dyn PlanAdmin>>,
 }
@@ -80,6 +82,7 @@ impl AppState {
             stopping: CancellationToken::new(),
             git: Arc::new(PathBuf::from("git")),
             work: None,
+            worker_tokens: Arc::default(),
             admin: None,
         }
     }

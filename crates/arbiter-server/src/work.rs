@@ -31,6 +31,32 @@ pub struct WorkPlane {
     pub coordinator: Arc<LocalCoordinator>,
     pub queue: Arc<dyn UnitQueue>,
     pub repositories: Arc<dyn PlanRepositories>,
+    /// When each worker was last recorded as seen by a claim.
+    pub last_seen: std::sync::Mutex<std::collections::HashMap<String, std::time::Instant>>,
+}
+
+impl WorkPlane {
+    pub fn new(
+        coordinator: Arc<LocalCoordinator>,
+        queue: Arc<dyn UnitQueue>,
+        repositories: Arc<dyn PlanRepositories>,
+    ) -> Self {
+        WorkPlane { coordinator, queue, repositories, last_seen: Default::default() }
+    }
+
+    /// Whether a claim by `worker` should be recorded as a sighting: once a second at most
+    /// (a busy worker claims many times a second; its heartbeats are recorded too).
+    pub fn seen(&self, worker: &str) -> bool {
+        let mut last = self.last_seen.lock().unwrap_or_else(|p| p.into_inner());
+        let now = std::time::Instant::now();
+        match last.get(worker) {
+            Some(at) if now.duration_since(*at) < Duration::from_secs(1) => false,
+            _ => {
+                last.insert(worker.to_string(), now);
+                true
+            }
+        }
+    }
 }
 
 /// Serves each plan's repository: the one its `repository` names (as [`PlanRepositories`]

@@ -39,6 +39,12 @@ macro_rules! pick_units {
 }
 pub(crate) use pick_units;
 
+/// Whether any unit of a running attempt is ready (`$1` a plan or NULL): a claim that finds
+/// none takes no write lock.
+pub const ANY_READY_UNIT: &str = "SELECT 1 AS found FROM plan_units u
+     JOIN plan_tasks t ON t.plan_id = u.plan_id AND t.id = u.task_id AND t.status = 'running' AND t.fence = u.task_fence
+     WHERE u.status = 'ready' AND (CAST($1 AS TEXT) IS NULL OR u.plan_id = $1) LIMIT 1";
+
 /// The start of [`UnitDialect::LOCK_UNIT`].
 macro_rules! unit_state {
     () => {
@@ -490,6 +496,9 @@ macro_rules! unit_queue_impl {
                     ttl: Duration,
                     now: Timestamp,
                 ) -> Result<Option<UnitClaim>, StoreError> {
+                    if sqlx::query(u::ANY_READY_UNIT).bind(plan_id).fetch_optional(&self.pool).await?.is_none() {
+                        return Ok(None);
+                    }
                     let mut tx = self.write_tx().await?;
                     let rows = sqlx::query(<$store as UnitDialect>::PICK_UNITS).bind(plan_id).fetch_all(&mut *tx).await?;
                     let expires = expiry(now, ttl);

@@ -159,8 +159,8 @@ pub async fn queue(b: QueueBench<'_>) -> Result<u8, CliError> {
     eprintln!("imported {} tasks in {:.1} s; draining with {} workers", b.tasks, load_time.as_secs_f64(), b.workers);
     let started = Instant::now();
     let mut workers = tokio::task::JoinSet::new();
-    for token in tokens.iter().cloned() {
-        let (client, plan) = (client.clone(), plan.clone());
+    for token in &tokens {
+        let (client, plan, token) = (client.clone(), plan.clone(), token.clone());
         workers.spawn(async move {
             let mut latencies = Vec::new();
             loop {
@@ -190,8 +190,9 @@ pub async fn queue(b: QueueBench<'_>) -> Result<u8, CliError> {
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Instant>();
     let stop = tokio_util::sync::CancellationToken::new();
     let mut waiters = tokio::task::JoinSet::new();
-    for token in tokens.iter().cloned() {
-        let (client, plan, tx, stop) = (client.clone(), wake_plan.clone(), tx.clone(), stop.clone());
+    for token in &tokens {
+        let (client, plan, tx, stop, token) =
+            (client.clone(), wake_plan.clone(), tx.clone(), stop.clone(), token.clone());
         waiters.spawn(async move {
             while !stop.is_cancelled() {
                 let answer = tokio::select! {

@@ -98,13 +98,9 @@ fn work_plane<S: UnitQueue + 'static>(
     repositories: Arc<dyn PlanRepositories>,
     lease: Duration,
 ) -> Arc<WorkPlane> {
-    let settings_for = Arc::new(|workspace: &Workspace, plan: &PlanSpec, task: &TaskSpec| {
-        let path = workspace.config_path();
-        let config = match std::fs::read_to_string(&path) {
-            Ok(text) => ConfigFile::parse(&text, &path.display().to_string()).map_err(|e| e.to_string())?,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => ConfigFile::default(),
-            Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
-        };
+    let configs = ConfigCache::default();
+    let settings_for = Arc::new(move |workspace: &Workspace, plan: &PlanSpec, task: &TaskSpec| {
+        let config = configs.of(workspace)?;
         task_settings(&config, plan, task)
     });
     let coordinator = Arc::new(LocalCoordinator::new(
@@ -116,7 +112,39 @@ fn work_plane<S: UnitQueue + 'static>(
         Duration::from_secs(1),
         None,
     ));
-    Arc::new(WorkPlane { coordinator, queue: store, repositories })
+    Arc::new(WorkPlane::new(coordinator, store, repositories))
+}
+
+/// Each repository's `.arbiter/config.toml`, parsed once per version of the file.
+#[derive(Default)]
+struct ConfigCache {
+    parsed: std::sync::Mutex<std::collections::HashMap<std::path::PathBuf, Parsed>>,
+}
+
+/// A configuration as parsed, and the version of its file it was parsed from.
+type Parsed = (Option<FileStamp>, Arc<ConfigFile>);
+
+/// A version of a file: its modification time and size.
+type FileStamp = (std::time::SystemTime, u64);
+
+impl ConfigCache {
+    fn of(&self, workspace: &Workspace) -> Result<Arc<ConfigFile>, String> {
+        let path = workspace.config_path();
+        let stamp = std::fs::metadata(&path).ok().and_then(|m| Some((m.modified().ok()?, m.len())));
+        if let Some((seen, config)) = self.parsed.lock().unwrap_or_else(|p| p.into_inner()).get(&path)
+            && *seen == stamp
+        {
+            return Ok(config.clone());
+        }
+        let config = match std::fs::read_to_string(&path) {
+            Ok(text) => ConfigFile::parse(&text, &path.display().to_string()).map_err(|e| e.to_string())?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => ConfigFile::default(),
+            Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+        };
+        let config = Arc::new(config);
+        self.parsed.lock().unwrap_or_else(|p| p.into_inner()).insert(path, (stamp, config.clone()));
+        Ok(config)
+    }
 }
 
 /// The bootstrap and admin tokens from the environment, or why not.

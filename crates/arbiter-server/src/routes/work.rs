@@ -119,7 +119,9 @@ async fn claim(
     let w = worker.worker();
     let claimer = format!("{}:{}", w.id, req.slot);
     let caps = capabilities(w);
-    let _ = state.registry.touch(&w.id, None, &json!({"claiming": req.slot}), state.now()).await;
+    if plane.seen(&w.id) {
+        let _ = state.registry.touch(&w.id, None, &json!({"claiming": req.slot}), state.now()).await;
+    }
     let deadline = Instant::now() + Duration::from_millis(req.wait_ms.min(MAX_CLAIM_WAIT_MS));
     loop {
         let remaining = deadline.saturating_duration_since(Instant::now());

@@ -84,6 +84,7 @@ async fn register(
         replace: req.replace,
     };
     let registered = state.registry.register(&registration, state.now()).await?;
+    state.worker_tokens.forget(&registered.worker.id);
     tracing::info!(worker = %registered.worker.name, id = %registered.worker.id, replaced = registered.replaced, "worker registered");
     Ok((StatusCode::CREATED, Json(credentials(registered))))
 }
@@ -100,6 +101,7 @@ async fn revoke(
     Path(name): Path<String>,
 ) -> Result<Json<WorkerView>, ApiError> {
     let worker = state.registry.revoke(&name, state.now()).await?;
+    state.worker_tokens.forget(&worker.id);
     tracing::info!(worker = %worker.name, id = %worker.id, "worker revoked");
     Ok(Json(WorkerView::new(&worker, state.connected_since())))
 }
@@ -110,6 +112,7 @@ async fn rotate(
     Path(name): Path<String>,
 ) -> Result<Json<WorkerCredentials>, ApiError> {
     let rotated = state.registry.rotate(&name, state.now()).await?;
+    state.worker_tokens.forget(&rotated.worker.id);
     tracing::info!(worker = %rotated.worker.name, id = %rotated.worker.id, "worker token rotated");
     Ok(Json(credentials(rotated)))
 }
