@@ -275,8 +275,10 @@ impl PlanRepositories for OneRepository {
     }
 }
 
-/// How many ready tasks a worker that cannot run every runner looks at before it claims.
-const READY_LOOKED_AT: u32 = 32;
+/// A worker that cannot run every runner looks at the ready tasks a page at a time, up to a
+/// few pages, before it claims one it can run.
+const READY_PAGE: u32 = 8;
+const READY_PAGES: u32 = 8;
 
 /// The plan queue in a store on this machine, and the repositories whose integration
 /// branches the plans commit onto. The control plane serves remote workers with it too.
@@ -438,16 +440,30 @@ impl LocalCoordinator {
         }
         let header = self.header(plan).await?;
         let workspace = self.repositories.workspace_for(&header).await?;
-        for task in self.plans.ready_tasks(plan, self.now(), READY_LOOKED_AT).await? {
-            // A task whose settings are invalid is claimed by the first worker to look at
-            // it, and fails with the reason (it would otherwise wait for ever).
-            let runnable = match (self.settings_for)(&workspace, &header, &task) {
-                Ok(settings) => can_run(caps, &settings),
-                Err(_) => true,
-            };
-            if !runnable {
-                continue;
+        let mut ready = Vec::new();
+        for page in 0..READY_PAGES {
+            let tasks = self.plans.ready_tasks(plan, self.now(), page * READY_PAGE, READY_PAGE).await?;
+            let last = tasks.len() < READY_PAGE as usize;
+            ready.extend(tasks.into_iter().filter(|task| {
+                // A task whose settings are invalid is claimed by the first worker to look
+                // at it, and fails with the reason (it would otherwise wait for ever).
+                match (self.settings_for)(&workspace, &header, task) {
+                    Ok(settings) => can_run(caps, &settings),
+                    Err(_) => true,
+                }
+            }));
+            if !ready.is_empty() || last {
+                break;
             }
+        }
+        // Workers looking at the same tasks at once would all reach for the first: each
+        // starts at a place of its own among the best ones (those of the first's priority).
+        let best = ready.iter().take_while(|t| ready.first().is_some_and(|f| f.priority == t.priority)).count();
+        if best > 1 {
+            let start = worker.bytes().fold(0usize, |h, b| h.wrapping_mul(31).wrapping_add(usize::from(b))) % best;
+            ready[..best].rotate_left(start);
+        }
+        for task in ready {
             match self.plans.claim_task(plan, &task.id, worker, self.lease, self.now()).await? {
                 ClaimOutcome::Claimed(c) => return Ok(ClaimOutcome::Claimed(c)),
                 // Taken meanwhile (or the budget is spent): the next one.

@@ -1317,7 +1317,7 @@ macro_rules! plan_store_impl {
                     lease: Duration,
                     now: Timestamp,
                 ) -> Result<ClaimOutcome, StoreError> {
-                    if let Some(claimed) = self.claim_fast(plan_id, worker, lease, now).await? {
+                    if let Some(claimed) = self.claim_fast(plan_id, worker, lease, now, None).await? {
                         return Ok(ClaimOutcome::Claimed(Box::new(claimed)));
                     }
                     let mut tx = self.write_tx().await?;

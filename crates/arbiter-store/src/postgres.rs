@@ -109,6 +109,7 @@ impl PgStore {
         worker: &str,
         ttl: Duration,
         now: Timestamp,
+        only: Option<&str>,
     ) -> Result<Option<Claimed>, StoreError> {
         let expires = crate::plan_impl::expiry(now, ttl);
         let Some(row) = sqlx::query(CLAIM_FAST)
@@ -116,6 +117,7 @@ impl PgStore {
             .bind(now.0)
             .bind(worker)
             .bind(expires.0)
+            .bind(only)
             .fetch_optional(&self.pool)
             .await?
         else {
@@ -176,6 +178,7 @@ const CLAIM_FAST: &str = "WITH picked AS (
         SELECT t.plan_id, t.id FROM plan_tasks t JOIN plans p ON p.id = t.plan_id
         WHERE t.plan_id = $1 AND t.status = 'ready' AND t.not_before <= $2
           AND NOT p.cancelled AND NOT p.guard_files AND p.budget_pico IS NULL
+          AND ($5::text IS NULL OR t.id = $5)
         ORDER BY t.priority, t.ord LIMIT 1
         FOR UPDATE OF t SKIP LOCKED),
     claimed AS (
@@ -204,9 +207,12 @@ crate::worker_registry_impl!(PgStore);
 crate::plan_store_impl!(PgStore, sqlx::Postgres);
 crate::unit_queue_impl!(PgStore, sqlx::Postgres);
 
-/// Units are locked like tasks: a claim skips the rows another claimer holds.
+/// Units are locked like tasks: a claim skips the rows another claimer holds. A unit that
+/// changes locks its task's row too, so the units of one attempt change one after another:
+/// of candidates finishing at once, the last sees the others done and readies the
+/// evaluation (locking only its own row, each would see the others still running).
 impl crate::unit_impl::UnitDialect for PgStore {
     const PICK_UNITS: &'static str = concat!(crate::unit_impl::pick_units!(), " FOR UPDATE OF u SKIP LOCKED");
-    const LOCK_UNIT: &'static str = concat!(crate::unit_impl::unit_state!(), " FOR UPDATE OF u");
+    const LOCK_UNIT: &'static str = concat!(crate::unit_impl::unit_state!(), " FOR UPDATE OF t, u");
     const LOCK_ATTEMPT: &'static str = concat!(crate::unit_impl::attempt_state!(), " FOR UPDATE");
 }

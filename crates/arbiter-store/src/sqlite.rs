@@ -94,12 +94,12 @@ impl SqliteStore {
         worker: &str,
         ttl: Duration,
         now: Timestamp,
+        only: Option<&str>,
     ) -> Result<Option<Claimed>, StoreError> {
         let expires = crate::plan_impl::expiry(now, ttl);
         let token = crate::plan_impl::token("claim");
-        let rows = self
-            .script(sqlx::query(CLAIM_FAST).bind(plan).bind(now.0).bind(worker).bind(expires.0).bind(&token))
-            .await?;
+        let query = sqlx::query(CLAIM_FAST).bind(plan).bind(now.0).bind(worker).bind(expires.0).bind(&token).bind(only);
+        let rows = self.script(query).await?;
         let Some(row) = rows.into_iter().next() else { return Ok(None) };
         crate::plan_impl::fast_claim(&row, plan, worker, expires).map(Some)
     }
@@ -146,7 +146,8 @@ impl SqliteStore {
     }
 }
 
-/// See [`SqliteStore::claim_fast`]; `$5` is the claim's token.
+/// See [`SqliteStore::claim_fast`]; `$5` is the claim's token, `$6` the one task to claim
+/// (NULL: the best ready one).
 const CLAIM_FAST: &str = "BEGIN IMMEDIATE;
 UPDATE plan_tasks SET status = 'running', attempts = attempts + 1, fence = fence + 1, lease_owner = $3,
     lease_expires = $4, reserved_pico = 0, claim_token = $5, version = version + 1, updated_at = $2
@@ -154,6 +155,7 @@ WHERE plan_id = $1 AND id = (
     SELECT t.id FROM plan_tasks t JOIN plans p ON p.id = t.plan_id
     WHERE t.plan_id = $1 AND t.status = 'ready' AND t.not_before <= $2
       AND NOT p.cancelled AND NOT p.guard_files AND p.budget_pico IS NULL
+      AND (CAST($6 AS TEXT) IS NULL OR t.id = $6)
     ORDER BY t.priority, t.ord LIMIT 1);
 INSERT INTO plan_attempts (plan_id, task_id, attempt, fence, worker, status, started_at, reserved_pico)
     SELECT plan_id, id, attempts, fence, $3, 'running', $2, 0 FROM plan_tasks WHERE plan_id = $1 AND claim_token = $5;

@@ -64,7 +64,7 @@ macro_rules! attempt_state {
 pub(crate) use attempt_state;
 
 pub const READY_TASKS: &str = "SELECT spec FROM plan_tasks
-     WHERE plan_id = $1 AND status = 'ready' AND not_before <= $2 ORDER BY priority, ord LIMIT $3";
+     WHERE plan_id = $1 AND status = 'ready' AND not_before <= $2 ORDER BY priority, ord LIMIT $3 OFFSET $4";
 
 /// The attempt spreads over units: its lease stops expiring and is no longer its claimer's.
 pub const SPREAD_ATTEMPT: &str = "UPDATE plan_tasks SET lease_owner = NULL, lease_expires = NULL, run_id = $3,
@@ -381,12 +381,14 @@ macro_rules! unit_queue_impl {
                     &self,
                     plan_id: &str,
                     now: Timestamp,
+                    skip: u32,
                     limit: u32,
                 ) -> Result<Vec<TaskSpec>, StoreError> {
                     let rows = sqlx::query(u::READY_TASKS)
                         .bind(plan_id)
                         .bind(now.0)
                         .bind(i64::from(limit))
+                        .bind(i64::from(skip))
                         .fetch_all(&self.pool)
                         .await?;
                     rows.iter()
@@ -406,6 +408,9 @@ macro_rules! unit_queue_impl {
                     ttl: Duration,
                     now: Timestamp,
                 ) -> Result<ClaimOutcome, StoreError> {
+                    if let Some(claimed) = self.claim_fast(plan_id, worker, ttl, now, Some(task_id)).await? {
+                        return Ok(ClaimOutcome::Claimed(Box::new(claimed)));
+                    }
                     let mut tx = self.write_tx().await?;
                     let outcome = Self::claim_tx(&mut tx, plan_id, worker, ttl, now, Some(task_id)).await?;
                     tx.commit().await?;

@@ -191,9 +191,15 @@ pub struct ReclaimedUnit {
 /// The unit queue port (implemented by both stores, on top of their plan queue).
 #[async_trait]
 pub trait UnitQueue: PlanStore {
-    /// The best ready tasks of the plan (at most `limit`), without claiming any: a worker
-    /// that cannot run every runner looks before it claims.
-    async fn ready_tasks(&self, plan_id: &str, now: Timestamp, limit: u32) -> Result<Vec<TaskSpec>, StoreError>;
+    /// The best ready tasks of the plan, `limit` of them after the first `skip`, without
+    /// claiming any: a worker that cannot run every runner looks before it claims.
+    async fn ready_tasks(
+        &self,
+        plan_id: &str,
+        now: Timestamp,
+        skip: u32,
+        limit: u32,
+    ) -> Result<Vec<TaskSpec>, StoreError>;
     /// Claims this ready task (as [`PlanStore::claim`] claims the best one); `Idle` when it
     /// is not claimable (any more).
     async fn claim_task(

@@ -227,8 +227,10 @@ async fn releases(store: Arc<dyn UnitQueue>) {
 /// A worker looks at the ready tasks before it claims one it can run.
 async fn chosen_claims(store: Arc<dyn UnitQueue>) {
     import(&*store, &plan(&[task("A", &[]), task("B", &[]), task("C", &["A"])].join(","), "")).await;
-    let ready: Vec<String> = store.ready_tasks("p", t(1), 10).await.unwrap().into_iter().map(|s| s.id).collect();
+    let ready: Vec<String> = store.ready_tasks("p", t(1), 0, 10).await.unwrap().into_iter().map(|s| s.id).collect();
     assert_eq!(ready, vec!["A", "B"]);
+    let second: Vec<String> = store.ready_tasks("p", t(1), 1, 10).await.unwrap().into_iter().map(|s| s.id).collect();
+    assert_eq!(second, vec!["B"]);
     let b = match store.claim_task("p", "B", "w", LEASE, t(1)).await.unwrap() {
         ClaimOutcome::Claimed(c) => *c,
         ClaimOutcome::Idle(i) => panic!("B is ready: {i:?}"),
@@ -236,7 +238,7 @@ async fn chosen_claims(store: Arc<dyn UnitQueue>) {
     assert_eq!(b.lease.task_id, "B");
     assert!(matches!(store.claim_task("p", "B", "w", LEASE, t(1)).await.unwrap(), ClaimOutcome::Idle(_)));
     assert!(matches!(store.claim_task("p", "C", "w", LEASE, t(1)).await.unwrap(), ClaimOutcome::Idle(_)));
-    let ready: Vec<String> = store.ready_tasks("p", t(1), 10).await.unwrap().into_iter().map(|s| s.id).collect();
+    let ready: Vec<String> = store.ready_tasks("p", t(1), 0, 10).await.unwrap().into_iter().map(|s| s.id).collect();
     assert_eq!(ready, vec!["A"]);
 }
 
@@ -276,6 +278,52 @@ async fn concurrent_unit_claims(store: Arc<dyn UnitQueue>) {
     assert_eq!(all.len(), 50, "{all:?}");
 }
 
+/// The candidates of one attempt finishing at the same moment: whichever finishes last makes
+/// the evaluation ready, exactly once (each would otherwise see the others still running).
+async fn concurrent_candidate_finishes(store: Arc<dyn UnitQueue>) {
+    let tasks: Vec<String> = (0..12).map(|i| task(&format!("T{i:02}"), &[])).collect();
+    import(&*store, &plan(&tasks.join(","), "")).await;
+    let mut held = Vec::new();
+    for _ in 0..12 {
+        let c = claim_task(&*store, "starter", t(1)).await;
+        let units: Vec<UnitSpec> = (1..=4)
+            .map(|i| unit(&format!("c{i:02}"), UnitKind::Candidate, &[]))
+            .chain([unit("evaluation", UnitKind::Evaluation, &[])])
+            .collect();
+        store.start_units(&c.lease, &format!("run-{}", c.lease.task_id), "base-sha", &units, t(1)).await.unwrap();
+    }
+    while let Some(c) = store.claim_unit(Some("p"), "w", &Capabilities::Any, LEASE, t(2)).await.unwrap() {
+        held.push(c.lease);
+    }
+    assert_eq!(held.len(), 48, "every candidate is claimed before any finishes");
+    let start = Arc::new(tokio::sync::Barrier::new(held.len()));
+    let mut finishing = tokio::task::JoinSet::new();
+    for lease in held {
+        let (store, start) = (store.clone(), start.clone());
+        finishing.spawn(async move {
+            start.wait().await;
+            let f = store.finish_unit(&lease, done(json!({"status": "ok"})), Usd::ZERO, t(3)).await.unwrap();
+            (lease.attempt.task_id.clone(), f.evaluation_ready)
+        });
+    }
+    let mut ready = Vec::new();
+    while let Some(joined) = finishing.join_next().await {
+        let (task, evaluation_ready) = joined.unwrap();
+        if evaluation_ready {
+            ready.push(task);
+        }
+    }
+    ready.sort();
+    let expected: Vec<String> = (0..12).map(|i| format!("T{i:02}")).collect();
+    assert_eq!(ready, expected, "each evaluation became ready once, when its last candidate finished");
+    let mut evaluations = BTreeSet::new();
+    while let Some(c) = store.claim_unit(Some("p"), "e", &Capabilities::Any, LEASE, t(4)).await.unwrap() {
+        assert_eq!(c.lease.kind, UnitKind::Evaluation);
+        evaluations.insert(c.lease.attempt.task_id.clone());
+    }
+    assert_eq!(evaluations.len(), 12);
+}
+
 macro_rules! both {
     ($($name:ident),* $(,)?) => {
         mod sqlite {
@@ -304,4 +352,11 @@ macro_rules! both {
     };
 }
 
-both!(spread_and_evaluate, unit_leases, releases, chosen_claims, concurrent_unit_claims);
+both!(
+    spread_and_evaluate,
+    unit_leases,
+    releases,
+    chosen_claims,
+    concurrent_unit_claims,
+    concurrent_candidate_finishes
+);
