@@ -413,6 +413,19 @@ pub enum PlanCommand {
         #[command(flatten)]
         remote: PlanServerArgs,
     },
+    /// Push the plan's integration branch to a remote of its repository (fast-forward
+    /// only: arbiter never force-pushes). A plan with `push = true` is pushed after every
+    /// winner without this.
+    Push {
+        id: String,
+        /// The remote of the plan's repository to push to.
+        #[arg(long, default_value = "origin", value_name = "NAME")]
+        remote: String,
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        server: PlanServerArgs,
+    },
     /// Run the plan's ready tasks as tournaments with N local workers until nothing more
     /// can run; exit 0 only if every task is done or skipped. (Every other plan command
     /// takes --server URL to act on a control plane's plans.)

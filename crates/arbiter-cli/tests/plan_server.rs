@@ -374,6 +374,25 @@ async fn tour(pg: Option<PgDatabase>) {
     assert!(run.stdout.contains("feature stays at"), "{}", run.stdout);
     assert_eq!(rev(&repo, "feature"), base);
 
+    // The server pushes a plan's branch from its copy of the repository: a remote it lacks
+    // is named with the fix, which works.
+    let run = remote(&["push", "adopt"]);
+    run.assert_code(2);
+    assert!(
+        run.stderr.contains("has no remote 'origin'") && run.stderr.contains("remote add origin URL"),
+        "{}",
+        run.stderr
+    );
+    let bare = tempfile::tempdir().unwrap();
+    git_in(bare.path(), &["init", "-q", "--bare", "origin.git"]);
+    let origin = bare.path().join("origin.git");
+    repo.git(&["remote", "add", "origin", origin.to_str().unwrap()]);
+    let run = remote(&["push", "adopt", "--json"]);
+    run.assert_code(0);
+    let pushed = json_of(&run);
+    assert_eq!((pushed["branch"].clone(), pushed["commit"].clone()), (json!("feature"), json!(base)), "{pushed:#}");
+    assert_eq!(git_in(&origin, &["rev-parse", "refs/heads/feature"]).trim(), base);
+
     // A Whilly file (no repository: the one the command runs in; a done task stays done).
     repo.write(
         "plans/tasks.json",

@@ -964,3 +964,73 @@ fn a_tournament_spreads_over_the_workers_and_its_evaluation_gates_every_candidat
     assert!(seqs.windows(2).all(|w| w[1] == w[0] + 1), "the run's log is numbered in order: {seqs:?}");
     repo.arbiter(&["runs", "verify", &run_id]).assert_code(0);
 }
+
+/// `push = true`: every winner's commit reaches the repository's `origin`; `arbiter plan
+/// push` pushes on demand, never forced, to a remote named safely, and never shows a password
+/// the remote's URL holds.
+#[test]
+fn a_plan_with_push_sends_its_branch_to_origin_and_never_forces() {
+    let (repo, log) = plan_repo(DIAMOND);
+    let remote = tempfile::tempdir().expect("a temp dir");
+    let bare = remote.path().join("origin.git");
+    git_in(remote.path(), &["init", "-q", "--bare", bare.to_str().expect("utf-8 path")]);
+    repo.git(&["remote", "add", "origin", bare.to_str().expect("utf-8 path")]);
+    let mut plan = diamond(&log);
+    plan["push"] = json!(true);
+    let file = write_plan(&repo, &plan);
+    repo.commit_all("plan");
+    repo.arbiter(&["plan", "import", &file]).assert_code(0);
+    repo.arbiter(&["plan", "run", "diamond", "--workers", "2"]).assert_code(0);
+    let ours = rev(&repo, "arbiter/diamond");
+    assert_eq!(git_in(&bare, &["rev-parse", "refs/heads/arbiter/diamond"]).trim(), ours);
+    let evs = events(&repo, "diamond", &[]);
+    let pushed: Vec<&Value> = evs.iter().filter(|e| e["kind"] == "branch_pushed").collect();
+    assert_eq!(pushed.len(), 4, "one push per winner: {evs:#?}");
+    assert!(evs.iter().all(|e| e["kind"] != "branch_push_failed"), "{evs:#?}");
+
+    // On demand: the remote has it already.
+    let again = repo.arbiter(&["plan", "push", "diamond"]);
+    again.assert_code(0);
+    assert!(again.stdout.contains("already"), "{}", again.stdout);
+
+    // Someone moved the remote's branch elsewhere: arbiter leaves it, and says why.
+    let other = tempfile::tempdir().expect("a temp dir");
+    git_in(other.path(), &["clone", "-q", bare.to_str().expect("utf-8 path"), "c"]);
+    let clone = other.path().join("c");
+    git_in(&clone, &["checkout", "-q", "--orphan", "theirs"]);
+    std::fs::write(clone.join("theirs.txt"), "theirs\n").expect("write");
+    git_in(&clone, &["add", "theirs.txt"]);
+    git_in(&clone, &["-c", "user.name=t", "-c", "user.email=t@t.invalid", "commit", "-q", "-m", "theirs"]);
+    git_in(&clone, &["push", "-q", "--force", "origin", "theirs:arbiter/diamond"]);
+    let theirs = git_in(&bare, &["rev-parse", "refs/heads/arbiter/diamond"]);
+    let refused = repo.arbiter(&["plan", "push", "diamond"]);
+    refused.assert_code(2);
+    assert!(refused.stderr.contains("never force-pushes"), "{}", refused.stderr);
+    assert_eq!(git_in(&bare, &["rev-parse", "refs/heads/arbiter/diamond"]), theirs, "the remote was left as it was");
+
+    // A remote name that git would read as an option is refused before git runs.
+    let hostile = repo.arbiter(&["plan", "push", "diamond", "--remote=--receive-pack=touch /tmp/arbiter-pwned"]);
+    hostile.assert_code(2);
+    assert!(hostile.stderr.contains("is not a remote name"), "{}", hostile.stderr);
+    assert!(!Path::new("/tmp/arbiter-pwned").exists());
+    // The hint of a remote that does not exist: add it, and the push goes through.
+    let missing = repo.arbiter(&["plan", "push", "diamond", "--remote", "backup"]);
+    missing.assert_code(2);
+    assert!(missing.stderr.contains("remote add backup URL"), "{}", missing.stderr);
+    let backup = remote.path().join("backup.git");
+    git_in(remote.path(), &["init", "-q", "--bare", backup.to_str().expect("utf-8 path")]);
+    repo.git(&["remote", "add", "backup", backup.to_str().expect("utf-8 path")]);
+    repo.arbiter(&["plan", "push", "diamond", "--remote", "backup"]).assert_code(0);
+    assert_eq!(git_in(&backup, &["rev-parse", "refs/heads/arbiter/diamond"]).trim(), ours);
+
+    // A password in a remote's URL is never printed.
+    repo.git(&["remote", "add", "locked", "http://arbiter:hunter2-remote-pw@127.0.0.1:9/repo.git"]);
+    let failed = repo.arbiter(&["plan", "push", "diamond", "--remote", "locked"]);
+    failed.assert_code(3);
+    assert!(
+        !failed.stderr.contains("hunter2-remote-pw") && !failed.stdout.contains("hunter2-remote-pw"),
+        "{}",
+        failed.stderr
+    );
+    assert!(failed.stderr.contains("pushing arbiter/diamond to locked"), "{}", failed.stderr);
+}

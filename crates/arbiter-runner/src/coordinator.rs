@@ -294,6 +294,8 @@ pub struct LocalCoordinator {
     /// Where each plan's own commits begin on its integration branch, once its branch is
     /// known to be the plan's.
     bases: Mutex<HashMap<String, String>>,
+    /// Integration branches being pushed after their winners (plans with `push = true`).
+    pushes: crate::plan_push::BranchPushes,
 }
 
 /// What a claim on one plan found.
@@ -317,7 +319,22 @@ impl LocalCoordinator {
         progress: Option<UnboundedSender<Progress>>,
     ) -> Self {
         let bases = Mutex::new(HashMap::new());
-        LocalCoordinator { plans, clock, repositories, settings_for, lease, poll, progress, bases }
+        let pushes = Default::default();
+        LocalCoordinator { plans, clock, repositories, settings_for, lease, poll, progress, bases, pushes }
+    }
+
+    /// Starts pushing the plan's integration branch after `task`'s winner, when the plan
+    /// says `push = true`.
+    fn push_after(&self, header: &PlanSpec, repo: Git, task: &str) {
+        if header.push {
+            let (plans, clock) = (self.plans.clone(), self.clock.clone());
+            self.pushes.start(plans, clock, repo, &header.id, &header.integration_branch, task);
+        }
+    }
+
+    /// Waits for the pushes of integration branches still going (before the process exits).
+    pub async fn flush_pushes(&self) {
+        self.pushes.flush().await;
     }
 
     fn now(&self) -> Timestamp {
@@ -850,7 +867,10 @@ impl LocalCoordinator {
         if let Some(commit) = integration::find_task_commit(&repo, branch, &plan_base, &header.id, &task.id).await? {
             let result = AttemptResult::Succeeded { run_id: Some(run_id.to_string()), commit: Some(commit.clone()) };
             return Ok(match self.finish(lease, result, cost).await? {
-                Finish::Recorded(_) => Reported::Done { commit, recovered: true },
+                Finish::Recorded(_) => {
+                    self.push_after(header, repo, &task.id);
+                    Reported::Done { commit, recovered: true }
+                }
                 Finish::Stale => Reported::Stale,
             });
         }
@@ -894,7 +914,10 @@ impl LocalCoordinator {
         Ok(match self.finish(lease, result, cost).await? {
             Finish::Recorded(retry_at) => match reported {
                 Reported::Failed { reason, .. } => Reported::Failed { reason, retry_at },
-                other => other,
+                done => {
+                    self.push_after(header, repo, &task.id);
+                    done
+                }
             },
             Finish::Stale => Reported::Stale,
         })

@@ -37,6 +37,7 @@ pub mod judge;
 pub mod materialize;
 pub mod plan_admin;
 pub mod plan_branch;
+pub mod plan_push;
 pub mod plan_repos;
 pub mod plan_run;
 pub mod pool;

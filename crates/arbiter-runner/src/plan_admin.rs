@@ -1,5 +1,5 @@
 //! Plan administration behind one port, [`PlanAdmin`]: what `arbiter plan import|apply|
-//! export|show|status|list|create|budget|reset|cancel|retry|events` do to plans, whether the
+//! export|show|status|list|create|budget|reset|cancel|retry|events|push` do to plans, whether the
 //! plans live in a store on this machine ([`LocalPlanAdmin`]) or on a control plane (the
 //! HTTP client of `arbiter-server`, whose routes serve this very [`LocalPlanAdmin`]).
 //!
@@ -36,6 +36,7 @@ use crate::coordinator::{CoordinatorError, PlanRepositories};
 use crate::git::{Git, GitError};
 use crate::integration;
 use crate::plan_branch::{self, BranchError};
+use crate::plan_push::{self, PushError, Pushed};
 
 /// The most events one call of [`PlanAdmin::events`] answers.
 pub const EVENTS_PAGE: u32 = 1000;
@@ -92,6 +93,7 @@ impl NewPlan {
             base_ref: "HEAD".into(),
             integration_branch: PlanSpec::default_branch(&self.id),
             budget_usd: self.budget_usd,
+            push: false,
             defaults: Default::default(),
             tasks: Vec::new(),
         }
@@ -197,6 +199,17 @@ impl From<BranchError> for AdminError {
     }
 }
 
+impl From<PushError> for AdminError {
+    fn from(e: PushError) -> Self {
+        match e {
+            PushError::Git(g) => g.into(),
+            e if e.is_usage() => AdminError::Invalid(e.to_string()),
+            e @ PushError::Rejected { .. } => AdminError::Conflict(e.to_string()),
+            e => AdminError::Environment(e.to_string()),
+        }
+    }
+}
+
 impl From<CoordinatorError> for AdminError {
     fn from(e: CoordinatorError) -> Self {
         match e {
@@ -237,6 +250,8 @@ pub trait PlanAdmin: Send + Sync {
     async fn cancel(&self, plan: &str) -> Result<usize, AdminError>;
     /// Gives a failed, cancelled or skipped task new attempts; its status now.
     async fn retry(&self, plan: &str, task: &str) -> Result<TaskStatus, AdminError>;
+    /// Pushes the plan's integration branch to `remote` of its repository (never forced).
+    async fn push(&self, plan: &str, remote: &str) -> Result<Pushed, AdminError>;
 }
 
 /// Every event of the plan, oldest first, page by page.
@@ -461,6 +476,16 @@ impl PlanAdmin for LocalPlanAdmin {
 
     async fn retry(&self, plan: &str, task: &str) -> Result<TaskStatus, AdminError> {
         Ok(self.plans.retry_task(plan, task, self.now()).await?)
+    }
+
+    async fn push(&self, plan: &str, remote: &str) -> Result<Pushed, AdminError> {
+        let record = self.plans.plan_record(plan).await?.ok_or_else(|| AdminError::no_plan(plan))?;
+        let header = &record.header;
+        let git = self.git_for(header).await?;
+        let pushed = plan_push::push_branch(&git, plan, &header.integration_branch, remote).await?;
+        let data = json!({"pushed": pushed, "by": "plan push"});
+        self.plans.note_event(plan, "branch_pushed", data, self.now()).await?;
+        Ok(pushed)
     }
 }
 

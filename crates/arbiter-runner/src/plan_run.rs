@@ -176,7 +176,7 @@ impl PlanRunner {
             })
         };
         let worker = Arc::new(Worker {
-            coordinator,
+            coordinator: coordinator.clone(),
             tournaments: Arc::new(Tournaments {
                 runs: Arc::new(OneRunIndex(self.runs.clone())),
                 clock: self.clock.clone(),
@@ -196,6 +196,7 @@ impl PlanRunner {
             progress: self.progress.clone(),
         });
         let worked = worker.run().await;
+        coordinator.flush_pushes().await;
         drop(worker);
         sweeper.abort();
         worked?;

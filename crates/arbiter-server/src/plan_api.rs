@@ -141,6 +141,15 @@ pub struct Retried {
     pub status: TaskStatus,
 }
 
+/// `POST /api/v1/plans/{plan}/push`; the answer is a [`arbiter_runner::plan_push::Pushed`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PushRequest {
+    /// A remote of the plan's repository (default `origin`).
+    #[serde(default)]
+    pub remote: Option<String>,
+}
+
 /// The answer of `POST /api/v1/plans/{plan}/cancel`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Cancelled {

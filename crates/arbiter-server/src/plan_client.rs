@@ -15,6 +15,7 @@ use arbiter_core::plan::state::TaskStatus;
 use arbiter_runner::plan_admin::{
     AdminError, Imported, NewPlan, PlanAdmin, PlanDetails, PlanImport, ResetOutcome, ResetPreview,
 };
+use arbiter_runner::plan_push::Pushed;
 use arbiter_store::plans::{PlanEvent, PlanSummary};
 use arbiter_store::workers::Secret;
 use reqwest::{Method, StatusCode};
@@ -23,7 +24,8 @@ use serde::de::DeserializeOwned;
 
 use crate::client::{Client, ClientError};
 use crate::plan_api::{
-    BudgetRequest, Cancelled, CreateRequest, EventList, ImportRequest, PlanList, ResetRequest, Retried, RetryRequest,
+    BudgetRequest, Cancelled, CreateRequest, EventList, ImportRequest, PlanList, PushRequest, ResetRequest, Retried,
+    RetryRequest,
 };
 
 /// Plan administration on a control plane.
@@ -124,5 +126,10 @@ impl PlanAdmin for RemotePlanAdmin {
     async fn retry(&self, plan: &str, task: &str) -> Result<TaskStatus, AdminError> {
         let path = format!("{}/retry", plan_path(plan)?);
         Ok(self.call::<_, Retried>(Method::POST, &path, Some(&RetryRequest { task: task.to_string() })).await?.status)
+    }
+
+    async fn push(&self, plan: &str, remote: &str) -> Result<Pushed, AdminError> {
+        let path = format!("{}/push", plan_path(plan)?);
+        self.call(Method::POST, &path, Some(&PushRequest { remote: Some(remote.to_string()) })).await
     }
 }

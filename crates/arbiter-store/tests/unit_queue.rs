@@ -352,11 +352,4 @@ macro_rules! both {
     };
 }
 
-both!(
-    spread_and_evaluate,
-    unit_leases,
-    releases,
-    chosen_claims,
-    concurrent_unit_claims,
-    concurrent_candidate_finishes
-);
+both!(spread_and_evaluate, unit_leases, releases, chosen_claims, concurrent_unit_claims, concurrent_candidate_finishes);

@@ -133,7 +133,8 @@ fn remote_of(cmd: &PlanCommand) -> Option<&PlanServerArgs> {
         | PlanCommand::Reset { remote, .. }
         | PlanCommand::Cancel { remote, .. }
         | PlanCommand::Retry { remote, .. }
-        | PlanCommand::Events { remote, .. } => Some(remote),
+        | PlanCommand::Events { remote, .. }
+        | PlanCommand::Push { server: remote, .. } => Some(remote),
         PlanCommand::Run { .. } | PlanCommand::Schema => None,
     }
 }
@@ -314,6 +315,29 @@ pub async fn plan(repo: Option<&Path>, database_url: Option<&str>, cmd: &PlanCom
         PlanCommand::Retry { id, task, .. } => {
             let status = admin.retry(id, task).await?;
             println!("Task {task} of plan {id} is {} again, with new attempts.", status.as_str());
+            Ok(exit::SUCCESS)
+        }
+        PlanCommand::Push { id, remote, json, .. } => {
+            let pushed = admin.push(id, remote).await?;
+            if *json {
+                println!("{}", pretty(&serde_json::to_value(&pushed).unwrap_or_default()));
+            } else if pushed.up_to_date {
+                println!(
+                    "{} ({}) has {} at {} already.",
+                    pushed.remote,
+                    pushed.url,
+                    pushed.branch,
+                    short(&pushed.commit)
+                );
+            } else {
+                println!(
+                    "Pushed {} at {} to {} ({}).",
+                    pushed.branch,
+                    short(&pushed.commit),
+                    pushed.remote,
+                    pushed.url
+                );
+            }
             Ok(exit::SUCCESS)
         }
         PlanCommand::Events { id, json, .. } => {

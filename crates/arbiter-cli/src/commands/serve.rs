@@ -84,8 +84,12 @@ pub async fn serve(database_url: Option<&str>, args: &ServeArgs) -> Result<u8, C
     let shutdown = CancellationToken::new();
     tokio::spawn(stop_on_signal(shutdown.clone()));
     let sweeper = arbiter_server::work::spawn_sweeper(state.clone());
+    let work = state.work.clone();
     bound.run(state, shutdown).await.map_err(CliError::environment)?;
     sweeper.abort();
+    if let Some(work) = work {
+        work.coordinator.flush_pushes().await;
+    }
     tracing::info!("stopped");
     Ok(0)
 }

@@ -97,6 +97,8 @@ struct RawPlan {
     #[serde(default, deserialize_with = "crate::money::deserialize_budget")]
     budget_usd: Option<Usd>,
     #[serde(default)]
+    push: bool,
+    #[serde(default)]
     defaults: RawDefaults,
     tasks: Vec<RawTask>,
 }
@@ -197,6 +199,7 @@ fn ours(raw: RawPlan) -> Result<PlanSpec, ParseError> {
         repository: raw.repository.filter(|r| !r.trim().is_empty()),
         base_ref: raw.base_ref.filter(|b| !b.trim().is_empty()).unwrap_or_else(|| "HEAD".into()),
         budget_usd: raw.budget_usd,
+        push: raw.push,
         defaults: TaskDefaults {
             candidates: d.candidates,
             runners: names(d.runners),
@@ -291,6 +294,7 @@ fn whilly(raw: WhillyPlan) -> Result<PlanSpec, ParseError> {
         repository: None,
         base_ref: "HEAD".into(),
         budget_usd: None,
+        push: false,
         defaults: TaskDefaults::default(),
         tasks,
     })

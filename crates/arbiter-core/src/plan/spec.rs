@@ -143,6 +143,10 @@ pub struct PlanSpec {
     pub integration_branch: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budget_usd: Option<Usd>,
+    /// Push the integration branch to the repository's `origin` after every winner is
+    /// committed onto it (never forced: a remote branch that moved elsewhere is left as it is).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub push: bool,
     #[serde(default, skip_serializing_if = "is_default")]
     pub defaults: TaskDefaults,
     pub tasks: Vec<TaskSpec>,

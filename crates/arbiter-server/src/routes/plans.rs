@@ -14,6 +14,9 @@
 //!   `POST /api/v1/plans/{plan}/reset` `{hard, keep_branch}` → what it did.
 //! - `POST /api/v1/plans/{plan}/retry` `{task}` → `{task, status}` (the task in the body:
 //!   task ids may hold `/`).
+//! - `POST /api/v1/plans/{plan}/push` `{remote}` → `{remote, url, branch, commit,
+//!   up_to_date}`: the integration branch pushed to a remote of the plan's repository
+//!   (`origin` by default; never forced: 409 when the remote's branch went elsewhere).
 //!
 //! `{plan}` must be a plan id (letters, digits, `.`, `_`, `-`, not starting with `.` or `-`,
 //! no `..`): anything else is 404, like a plan that does not exist. The port's errors map
@@ -36,11 +39,13 @@ use arbiter_core::plan::check::plan_id_ok;
 use arbiter_runner::plan_admin::{
     AdminError, EVENTS_PAGE, Imported, PlanAdmin, PlanDetails, ResetOutcome, ResetPreview,
 };
+use arbiter_runner::plan_push::{self, Pushed};
 
 use crate::auth::AdminAuth;
 use crate::error::{ApiError, ApiJson};
 use crate::plan_api::{
-    BudgetRequest, Cancelled, CreateRequest, EventList, ImportRequest, PlanList, ResetRequest, Retried, RetryRequest,
+    BudgetRequest, Cancelled, CreateRequest, EventList, ImportRequest, PlanList, PushRequest, ResetRequest, Retried,
+    RetryRequest,
 };
 use crate::state::AppState;
 
@@ -53,6 +58,7 @@ pub fn routes() -> Router<AppState> {
         .route("/api/v1/plans/{plan}/cancel", post(cancel))
         .route("/api/v1/plans/{plan}/reset", get(reset_preview).post(reset))
         .route("/api/v1/plans/{plan}/retry", post(retry))
+        .route("/api/v1/plans/{plan}/push", post(push))
 }
 
 /// The server's plan administrator, or 503.
@@ -232,6 +238,20 @@ async fn retry(
     changed(&state);
     tracing::info!(plan = %id, task = %req.task.escape_default(), "task retried");
     Ok(Json(Retried { task: req.task, status }))
+}
+
+async fn push(
+    _: AdminAuth,
+    State(state): State<AppState>,
+    PlanId(id): PlanId,
+    ApiJson(req): ApiJson<PushRequest>,
+) -> Result<Json<Pushed>, ApiError> {
+    let remote = req.remote.as_deref().unwrap_or(plan_push::DEFAULT_REMOTE);
+    let pushed = admin(&state)?.push(&id, remote).await;
+    changed(&state);
+    let pushed = pushed.map_err(admin_error)?;
+    tracing::info!(plan = %id, remote = %pushed.remote, commit = %pushed.commit, "integration branch pushed");
+    Ok(Json(pushed))
 }
 
 #[cfg(test)]
