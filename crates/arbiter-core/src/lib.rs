@@ -61,6 +61,7 @@ pub mod settings;
 pub mod status;
 pub mod strategy;
 pub mod task;
+pub mod test_command;
 pub mod time;
 pub mod viewer;
 

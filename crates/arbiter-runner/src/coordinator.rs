@@ -277,8 +277,11 @@ impl PlanRepositories for OneRepository {
 
 /// A worker that cannot run every runner looks at the ready tasks a page at a time, up to a
 /// few pages, before it claims one it can run.
-const READY_PAGE: u32 = 8;
-const READY_PAGES: u32 = 8;
+const READY_PAGE: u32 = 16;
+const READY_PAGES: u32 = 4;
+/// How many times a worker that cannot run every runner looks at the ready tasks in one
+/// claim, when the ones it saw were taken before it claimed.
+const LOOKS: u32 = 3;
 
 /// The plan queue in a store on this machine, and the repositories whose integration
 /// branches the plans commit onto. The control plane serves remote workers with it too.
@@ -296,7 +299,28 @@ pub struct LocalCoordinator {
     bases: Mutex<HashMap<String, String>>,
     /// Integration branches being pushed after their winners (plans with `push = true`).
     pushes: crate::plan_push::BranchPushes,
+    /// Plans' headers as last read, and when (see [`LocalCoordinator::header`]).
+    headers: Mutex<HashMap<String, (std::time::Instant, PlanSpec)>>,
+    /// Whether each plan's tasks name their own runners, as last read, and when.
+    choosers: Mutex<HashMap<String, (std::time::Instant, bool)>>,
+    /// The leases of whole tournaments this coordinator handed out, with their task, until
+    /// they are reported: a remote worker's report names its lease, which is found here
+    /// instead of in the store (the store still guards the report by its fencing token).
+    handed_out: Mutex<HashMap<LeaseKey, (std::time::Instant, Lease, TaskSpec)>>,
+    /// When a claim last found no ready unit in each plan (see [`UNITS_RECHECK`]).
+    no_ready_units: Mutex<HashMap<String, std::time::Instant>>,
 }
+
+/// A lease by its plan, task and fencing token.
+type LeaseKey = (String, String, i64);
+
+/// How long a claim trusts that a plan has no ready unit before it asks the store again,
+/// unless this coordinator changed the plan's units meanwhile (it forgets then): units made
+/// ready elsewhere (another process on the same store, the sweeper) wait at most this long.
+const UNITS_RECHECK: Duration = Duration::from_millis(100);
+
+/// How long a plan's header is used before it is read again.
+const HEADER_TTL: Duration = Duration::from_secs(1);
 
 /// What a claim on one plan found.
 enum Found {
@@ -319,8 +343,21 @@ impl LocalCoordinator {
         progress: Option<UnboundedSender<Progress>>,
     ) -> Self {
         let bases = Mutex::new(HashMap::new());
-        let pushes = Default::default();
-        LocalCoordinator { plans, clock, repositories, settings_for, lease, poll, progress, bases, pushes }
+        LocalCoordinator {
+            plans,
+            clock,
+            repositories,
+            settings_for,
+            lease,
+            poll,
+            progress,
+            bases,
+            pushes: Default::default(),
+            headers: Default::default(),
+            choosers: Default::default(),
+            handed_out: Default::default(),
+            no_ready_units: Default::default(),
+        }
     }
 
     /// Starts pushing the plan's integration branch after `task`'s winner, when the plan
@@ -365,10 +402,37 @@ impl LocalCoordinator {
         Ok(owned.base)
     }
 
+    /// The plan's header, read from the store at most once per [`HEADER_TTL`]: a claim and a
+    /// report each need it several times, and it changes only when the plan is re-imported
+    /// (what the store guards — budgets, cancellation, leases — is never read from here).
     async fn header(&self, plan_id: &str) -> Result<PlanSpec, CoordinatorError> {
+        if let Some((read, header)) = self.headers.lock().unwrap_or_else(|p| p.into_inner()).get(plan_id)
+            && read.elapsed() < HEADER_TTL
+        {
+            return Ok(header.clone());
+        }
         let record =
             self.plans.plan_record(plan_id).await?.ok_or_else(|| StoreError::NoPlan { id: plan_id.to_string() })?;
+        let mut headers = self.headers.lock().unwrap_or_else(|p| p.into_inner());
+        headers.retain(|_, (read, _)| read.elapsed() < HEADER_TTL);
+        headers.insert(plan_id.to_string(), (std::time::Instant::now(), record.header.clone()));
         Ok(record.header)
+    }
+
+    /// Whether the plan's tasks name their own runners (read at most once per
+    /// [`HEADER_TTL`]; a task claimed on an answer that went stale is given back, see
+    /// [`LocalCoordinator::start_attempt`]).
+    async fn tasks_choose_runners(&self, plan_id: &str) -> Result<bool, CoordinatorError> {
+        if let Some((read, chooses)) = self.choosers.lock().unwrap_or_else(|p| p.into_inner()).get(plan_id)
+            && read.elapsed() < HEADER_TTL
+        {
+            return Ok(*chooses);
+        }
+        let chooses = self.plans.tasks_choose_runners(plan_id).await?;
+        let mut choosers = self.choosers.lock().unwrap_or_else(|p| p.into_inner());
+        choosers.retain(|_, (read, _)| read.elapsed() < HEADER_TTL);
+        choosers.insert(plan_id.to_string(), (std::time::Instant::now(), chooses));
+        Ok(chooses)
     }
 
     /// The plans a worker without a plan of its own claims from, in a stable order.
@@ -444,6 +508,34 @@ impl LocalCoordinator {
         Ok(())
     }
 
+    /// The best ready tasks of the plan a worker with `caps` can run, looked at a page at a
+    /// time, up to a few pages (empty: none of those).
+    async fn runnable_ready(
+        &self,
+        plan: &str,
+        header: &PlanSpec,
+        workspace: &Workspace,
+        caps: &Capabilities,
+    ) -> Result<Vec<TaskSpec>, CoordinatorError> {
+        let mut ready = Vec::new();
+        for page in 0..READY_PAGES {
+            let tasks = self.plans.ready_tasks(plan, self.now(), page * READY_PAGE, READY_PAGE).await?;
+            let last = tasks.len() < READY_PAGE as usize;
+            ready.extend(tasks.into_iter().filter(|task| {
+                // A task whose settings are invalid is claimed by the first worker to look
+                // at it, and fails with the reason (it would otherwise wait for ever).
+                match (self.settings_for)(workspace, header, task) {
+                    Ok(settings) => can_run(caps, &settings),
+                    Err(_) => true,
+                }
+            }));
+            if !ready.is_empty() || last {
+                break;
+            }
+        }
+        Ok(ready)
+    }
+
     /// Claims a new task of the plan this worker can run (some unit of it, when its
     /// tournament spreads; all of it otherwise).
     async fn claim_task(
@@ -457,45 +549,51 @@ impl LocalCoordinator {
         }
         let header = self.header(plan).await?;
         let workspace = self.repositories.workspace_for(&header).await?;
-        let mut ready = Vec::new();
-        for page in 0..READY_PAGES {
-            let tasks = self.plans.ready_tasks(plan, self.now(), page * READY_PAGE, READY_PAGE).await?;
-            let last = tasks.len() < READY_PAGE as usize;
-            ready.extend(tasks.into_iter().filter(|task| {
-                // A task whose settings are invalid is claimed by the first worker to look
-                // at it, and fails with the reason (it would otherwise wait for ever).
-                match (self.settings_for)(&workspace, &header, task) {
-                    Ok(settings) => can_run(caps, &settings),
-                    Err(_) => true,
+        if !self.tasks_choose_runners(plan).await? {
+            // Every task needs what the plan's defaults give it: those decide for all (a
+            // task whose settings are invalid is claimed, and fails with the reason).
+            return match (self.settings_for)(&workspace, &header, &TaskSpec::default()) {
+                Ok(settings) if !can_run(caps, &settings) => {
+                    Ok(self.plans.claim_among(plan, &[], worker, self.lease, self.now()).await?)
                 }
-            }));
-            if !ready.is_empty() || last {
-                break;
+                _ => Ok(self.plans.claim(plan, worker, self.lease, self.now()).await?),
+            };
+        }
+        let mut ready = self.runnable_ready(plan, &header, &workspace, caps).await?;
+        // One round trip claims the best of them still ready (claimers looking at the same
+        // tasks at once skip each other's). When every one was taken meanwhile, a new look
+        // finds those still ready; tasks that stay ready but cannot be claimed (their key
+        // files overlap running work, the budget is spent) end the claim after a few looks.
+        // An empty look answers with the plan's counts.
+        for _ in 1..LOOKS {
+            let ids: Vec<String> = ready.iter().map(|t| t.id.clone()).collect();
+            match self.plans.claim_among(plan, &ids, worker, self.lease, self.now()).await? {
+                ClaimOutcome::Idle(idle) if !ids.is_empty() && !idle.cancelled && !idle.budget_exhausted => {}
+                outcome => return Ok(outcome),
             }
+            ready = self.runnable_ready(plan, &header, &workspace, caps).await?;
         }
-        // Workers looking at the same tasks at once would all reach for the first: each
-        // starts at a place of its own among the best ones (those of the first's priority).
-        let best = ready.iter().take_while(|t| ready.first().is_some_and(|f| f.priority == t.priority)).count();
-        if best > 1 {
-            let start = worker.bytes().fold(0usize, |h, b| h.wrapping_mul(31).wrapping_add(usize::from(b))) % best;
-            ready[..best].rotate_left(start);
-        }
-        for task in ready {
-            match self.plans.claim_task(plan, &task.id, worker, self.lease, self.now()).await? {
-                ClaimOutcome::Claimed(c) => return Ok(ClaimOutcome::Claimed(c)),
-                // Taken meanwhile (or the budget is spent): the next one.
-                ClaimOutcome::Idle(_) => continue,
-            }
-        }
-        // Nothing this worker can run: what the plan's queue looks like (an impossible pick
-        // answers with the counts of an idle claim).
-        Ok(self.plans.claim_task(plan, "", worker, self.lease, self.now()).await?)
+        let ids: Vec<String> = ready.iter().map(|t| t.id.clone()).collect();
+        Ok(self.plans.claim_among(plan, &ids, worker, self.lease, self.now()).await?)
     }
 
     /// One claim on one plan: a unit of a running attempt, or a new attempt.
     async fn claim_on(&self, plan: &str, worker: &str, caps: &Capabilities) -> Result<Found, CoordinatorError> {
-        if let Some(u) = self.plans.claim_unit(Some(plan), worker, caps, self.lease, self.now()).await? {
-            return Ok(Found::Work(Box::new(self.unit_assignment(u).await?)));
+        let none_lately = self
+            .no_ready_units
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(plan)
+            .is_some_and(|at| at.elapsed() < UNITS_RECHECK);
+        if !none_lately {
+            match self.plans.claim_unit(Some(plan), worker, caps, self.lease, self.now()).await? {
+                Some(u) => return Ok(Found::Work(Box::new(self.unit_assignment(u).await?))),
+                None => {
+                    let mut seen = self.no_ready_units.lock().unwrap_or_else(|p| p.into_inner());
+                    seen.retain(|_, at| at.elapsed() < UNITS_RECHECK);
+                    seen.insert(plan.to_string(), std::time::Instant::now());
+                }
+            }
         }
         loop {
             let c = match self.claim_task(plan, worker, caps).await? {
@@ -553,7 +651,15 @@ impl LocalCoordinator {
                 return Ok(None);
             }
         };
+        if !can_run(caps, &settings) {
+            // Claimed on a stale look at the plan (a task naming its own runners came since):
+            // given back without counting, and the plan looked at again.
+            self.choosers.lock().unwrap_or_else(|p| p.into_inner()).remove(plan);
+            self.give_back(&c.lease, "the worker that claimed it cannot run it".into()).await;
+            return Ok(None);
+        }
         if !settings.spreads() {
+            self.hand_out(&c.lease, &c.task);
             let assignment = Assignment {
                 lease: c.lease,
                 unit: None,
@@ -575,11 +681,29 @@ impl LocalCoordinator {
             .chain([UnitSpec { name: "evaluation".into(), kind: UnitKind::Evaluation, needs: Vec::new() }])
             .collect();
         self.plans.start_units(&c.lease, run_id.as_str(), &base, &units, self.now()).await?;
+        self.units_changed(plan);
         self.tell(Progress::Spread { task: c.task.id.clone(), run: run_id.to_string(), units: units.len() });
         match self.plans.claim_unit(Some(plan), worker, caps, self.lease, self.now()).await? {
             Some(u) => Ok(Some(Found::Work(Box::new(self.unit_assignment(u).await?)))),
             None => Ok(None),
         }
+    }
+
+    /// The plan's units changed here: the next claim asks the store for ready ones.
+    fn units_changed(&self, plan: &str) {
+        self.no_ready_units.lock().unwrap_or_else(|p| p.into_inner()).remove(plan);
+    }
+
+    /// Remembers a whole tournament's lease until it is reported.
+    fn hand_out(&self, lease: &Lease, task: &TaskSpec) {
+        let mut handed = self.handed_out.lock().unwrap_or_else(|p| p.into_inner());
+        if handed.len() >= 4096 {
+            // Leases whose report never came (their workers died): the store has them.
+            let stale = self.lease * 4;
+            handed.retain(|_, (at, _, _)| at.elapsed() < stale);
+        }
+        let key = (lease.plan_id.clone(), lease.task_id.clone(), lease.fence);
+        handed.insert(key, (std::time::Instant::now(), lease.clone(), task.clone()));
     }
 
     /// Gives a claimed task back without counting the attempt.
@@ -604,7 +728,9 @@ impl LocalCoordinator {
         cost: Usd,
     ) -> Result<Reported, CoordinatorError> {
         let released = matches!(outcome, UnitOutcome::Released { .. });
-        match self.plans.finish_unit(unit, outcome, cost, self.now()).await {
+        let finished = self.plans.finish_unit(unit, outcome, cost, self.now()).await;
+        self.units_changed(&unit.attempt.plan_id);
+        match finished {
             Ok(_) if released => Ok(Reported::Released),
             Ok(f) => Ok(Reported::UnitDone { evaluation_ready: f.evaluation_ready }),
             Err(StoreError::StaleUnit { .. }) => Ok(Reported::Stale),
@@ -745,11 +871,20 @@ impl LocalCoordinator {
     /// the leases as the worker names them (a stale one is refused when it is used).
     pub async fn held_of(&self, r: &LeaseRef) -> Result<Held, CoordinatorError> {
         let unknown = |what: String| CoordinatorError::Refused(what);
-        let plan = self
-            .plans
-            .plan_record(&r.plan_id)
-            .await?
-            .ok_or_else(|| unknown(format!("no plan named '{}'", r.plan_id)))?;
+        let header = match self.header(&r.plan_id).await {
+            Err(CoordinatorError::Store(StoreError::NoPlan { .. })) => {
+                return Err(unknown(format!("no plan named '{}'", r.plan_id)));
+            }
+            other => other?,
+        };
+        if r.unit.is_none() {
+            let key = (r.plan_id.clone(), r.task_id.clone(), r.fence);
+            if let Some((_, lease, task)) = self.handed_out.lock().unwrap_or_else(|p| p.into_inner()).get(&key)
+                && lease.worker == r.worker
+            {
+                return Ok(Held { lease: lease.clone(), unit: None, task: task.clone(), plan: header });
+            }
+        }
         let record = self
             .plans
             .task_record(&r.plan_id, &r.task_id)
@@ -764,7 +899,7 @@ impl LocalCoordinator {
             worker: r.worker.clone(),
             expires: record.lease_expires.unwrap_or_else(|| self.now()),
             reserved: record.reserved,
-            retry_backoff_seconds: plan.header.defaults.retry_backoff(),
+            retry_backoff_seconds: header.defaults.retry_backoff(),
         };
         let unit = match &r.unit {
             None => None,
@@ -784,12 +919,16 @@ impl LocalCoordinator {
                 })
             }
         };
-        Ok(Held { lease, unit, task: record.spec, plan: plan.header })
+        Ok(Held { lease, unit, task: record.spec, plan: header })
     }
 
     /// Reports how the work of `held` ended.
     pub async fn report_held(&self, held: &Held, verdict: Verdict, cost: Usd) -> Result<Reported, CoordinatorError> {
         let lease = &held.lease;
+        if held.unit.is_none() {
+            let key = (lease.plan_id.clone(), lease.task_id.clone(), lease.fence);
+            self.handed_out.lock().unwrap_or_else(|p| p.into_inner()).remove(&key);
+        }
         match (verdict, &held.unit) {
             (Verdict::Released { reason }, Some(unit)) => {
                 self.finish_unit(unit, UnitOutcome::Released { reason }, cost).await

@@ -429,6 +429,26 @@ macro_rules! plan_store_impl {
             }
 
             impl $store {
+                /// After the fast path declined a claim: when it could have claimed for the
+                /// plan (no budget, no key files, not cancelled), nothing it was asked for is
+                /// ready, and the plan's counts say so without the general path's lock on
+                /// the plan (which every idle claimer would otherwise queue on). `None`: the
+                /// general path decides.
+                pub(crate) async fn idle_where_fast(&self, plan_id: &str) -> Result<Option<Idle>, StoreError> {
+                    let fast = sqlx::query(q::FAST_CLAIMS).bind(plan_id).fetch_optional(&self.pool).await?;
+                    if !fast.is_some_and(|r| r.try_get::<bool, _>("fast").unwrap_or(false)) {
+                        return Ok(None);
+                    }
+                    let idle = sqlx::query(q::IDLE).bind(plan_id).fetch_one(&self.pool).await?;
+                    Ok(Some(Idle {
+                        running: idle.try_get::<Option<i64>, _>("running")?.unwrap_or(0) as usize,
+                        ready: idle.try_get::<Option<i64>, _>("ready")?.unwrap_or(0) as usize,
+                        next_ready_at: idle.try_get::<Option<i64>, _>("next_ready")?.map(Timestamp),
+                        budget_exhausted: false,
+                        cancelled: false,
+                    }))
+                }
+
                 async fn event_tx(
                     tx: &mut Tx<'_>,
                     plan: &str,
@@ -807,7 +827,8 @@ macro_rules! plan_store_impl {
                     Ok(out)
                 }
 
-                /// The general claim (of the best ready task, or of `only`): within a write
+                /// The general claim (of the best ready task, or of the best `among` a JSON
+                /// array of task ids): within a write
                 /// transaction, under the store's locks.
                 async fn claim_tx(
                     tx: &mut Tx<'_>,
@@ -815,7 +836,7 @@ macro_rules! plan_store_impl {
                     worker: &str,
                     ttl: Duration,
                     now: Timestamp,
-                    only: Option<&str>,
+                    among: Option<&str>,
                 ) -> Result<ClaimOutcome, StoreError> {
                     let PlanLock { budget, guard_files, cancelled, backoff_base } = Self::lock_plan_tx(tx, plan).await?;
                     let available = budget.available();
@@ -824,12 +845,12 @@ macro_rules! plan_store_impl {
                     let picked = if cancelled || exhausted {
                         None
                     } else {
-                        let pick = match only {
-                            Some(task) => sqlx::query(<$store as PlanDialect>::PICK_ONE)
+                        let pick = match among {
+                            Some(ids) => sqlx::query(<$store as PlanDialect>::PICK_AMONG)
                                 .bind(plan)
                                 .bind(now.0)
                                 .bind(guard_files)
-                                .bind(task),
+                                .bind(ids),
                             None => sqlx::query(<$store as PlanDialect>::PICK).bind(plan).bind(now.0).bind(guard_files),
                         };
                         pick.fetch_optional(&mut **tx).await?
@@ -1319,6 +1340,9 @@ macro_rules! plan_store_impl {
                 ) -> Result<ClaimOutcome, StoreError> {
                     if let Some(claimed) = self.claim_fast(plan_id, worker, lease, now, None).await? {
                         return Ok(ClaimOutcome::Claimed(Box::new(claimed)));
+                    }
+                    if let Some(idle) = self.idle_where_fast(plan_id).await? {
+                        return Ok(ClaimOutcome::Idle(idle));
                     }
                     let mut tx = self.write_tx().await?;
                     let outcome = Self::claim_tx(&mut tx, plan_id, worker, lease, now, None).await?;

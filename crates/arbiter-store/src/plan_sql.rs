@@ -13,8 +13,8 @@ pub trait PlanDialect {
     /// files overlap a running task's when `$3` is true; other claimers' rows are skipped
     /// where the store can lock rows.
     const PICK: &'static str;
-    /// [`PICK`](PlanDialect::PICK) of one task (`id = $4`), when it is ready.
-    const PICK_ONE: &'static str;
+    /// [`PICK`](PlanDialect::PICK) among some tasks (`$4`: a JSON array of their ids).
+    const PICK_AMONG: &'static str;
     /// Taken first by every transaction that ends an attempt (`$1` the plan): it waits
     /// while an import of the plan is in flight, so dependents an import adds are counted
     /// either by the import or by the report, never by neither. `None` where writers are
@@ -78,19 +78,23 @@ macro_rules! pick_ready {
 }
 pub(crate) use pick_ready;
 
-/// [`pick_ready`] of the one task `$4`.
-macro_rules! pick_ready_one {
-    () => {
+/// [`pick_ready`] among some tasks: `$4` is a JSON array of their ids, which `$ids` (the
+/// dialect's) turns into a set.
+macro_rules! pick_ready_among {
+    ($ids:literal) => {
         concat!(
             "SELECT t.id, t.version, t.attempt_budget_pico FROM plan_tasks t
-             WHERE t.plan_id = $1 AND t.id = $4 AND t.status = 'ready' AND t.not_before <= $2
+             WHERE t.plan_id = $1 AND t.id IN (",
+            $ids,
+            ") AND t.status = 'ready' AND t.not_before <= $2
                AND (NOT $3 OR NOT t.has_files OR NOT ",
             $crate::plan_sql::overlaps_running!(),
-            ")"
+            ")
+             ORDER BY t.priority, t.ord LIMIT 1"
         )
     };
 }
-pub(crate) use pick_ready_one;
+pub(crate) use pick_ready_among;
 
 /// The columns [`PlanDialect::LOCK_PLAN`] reads.
 macro_rules! plan_budget {
@@ -169,6 +173,10 @@ pub const INSERT_ATTEMPT: &str =
      VALUES ($1, $2, $3, $4, $5, 'running', $6, $7)";
 
 /// How many tasks run, how many are ready, and when the earliest ready one may be claimed.
+/// Whether the fast path claims for the plan (`$1`): no budget, no key files, not cancelled.
+pub const FAST_CLAIMS: &str =
+    "SELECT (NOT cancelled AND NOT guard_files AND budget_pico IS NULL) AS fast FROM plans WHERE id = $1";
+
 pub const IDLE: &str = "SELECT SUM(CASE WHEN status = 'running' THEN 1 ELSE 0 END) AS running,
          SUM(CASE WHEN status = 'ready' THEN 1 ELSE 0 END) AS ready,
          MIN(CASE WHEN status = 'ready' THEN not_before END) AS next_ready

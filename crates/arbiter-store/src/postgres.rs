@@ -22,7 +22,7 @@ use tokio::sync::{Notify, OnceCell};
 
 use crate::StoreError;
 use crate::migrate::POSTGRES;
-use crate::plan_sql::{PlanDialect, pick_ready, pick_ready_one, plan_budget, task_state};
+use crate::plan_sql::{PlanDialect, pick_ready, pick_ready_among, plan_budget, task_state};
 use crate::plans::{AttemptResult, Claimed, Finished, Lease, Wake};
 
 /// The channel waiting claimers listen on.
@@ -102,14 +102,15 @@ impl PgStore {
 
     /// One statement when the plan has no budget and no key files: pick with
     /// `SKIP LOCKED`, claim, record the attempt and the event. `None` sends the claim down
-    /// the general path (a guarded plan, or nothing ready).
+    /// the general path (a guarded plan, or nothing ready). `among`: a JSON array of the
+    /// tasks to claim one of (`None`: any).
     async fn claim_fast(
         &self,
         plan: &str,
         worker: &str,
         ttl: Duration,
         now: Timestamp,
-        only: Option<&str>,
+        among: Option<&str>,
     ) -> Result<Option<Claimed>, StoreError> {
         let expires = crate::plan_impl::expiry(now, ttl);
         let Some(row) = sqlx::query(CLAIM_FAST)
@@ -117,7 +118,7 @@ impl PgStore {
             .bind(now.0)
             .bind(worker)
             .bind(expires.0)
-            .bind(only)
+            .bind(among)
             .fetch_optional(&self.pool)
             .await?
         else {
@@ -160,7 +161,8 @@ impl PlanDialect for PgStore {
     const LOCK_PLAN: &'static str = concat!(plan_budget!(), " FOR UPDATE");
     const LOCK_TASK: &'static str = concat!(task_state!(), " FOR UPDATE");
     const PICK: &'static str = concat!(pick_ready!(), " FOR UPDATE OF t SKIP LOCKED");
-    const PICK_ONE: &'static str = concat!(pick_ready_one!(), " FOR UPDATE OF t SKIP LOCKED");
+    const PICK_AMONG: &'static str =
+        concat!(pick_ready_among!("SELECT jsonb_array_elements_text($4::jsonb)"), " FOR UPDATE OF t SKIP LOCKED");
     // The plan's ending lock: (1634886260, hashtext(plan)), as in `arbiter_finish_fast`.
     const ENDING_GUARD: Option<&'static str> = Some("SELECT pg_advisory_xact_lock_shared(1634886260, hashtext($1))");
     const IMPORT_GUARD: Option<&'static str> = Some("SELECT pg_advisory_xact_lock(1634886260, hashtext($1))");
@@ -178,7 +180,7 @@ const CLAIM_FAST: &str = "WITH picked AS (
         SELECT t.plan_id, t.id FROM plan_tasks t JOIN plans p ON p.id = t.plan_id
         WHERE t.plan_id = $1 AND t.status = 'ready' AND t.not_before <= $2
           AND NOT p.cancelled AND NOT p.guard_files AND p.budget_pico IS NULL
-          AND ($5::text IS NULL OR t.id = $5)
+          AND ($5::jsonb IS NULL OR t.id IN (SELECT jsonb_array_elements_text($5::jsonb)))
         ORDER BY t.priority, t.ord LIMIT 1
         FOR UPDATE OF t SKIP LOCKED),
     claimed AS (

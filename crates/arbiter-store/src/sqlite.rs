@@ -17,7 +17,7 @@ use tokio::sync::Notify;
 
 use crate::StoreError;
 use crate::migrate::SQLITE;
-use crate::plan_sql::{PlanDialect, pick_ready, pick_ready_one, plan_budget, task_state};
+use crate::plan_sql::{PlanDialect, pick_ready, pick_ready_among, plan_budget, task_state};
 use crate::plans::{AttemptResult, Claimed, Finished, Lease, Wake};
 
 /// The SQLite implementation of [`Store`](crate::Store) and [`PlanStore`](crate::plans::PlanStore).
@@ -87,18 +87,20 @@ impl SqliteStore {
 
     /// One round trip when the plan has no budget and no key files: pick, claim, record the
     /// attempt and the event, in one transaction. `None` sends the claim down the general
-    /// path (a guarded plan, or nothing ready).
+    /// path (a guarded plan, or nothing ready). `among`: a JSON array of the tasks to claim
+    /// one of (`None`: any).
     async fn claim_fast(
         &self,
         plan: &str,
         worker: &str,
         ttl: Duration,
         now: Timestamp,
-        only: Option<&str>,
+        among: Option<&str>,
     ) -> Result<Option<Claimed>, StoreError> {
         let expires = crate::plan_impl::expiry(now, ttl);
         let token = crate::plan_impl::token("claim");
-        let query = sqlx::query(CLAIM_FAST).bind(plan).bind(now.0).bind(worker).bind(expires.0).bind(&token).bind(only);
+        let query =
+            sqlx::query(CLAIM_FAST).bind(plan).bind(now.0).bind(worker).bind(expires.0).bind(&token).bind(among);
         let rows = self.script(query).await?;
         let Some(row) = rows.into_iter().next() else { return Ok(None) };
         crate::plan_impl::fast_claim(&row, plan, worker, expires).map(Some)
@@ -146,8 +148,8 @@ impl SqliteStore {
     }
 }
 
-/// See [`SqliteStore::claim_fast`]; `$5` is the claim's token, `$6` the one task to claim
-/// (NULL: the best ready one).
+/// See [`SqliteStore::claim_fast`]; `$5` is the claim's token, `$6` a JSON array of the
+/// tasks to claim among (NULL: the best ready one).
 const CLAIM_FAST: &str = "BEGIN IMMEDIATE;
 UPDATE plan_tasks SET status = 'running', attempts = attempts + 1, fence = fence + 1, lease_owner = $3,
     lease_expires = $4, reserved_pico = 0, claim_token = $5, version = version + 1, updated_at = $2
@@ -155,7 +157,7 @@ WHERE plan_id = $1 AND id = (
     SELECT t.id FROM plan_tasks t JOIN plans p ON p.id = t.plan_id
     WHERE t.plan_id = $1 AND t.status = 'ready' AND t.not_before <= $2
       AND NOT p.cancelled AND NOT p.guard_files AND p.budget_pico IS NULL
-      AND (CAST($6 AS TEXT) IS NULL OR t.id = $6)
+      AND (CAST($6 AS TEXT) IS NULL OR t.id IN (SELECT value FROM json_each($6)))
     ORDER BY t.priority, t.ord LIMIT 1);
 INSERT INTO plan_attempts (plan_id, task_id, attempt, fence, worker, status, started_at, reserved_pico)
     SELECT plan_id, id, attempts, fence, $3, 'running', $2, 0 FROM plan_tasks WHERE plan_id = $1 AND claim_token = $5;
@@ -201,7 +203,7 @@ impl PlanDialect for SqliteStore {
     const LOCK_PLAN: &'static str = plan_budget!();
     const LOCK_TASK: &'static str = task_state!();
     const PICK: &'static str = pick_ready!();
-    const PICK_ONE: &'static str = pick_ready_one!();
+    const PICK_AMONG: &'static str = pick_ready_among!("SELECT value FROM json_each($4)");
     const ENDING_GUARD: Option<&'static str> = None;
     const IMPORT_GUARD: Option<&'static str> = None;
     const LOCK_ENDING: Option<&'static str> = None;

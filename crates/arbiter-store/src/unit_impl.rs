@@ -63,6 +63,13 @@ macro_rules! attempt_state {
 }
 pub(crate) use attempt_state;
 
+/// See [`UnitQueue::tasks_choose_runners`](crate::units::UnitQueue::tasks_choose_runners).
+/// A task's spec is compact JSON whose keys are present only when set, and a `"` inside a
+/// value is escaped: `"runners":` appears in it exactly when the task names its runners.
+pub const TASKS_CHOOSE_RUNNERS: &str = "SELECT EXISTS (SELECT 1 FROM plan_tasks
+     WHERE plan_id = $1 AND status IN ('ready', 'blocked')
+       AND (spec LIKE '%\"runners\":%' OR spec LIKE '%\"candidates\":%')) AS chooses";
+
 pub const READY_TASKS: &str = "SELECT spec FROM plan_tasks
      WHERE plan_id = $1 AND status = 'ready' AND not_before <= $2 ORDER BY priority, ord LIMIT $3 OFFSET $4";
 
@@ -377,6 +384,11 @@ macro_rules! unit_queue_impl {
 
             #[async_trait::async_trait]
             impl UnitQueue for $store {
+                async fn tasks_choose_runners(&self, plan_id: &str) -> Result<bool, StoreError> {
+                    let row = sqlx::query(u::TASKS_CHOOSE_RUNNERS).bind(plan_id).fetch_one(&self.pool).await?;
+                    Ok(row.try_get::<bool, _>("chooses")?)
+                }
+
                 async fn ready_tasks(
                     &self,
                     plan_id: &str,
@@ -400,19 +412,25 @@ macro_rules! unit_queue_impl {
                         .collect()
                 }
 
-                async fn claim_task(
+                async fn claim_among(
                     &self,
                     plan_id: &str,
-                    task_id: &str,
+                    task_ids: &[String],
                     worker: &str,
                     ttl: Duration,
                     now: Timestamp,
                 ) -> Result<ClaimOutcome, StoreError> {
-                    if let Some(claimed) = self.claim_fast(plan_id, worker, ttl, now, Some(task_id)).await? {
+                    let among = serde_json::to_string(task_ids).unwrap_or_else(|_| "[]".into());
+                    if let Some(claimed) = self.claim_fast(plan_id, worker, ttl, now, Some(&among)).await? {
                         return Ok(ClaimOutcome::Claimed(Box::new(claimed)));
                     }
+                    // Declined where the fast path could claim: every one of them was taken
+                    // meanwhile, or none is ready.
+                    if let Some(idle) = self.idle_where_fast(plan_id).await? {
+                        return Ok(ClaimOutcome::Idle(idle));
+                    }
                     let mut tx = self.write_tx().await?;
-                    let outcome = Self::claim_tx(&mut tx, plan_id, worker, ttl, now, Some(task_id)).await?;
+                    let outcome = Self::claim_tx(&mut tx, plan_id, worker, ttl, now, Some(&among)).await?;
                     tx.commit().await?;
                     Ok(outcome)
                 }

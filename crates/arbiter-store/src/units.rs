@@ -191,6 +191,10 @@ pub struct ReclaimedUnit {
 /// The unit queue port (implemented by both stores, on top of their plan queue).
 #[async_trait]
 pub trait UnitQueue: PlanStore {
+    /// Whether an unfinished task of the plan (ready or blocked) names its own `runners` or
+    /// `candidates`, so that its tasks may need different workers; when none does, each
+    /// needs what the plan's defaults give it.
+    async fn tasks_choose_runners(&self, plan_id: &str) -> Result<bool, StoreError>;
     /// The best ready tasks of the plan, `limit` of them after the first `skip`, without
     /// claiming any: a worker that cannot run every runner looks before it claims.
     async fn ready_tasks(
@@ -200,12 +204,13 @@ pub trait UnitQueue: PlanStore {
         skip: u32,
         limit: u32,
     ) -> Result<Vec<TaskSpec>, StoreError>;
-    /// Claims this ready task (as [`PlanStore::claim`] claims the best one); `Idle` when it
-    /// is not claimable (any more).
-    async fn claim_task(
+    /// Claims the best of these tasks that is ready (as [`PlanStore::claim`] claims the best
+    /// of all), in one round trip where the plan allows; `Idle` (with the plan's counts) when
+    /// none of them is claimable (any more), or none is given.
+    async fn claim_among(
         &self,
         plan_id: &str,
-        task_id: &str,
+        task_ids: &[String],
         worker: &str,
         ttl: Duration,
         now: Timestamp,

@@ -231,15 +231,47 @@ async fn chosen_claims(store: Arc<dyn UnitQueue>) {
     assert_eq!(ready, vec!["A", "B"]);
     let second: Vec<String> = store.ready_tasks("p", t(1), 1, 10).await.unwrap().into_iter().map(|s| s.id).collect();
     assert_eq!(second, vec!["B"]);
-    let b = match store.claim_task("p", "B", "w", LEASE, t(1)).await.unwrap() {
+    let b = match store.claim_among("p", &["B".into()], "w", LEASE, t(1)).await.unwrap() {
         ClaimOutcome::Claimed(c) => *c,
         ClaimOutcome::Idle(i) => panic!("B is ready: {i:?}"),
     };
     assert_eq!(b.lease.task_id, "B");
-    assert!(matches!(store.claim_task("p", "B", "w", LEASE, t(1)).await.unwrap(), ClaimOutcome::Idle(_)));
-    assert!(matches!(store.claim_task("p", "C", "w", LEASE, t(1)).await.unwrap(), ClaimOutcome::Idle(_)));
-    let ready: Vec<String> = store.ready_tasks("p", t(1), 0, 10).await.unwrap().into_iter().map(|s| s.id).collect();
-    assert_eq!(ready, vec!["A"]);
+    let b_or_c = ["B".to_string(), "C".to_string()];
+    assert!(matches!(store.claim_among("p", &b_or_c, "w", LEASE, t(1)).await.unwrap(), ClaimOutcome::Idle(_)));
+    // Of several, the best that is ready; none given: the plan's counts.
+    let a = match store.claim_among("p", &["C".into(), "A".into()], "w", LEASE, t(1)).await.unwrap() {
+        ClaimOutcome::Claimed(c) => *c,
+        ClaimOutcome::Idle(i) => panic!("A is ready: {i:?}"),
+    };
+    assert_eq!(a.lease.task_id, "A");
+    match store.claim_among("p", &[], "w", LEASE, t(1)).await.unwrap() {
+        ClaimOutcome::Idle(i) => assert_eq!((i.running, i.ready), (2, 0)),
+        ClaimOutcome::Claimed(c) => panic!("nothing was asked for: {c:?}"),
+    }
+    assert!(store.ready_tasks("p", t(1), 0, 10).await.unwrap().is_empty());
+
+    // Whether any unfinished task names its own runners or candidates (a description that
+    // only mentions them does not count).
+    assert!(!store.tasks_choose_runners("p").await.unwrap());
+    let own = r#"{"id": "R", "title": "r", "description": "say \"runners\": x", "runners": ["command"]}"#;
+    let mentions = r#"{"id": "M", "title": "m", "description": "\"candidates\": 3 and \"runners\":"}"#;
+    let mixed = PlanSpec { id: "m".into(), ..plan(&[own, mentions].join(","), "") };
+    import(&*store, &mixed).await;
+    assert!(store.tasks_choose_runners("m").await.unwrap());
+    let only_mentions = PlanSpec { id: "n".into(), ..plan(mentions, "") };
+    import(&*store, &only_mentions).await;
+    assert!(!store.tasks_choose_runners("n").await.unwrap());
+
+    // A plan with a budget takes the general path, which chooses among them the same way.
+    let budgeted =
+        PlanSpec { id: "q".into(), ..plan(&[task("X", &[]), task("Y", &[])].join(","), r#""budget_usd": "5","#) };
+    import(&*store, &budgeted).await;
+    let y = match store.claim_among("q", &["Y".into()], "w", LEASE, t(1)).await.unwrap() {
+        ClaimOutcome::Claimed(c) => *c,
+        ClaimOutcome::Idle(i) => panic!("Y is ready: {i:?}"),
+    };
+    assert_eq!((y.lease.task_id.as_str(), y.lease.reserved), ("Y", Usd::parse("1").unwrap()));
+    assert!(matches!(store.claim_among("q", &["Y".into()], "w", LEASE, t(1)).await.unwrap(), ClaimOutcome::Idle(_)));
 }
 
 /// Many workers claiming at once: every unit is leased to exactly one of them.

@@ -6,7 +6,8 @@
 //! report until the plan is drained: claim+complete cycles per second, and the latency of
 //! the claims that got work. Then the wake-up: with every worker waiting in a long poll on an
 //! empty plan, one task is imported at a time, `--wakeups` times, and the time from sending
-//! the import to a worker holding the task is measured. The plans stay on the server
+//! the import to a worker holding the task is measured, and on the server's clock the time
+//! from the import's `task_created` event to the task's `task_claimed`. The plans stay on the server
 //! (cancelled), the bench workers are revoked.
 
 use std::time::{Duration, Instant};
@@ -223,6 +224,20 @@ pub async fn queue(b: QueueBench<'_>) -> Result<u8, CliError> {
     stop.cancel();
     while waiters.join_next().await.is_some() {}
     wakes.sort();
+    // On the server's own clock: from the import's task_created to its task_claimed (what
+    // the client sees adds the import's request and the claim's answer).
+    let events = arbiter_runner::plan_admin::all_events(&admin, &wake_plan).await.map_err(admin_error)?;
+    let at = |kind: &str, task: &str| {
+        events.iter().find(|e| e.kind == kind && e.task_id.as_deref() == Some(task)).map(|e| e.at.0)
+    };
+    let mut server_wakes: Vec<Duration> = (0..b.wakeups)
+        .filter_map(|i| {
+            let task = format!("w{i:04}");
+            let (created, claimed) = (at("task_created", &task)?, at("task_claimed", &task)?);
+            Some(Duration::from_micros(claimed.saturating_sub(created).max(0) as u64))
+        })
+        .collect();
+    server_wakes.sort();
 
     for id in [&plan, &wake_plan] {
         let _ = admin.cancel(id).await;
@@ -236,7 +251,8 @@ pub async fn queue(b: QueueBench<'_>) -> Result<u8, CliError> {
         "import_seconds": load_time.as_secs_f64(),
         "cycles": cycles, "seconds": drain.as_secs_f64(), "claim_complete_per_second": per_second,
         "claim_ms": {"p50": quantile_ms(&latencies, 0.5), "p95": quantile_ms(&latencies, 0.95), "p99": quantile_ms(&latencies, 0.99)},
-        "wakeup_ms": {"p50": quantile_ms(&wakes, 0.5), "p95": quantile_ms(&wakes, 0.95), "max": quantile_ms(&wakes, 1.0), "samples": wakes.len()},
+        "wakeup_ms": {"p50": quantile_ms(&server_wakes, 0.5), "p95": quantile_ms(&server_wakes, 0.95), "max": quantile_ms(&server_wakes, 1.0), "samples": server_wakes.len()},
+        "import_to_claim_ms": {"p50": quantile_ms(&wakes, 0.5), "p95": quantile_ms(&wakes, 0.95), "max": quantile_ms(&wakes, 1.0), "samples": wakes.len()},
     });
     if b.json {
         println!("{}", serde_json::to_string_pretty(&report).unwrap_or_default());
@@ -250,11 +266,16 @@ pub async fn queue(b: QueueBench<'_>) -> Result<u8, CliError> {
             quantile_ms(&latencies, 0.99)
         );
         println!(
-            "  wake-up          p50 {:.2} ms, p95 {:.2} ms, max {:.2} ms ({} imports into an empty plan)",
+            "  wake-up          p50 {:.2} ms, p95 {:.2} ms, max {:.2} ms (import committed to task claimed, {} imports into an empty plan)",
+            quantile_ms(&server_wakes, 0.5),
+            quantile_ms(&server_wakes, 0.95),
+            quantile_ms(&server_wakes, 1.0),
+            server_wakes.len()
+        );
+        println!(
+            "  import to claim  p50 {:.2} ms, p95 {:.2} ms (as this client sees it: the import's request and the claim's answer included)",
             quantile_ms(&wakes, 0.5),
             quantile_ms(&wakes, 0.95),
-            quantile_ms(&wakes, 1.0),
-            wakes.len()
         );
     }
     Ok(0)

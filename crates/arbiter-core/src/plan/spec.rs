@@ -89,8 +89,8 @@ pub enum ImportedStatus {
     Skipped,
 }
 
-/// One task of a plan.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// One task of a plan (the default: a task that overrides none of the plan's defaults).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TaskSpec {
     pub id: String,
     pub title: String,

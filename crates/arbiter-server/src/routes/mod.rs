@@ -81,6 +81,10 @@ async fn observe(State(state): State<AppState>, request: Request, next: Next) ->
     let ms = format!("{:.2}", elapsed.as_secs_f64() * 1000.0);
     if status.is_server_error() {
         tracing::warn!(method = %method, route = %route, path = %path, status = status.as_u16(), ms = %ms, "request");
+    } else if status.is_success() && route.starts_with("/api/v1/work/") {
+        // Workers claim, renew and report many times a second: their answered requests are
+        // debug lines (claims that got work are logged as such, and /metrics counts them all).
+        tracing::debug!(method = %method, route = %route, path = %path, status = status.as_u16(), ms = %ms, "request");
     } else {
         tracing::info!(method = %method, route = %route, path = %path, status = status.as_u16(), ms = %ms, "request");
     }

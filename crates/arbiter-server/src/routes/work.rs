@@ -207,10 +207,11 @@ async fn report(
         WireVerdict::Failed { run_id, .. } => run_id.as_deref(),
         _ => None,
     };
-    let still_held = plane.coordinator.renew(&held.lease, held.unit.as_ref()).await.map_err(coordinator_error)?;
-    // A lost lease's files are not written: they could overwrite the newer holder's.
+    // A lost lease's files are not written: they could overwrite the newer holder's. (A
+    // report without files is refused by the store itself when its lease was lost.)
+    let with_files = !req.files.is_empty() || matches!(req.verdict, WireVerdict::Won { .. });
     let mut patch = None;
-    if still_held && (!req.files.is_empty() || matches!(req.verdict, WireVerdict::Won { .. })) {
+    if with_files && plane.coordinator.renew(&held.lease, held.unit.as_ref()).await.map_err(coordinator_error)? {
         let (run, prefix) = report_scope(&held, verdict_run).map_err(invalid)?;
         let workspace = plane.repositories.workspace_for(&held.plan).await.map_err(coordinator_error)?;
         let dir = workspace.run_dir(&run);
