@@ -441,6 +441,10 @@ pub enum PlanCommand {
         /// Refused: a control plane's plans are run by its workers (`arbiter worker run`).
         #[arg(long, value_name = "URL")]
         server: Option<String>,
+        /// Tasks without verify commands (none given, none found in the repository) run,
+        /// and their winners are committed unverified.
+        #[arg(long)]
+        no_verify: bool,
     },
     /// The plan's event log, oldest first.
     Events {
@@ -538,8 +542,14 @@ pub struct SettingsArgs {
     #[arg(long, value_name = "SECONDS")]
     pub timeout_seconds: Option<u64>,
     /// A command arbiter runs itself on the base and on every candidate (repeatable).
+    /// Without one (here or in the configuration), arbiter uses the repository's own test
+    /// command (cargo test, pytest, npm test, go test, make test, ...), shown before the run.
     #[arg(long, value_name = "COMMAND")]
     pub verify: Vec<String>,
+    /// Accept a winner no verify command checked: nothing is detected, and the winner is
+    /// applied on its patch, votes and any judge alone (the report says so first).
+    #[arg(long, conflicts_with = "verify")]
+    pub no_verify: bool,
     /// Wall-clock limit of each verify command.
     #[arg(long, value_name = "SECONDS")]
     pub verify_timeout_seconds: Option<u64>,
@@ -720,6 +730,7 @@ impl SettingsArgs {
             min_capability: self.min_capability,
             budget_usd,
             no_cross_tests: self.no_cross_tests,
+            no_verify: self.no_verify,
         })
     }
 }

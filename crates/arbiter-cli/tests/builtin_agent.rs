@@ -223,8 +223,10 @@ fn the_token_limit_ends_the_loop() {
     let repo = calc_repo();
     add_backend(&repo, "b1", "openai-compatible", "spender", &mock.openai_url(), &[]);
     // No verify command: a candidate stopped by a limit has nothing to vouch for its patch.
-    let run = repo
-        .arbiter(&builtin_run("Fix add() in calc.py", &["--backend", "b1", "--max-tokens", "1500", "--apply", "none"]));
+    let run = repo.arbiter(&builtin_run(
+        "Fix add() in calc.py",
+        &["--backend", "b1", "--max-tokens", "1500", "--apply", "none", "--no-verify"],
+    ));
     run.assert_code(1);
 
     let dir = repo.run_dir();

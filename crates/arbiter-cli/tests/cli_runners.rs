@@ -309,7 +309,10 @@ fn a_cli_that_exits_0_after_a_failed_turn_is_a_failed_candidate() {
     let run = arbiter_with(
         &repo,
         &fakes,
-        &run_args("claude-fails,codex-fails,opencode-fails,aider-fails", &["--candidates", "4", "--apply", "none"]),
+        &run_args(
+            "claude-fails,codex-fails,opencode-fails,aider-fails",
+            &["--candidates", "4", "--apply", "none", "--no-verify"],
+        ),
         &[],
     );
     run.assert_code(1);
@@ -389,7 +392,7 @@ fn a_truncated_stream_is_a_failed_candidate_and_its_broken_line_is_recorded() {
     let run = arbiter_with(
         &repo,
         &fakes,
-        &run_args("codex,claude-code,opencode", &["--candidates", "3", "--apply", "none"]),
+        &run_args("codex,claude-code,opencode", &["--candidates", "3", "--apply", "none", "--no-verify"]),
         &[],
     );
     run.assert_code(1);
@@ -577,7 +580,7 @@ fn the_budget_stops_a_cli_as_soon_as_its_usage_arrives() {
     let run = arbiter_with(
         &repo,
         &fakes,
-        &run_args("codex", &["--candidates", "1", "--budget-usd", "1", "--apply", "none"]),
+        &run_args("codex", &["--candidates", "1", "--budget-usd", "1", "--apply", "none", "--no-verify"]),
         &[],
     );
     run.assert_code(1);

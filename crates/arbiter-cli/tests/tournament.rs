@@ -204,6 +204,7 @@ sleep 300
         "2",
         "--apply",
         "none",
+        "--no-verify",
     ]);
     run.assert_code(1);
 

@@ -86,6 +86,10 @@ pub struct SettingsSnapshot {
     pub apply: ApplyMode,
     pub keep_worktrees: bool,
     pub runners: Vec<RunnerSpec>,
+    /// How the candidates were checked, in words (`Verified by ...`, `Unverified: ...`);
+    /// empty for runs recorded before it was.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub verification: String,
 }
 
 impl From<&RunSettings> for SettingsSnapshot {
@@ -100,6 +104,7 @@ impl From<&RunSettings> for SettingsSnapshot {
             apply: s.apply.value.clone(),
             keep_worktrees: s.keep_worktrees.value,
             runners: s.runners.clone(),
+            verification: s.verification(),
         }
     }
 }

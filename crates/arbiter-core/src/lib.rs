@@ -62,6 +62,7 @@ pub mod status;
 pub mod strategy;
 pub mod task;
 pub mod test_command;
+pub mod test_output;
 pub mod time;
 pub mod viewer;
 

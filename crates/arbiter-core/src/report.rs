@@ -28,6 +28,10 @@ pub fn render_markdown(r: &ReportInput<'_>) -> String {
     let s = r.state;
     let mut out = String::new();
     let _ = writeln!(out, "# arbiter run {}\n", s.run_id);
+    if !s.settings.verification.is_empty() {
+        let loud = if s.settings.verification.starts_with("Verified") { "" } else { "**Warning:** " };
+        let _ = writeln!(out, "{loud}{}.\n", s.settings.verification);
+    }
     let _ = writeln!(out, "**Task:** {}\n", s.task.title());
     let _ = writeln!(out, "## Decision\n");
     let verdict = match r.selection.outcome.as_str() {

@@ -397,11 +397,13 @@ fn win_reason(w: &Scored<'_>, runner_up: Option<&Scored<'_>>, has_verify: bool) 
     if w.votes > 1 {
         parts.push(format!("{} independent candidates produced this same patch", w.votes));
     }
+    let mut undecided = false;
     let versus = match runner_up {
         None if w.votes > 1 => "no eligible candidate made a different patch; it is the first of its group".to_string(),
         None => "it is the only eligible candidate".to_string(),
         Some(r) => {
             let (_, why) = compare(w, r);
+            undecided = matches!(why, "patch size" | "cost" | "candidate order");
             match why {
                 "votes" => format!("it beat {} on votes ({} vs {})", r.facts.id, w.votes, r.votes),
                 "cross-tests" => {
@@ -423,8 +425,15 @@ fn win_reason(w: &Scored<'_>, runner_up: Option<&Scored<'_>>, has_verify: bool) 
         }
     };
     parts.push(versus);
+    if undecided {
+        parts.push(UNDECIDED.into());
+    }
     format!("{} won: {}", w.facts.id, parts.join("; "))
 }
+
+/// Said of a winner that only a tie-break chose: the evidence did not tell the candidates
+/// apart, and how to get a decision next time.
+pub const UNDECIDED: &str = "the evidence could not tell them apart (the same gates and cross-tests, no votes, no judge), so this is a tie-break, not a verdict: configure a judge (`[roles] selection = \"BACKEND\"` in .arbiter/config.toml) or give the task verify commands that test the behaviour";
 
 /// `passed 1 vs 0 of 1 discriminating cross-test(s)`.
 fn cross_text(first: &Scored<'_>, second: &Scored<'_>) -> String {
@@ -567,8 +576,25 @@ mod tests {
         let d = decide(&[facts(0, Some("a"), 9, Some(true)), facts(1, Some("b"), 2, Some(true))], VERIFY);
         assert_eq!(d.winner, Some(CandidateId::from_index(1)));
         assert!(d.ranking[1].reason.contains("patch size"));
+        // A tie-break is not a verdict, and the report says how to get one.
+        assert!(
+            d.summary.contains("could not tell them apart") && d.summary.contains("[roles] selection"),
+            "{}",
+            d.summary
+        );
         let d = decide(&[facts(0, Some("a"), 2, Some(true)), facts(1, Some("b"), 2, Some(true))], VERIFY);
         assert_eq!(d.winner, Some(CandidateId::from_index(0)));
+        assert!(d.summary.contains(UNDECIDED));
+        // Votes decide: no such note.
+        let d = decide(
+            &[
+                facts(0, Some("a"), 9, Some(true)),
+                facts(1, Some("b"), 2, Some(true)),
+                facts(2, Some("a"), 9, Some(true)),
+            ],
+            VERIFY,
+        );
+        assert!(!d.summary.contains(UNDECIDED), "{}", d.summary);
     }
 
     #[test]

@@ -280,6 +280,8 @@ pub struct FlagOverrides {
     pub min_capability: Option<u32>,
     pub budget_usd: Option<Usd>,
     pub no_cross_tests: bool,
+    /// `--no-verify`: no verify command, none detected, and a winner applied unverified.
+    pub no_verify: bool,
 }
 
 /// Where a resolved value came from.
@@ -289,6 +291,8 @@ pub enum Origin {
     Default,
     Config,
     Flag,
+    /// Found in the repository's files (its test command, when none was given).
+    Detected,
 }
 
 impl fmt::Display for Origin {
@@ -297,6 +301,7 @@ impl fmt::Display for Origin {
             Origin::Default => "default",
             Origin::Config => "config",
             Origin::Flag => "flag",
+            Origin::Detected => "detected",
         })
     }
 }
@@ -420,6 +425,12 @@ pub struct RunSettings {
     pub parallel: Sourced<u32>,
     pub timeout_seconds: Sourced<u64>,
     pub verify: Sourced<Vec<String>>,
+    /// The file the verify command was detected from (`verify`'s origin is `detected`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verify_detected_from: Option<String>,
+    /// `--no-verify`: the user accepts a winner that no verify command checked.
+    #[serde(default)]
+    pub unverified: Sourced<bool>,
     pub verify_timeout_seconds: Sourced<u64>,
     pub include: Sourced<Vec<String>>,
     pub setup: Sourced<Option<String>>,
@@ -605,7 +616,19 @@ impl RunSettings {
         )?;
         let setup_timeout_seconds =
             positive("setup_timeout_seconds", layer(None, run.setup_timeout_seconds, defaults::SETUP_TIMEOUT_SECONDS))?;
-        let verify = layer(non_empty(flags.verify), run.verify.clone(), Vec::new());
+        if flags.no_verify && !flags.verify.is_empty() {
+            return Err(SettingsError::Invalid {
+                key: "verify",
+                problem: "--no-verify and --verify were both given".into(),
+                fix: "keep --verify to check the candidates, or --no-verify to accept an unverified winner".into(),
+            });
+        }
+        let unverified = layer(flags.no_verify.then_some(true), None, false);
+        let verify = if flags.no_verify {
+            Sourced { value: Vec::new(), origin: Origin::Flag }
+        } else {
+            layer(non_empty(flags.verify), run.verify.clone(), Vec::new())
+        };
         if let Some(blank) = verify.value.iter().position(|v| v.trim().is_empty()) {
             return Err(SettingsError::Invalid {
                 key: "verify",
@@ -714,6 +737,8 @@ impl RunSettings {
             parallel,
             timeout_seconds,
             verify,
+            verify_detected_from: None,
+            unverified,
             verify_timeout_seconds,
             include,
             setup,
@@ -784,6 +809,39 @@ impl RunSettings {
         std::iter::once(format!("runner:{runner}"))
             .chain(self.backend_chain_for(index).into_iter().map(|b| format!("backend:{b}")))
             .collect()
+    }
+
+    /// Whether the verify commands are still to be found in the repository: none was given
+    /// (by a flag or the configuration) and `--no-verify` was not.
+    pub fn wants_detection(&self) -> bool {
+        self.verify.value.is_empty() && self.verify.origin == Origin::Default && !self.unverified.value
+    }
+
+    /// Uses the repository's own test command, found in `from`, as the verify command;
+    /// cross-test rules that were the defaults follow it.
+    pub fn use_detected_verify(&mut self, command: String, from: String) {
+        self.verify = Sourced { value: vec![command], origin: Origin::Detected };
+        self.verify_detected_from = Some(from);
+        if self.cross_test_rules.origin == Origin::Default {
+            self.cross_test_rules.value = crate::crosstest::default_rules(&self.verify.value);
+        }
+    }
+
+    /// Whether a winner may be applied: a verify command checked it, or the user accepted an
+    /// unverified one (`--no-verify`).
+    pub fn may_apply_unchecked(&self) -> bool {
+        !self.verify.value.is_empty() || self.unverified.value
+    }
+
+    /// How the candidates are checked, in words (the first line of a report).
+    pub fn verification(&self) -> String {
+        let commands = self.verify.value.iter().map(|c| format!("`{c}`")).collect::<Vec<_>>().join(", ");
+        match (&self.verify_detected_from, self.verify.value.is_empty(), self.unverified.value) {
+            (_, true, true) => "Unverified: no verify command ran (--no-verify); the winner was chosen on its patch, votes and any judge alone".into(),
+            (_, true, false) => "Not verified: no verify command was given and none was found in the repository".into(),
+            (Some(from), false, _) => format!("Verified by {commands} (detected from {from})"),
+            (None, false, _) => format!("Verified by {commands}"),
+        }
     }
 
     /// Whether the tournament can spread over several workers: several candidates, all at

@@ -12,6 +12,9 @@ pub enum RunStatus {
     Running,
     /// A winner was selected (and materialized as asked).
     Succeeded,
+    /// A winner was selected but not applied: applying it failed, or no verify command
+    /// checked it (`arbiter apply RUN` applies it).
+    NotApplied,
     /// The run finished without an acceptable candidate.
     Failed,
     /// Stopped by Ctrl-C or SIGTERM, or found abandoned after a crash.
@@ -72,6 +75,7 @@ impl RunStatus {
         match self {
             Self::Running => "running",
             Self::Succeeded => "succeeded",
+            Self::NotApplied => "not_applied",
             Self::Failed => "failed",
             Self::Interrupted => "interrupted",
             Self::Error => "error",
@@ -82,6 +86,7 @@ impl RunStatus {
         Some(match s {
             "running" => Self::Running,
             "succeeded" => Self::Succeeded,
+            "not_applied" => Self::NotApplied,
             "failed" => Self::Failed,
             "interrupted" => Self::Interrupted,
             "error" => Self::Error,

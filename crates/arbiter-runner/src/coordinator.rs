@@ -309,6 +309,8 @@ pub struct LocalCoordinator {
     handed_out: Mutex<HashMap<LeaseKey, (std::time::Instant, Lease, TaskSpec)>>,
     /// When a claim last found no ready unit in each plan (see [`UNITS_RECHECK`]).
     no_ready_units: Mutex<HashMap<String, std::time::Instant>>,
+    /// Each plan's repository's own test command at the plan's base, once looked for.
+    detected: Mutex<HashMap<String, Option<arbiter_core::test_command::Detected>>>,
 }
 
 /// A lease by its plan, task and fencing token.
@@ -357,6 +359,7 @@ impl LocalCoordinator {
             choosers: Default::default(),
             handed_out: Default::default(),
             no_ready_units: Default::default(),
+            detected: Default::default(),
         }
     }
 
@@ -448,12 +451,11 @@ impl LocalCoordinator {
         let UnitClaim { lease: unit, task } = claim;
         let plan = self.header(&unit.attempt.plan_id).await?;
         let workspace = self.repositories.workspace_for(&plan).await?;
-        let settings = match (self.settings_for)(&workspace, &plan, &task) {
+        let settings = match self.settings_of(&workspace, &plan, &task).await? {
             Ok(s) => capped(s, &unit.attempt),
             Err(why) => {
                 // Its attempt started with valid settings: the configuration changed since.
-                let reason = format!("its run settings are invalid: {why}");
-                self.fail_attempt(&unit.attempt, reason, Retry::Never).await?;
+                self.fail_attempt(&unit.attempt, why.clone(), Retry::Never).await?;
                 return Err(CoordinatorError::Refused(format!("task {} of plan {}: {why}", task.id, plan.id)));
             }
         };
@@ -644,10 +646,10 @@ impl LocalCoordinator {
             return Ok(None);
         }
         let workspace = self.repositories.workspace_for(&header).await?;
-        let settings = match (self.settings_for)(&workspace, &header, &c.task) {
+        let settings = match self.settings_of(&workspace, &header, &c.task).await? {
             Ok(s) => capped(s, &c.lease),
             Err(why) => {
-                self.fail_attempt(&c.lease, format!("its run settings are invalid: {why}"), Retry::Never).await?;
+                self.fail_attempt(&c.lease, why, Retry::Never).await?;
                 return Ok(None);
             }
         };
@@ -687,6 +689,39 @@ impl LocalCoordinator {
             Some(u) => Ok(Some(Found::Work(Box::new(self.unit_assignment(u).await?)))),
             None => Ok(None),
         }
+    }
+
+    /// A task's settings, with the repository's own test command as its verify command when
+    /// it names none (found at the plan's base, once per plan). `Err(why)`: its settings are
+    /// invalid, or nothing would check its winner.
+    async fn settings_of(
+        &self,
+        workspace: &Workspace,
+        header: &PlanSpec,
+        task: &TaskSpec,
+    ) -> Result<Result<RunSettings, String>, CoordinatorError> {
+        let mut settings = match (self.settings_for)(workspace, header, task) {
+            Ok(s) => s,
+            Err(why) => return Ok(Err(format!("its run settings are invalid: {why}"))),
+        };
+        if settings.wants_detection() {
+            let known = self.detected.lock().unwrap_or_else(|p| p.into_inner()).get(&header.id).cloned();
+            let detected = match known {
+                Some(d) => d,
+                None => {
+                    let base = self.open_plan(&header.id).await?;
+                    let repo = Git::new(workspace.repo_root().to_path_buf());
+                    let d = crate::verify_detect::at_commit(&repo, &base).await?;
+                    self.detected.lock().unwrap_or_else(|p| p.into_inner()).insert(header.id.clone(), d.clone());
+                    d
+                }
+            };
+            crate::verify_detect::apply(&mut settings, detected.as_ref());
+        }
+        if !settings.may_apply_unchecked() {
+            return Ok(Err(crate::verify_detect::unverified_task(&header.id, &task.id)));
+        }
+        Ok(Ok(settings))
     }
 
     /// The plan's units changed here: the next claim asks the store for ready ones.

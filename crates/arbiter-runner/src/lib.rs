@@ -47,6 +47,7 @@ pub mod repo_cache;
 pub mod rundir;
 pub mod runners;
 pub mod user_dirs;
+pub mod verify_detect;
 pub mod worker;
 pub mod workspace;
 

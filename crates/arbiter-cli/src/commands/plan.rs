@@ -20,7 +20,7 @@ use arbiter_core::Clock;
 use arbiter_core::money::Usd;
 use arbiter_core::plan::dag;
 use arbiter_core::plan::file::{Syntax, parse};
-use arbiter_core::plan::settings::task_settings;
+use arbiter_core::plan::settings::{RunOverrides, task_settings};
 use arbiter_core::plan::spec::export;
 use arbiter_core::plan::state::TaskStatus;
 use arbiter_core::plan::{PlanSpec, TaskSpec};
@@ -34,6 +34,7 @@ use arbiter_runner::plan_admin::{
 use arbiter_runner::plan_branch::BranchError;
 use arbiter_runner::plan_repos::{ByRepository, is_url};
 use arbiter_runner::plan_run::{PlanRunError, PlanRunner, Progress, local_worker_prefix};
+use arbiter_runner::verify_detect;
 use arbiter_runner::workspace::Workspace;
 use arbiter_server::plan_client::RemotePlanAdmin;
 use arbiter_store::plans::{BranchOrigin, ImportMode, PlanRecord, PlanView, TaskRecord};
@@ -145,7 +146,7 @@ pub async fn plan(repo: Option<&Path>, database_url: Option<&str>, cmd: &PlanCom
             print!("{SCHEMA}");
             return Ok(exit::SUCCESS);
         }
-        PlanCommand::Run { id, workers, lease_seconds, json, server } => {
+        PlanCommand::Run { id, workers, lease_seconds, json, server, no_verify } => {
             if let Some(url) = server {
                 return Err(CliError::usage(format!(
                     "`arbiter plan run` runs a plan with workers on this machine, over its own store; a control plane's plans are run by its workers: start one with `arbiter worker run --server {url}` (with its token from `arbiter worker register`)"
@@ -153,7 +154,8 @@ pub async fn plan(repo: Option<&Path>, database_url: Option<&str>, cmd: &PlanCom
             }
             let ctx = RepoContext::locate(repo).await?;
             let (runs, plans) = ctx.plan_stores(database_url).await?;
-            return run(&ctx, runs, plans, id, *workers, *lease_seconds, *json).await;
+            let overrides = RunOverrides { no_verify: *no_verify };
+            return run(&ctx, runs, plans, id, *workers, *lease_seconds, &overrides, *json).await;
         }
         _ => {}
     }
@@ -616,6 +618,7 @@ async fn run(
     id: &str,
     workers: usize,
     lease_seconds: u64,
+    overrides: &RunOverrides,
     as_json: bool,
 ) -> Result<u8, CliError> {
     if workers == 0 {
@@ -631,12 +634,29 @@ async fn run(
     let config = target.config()?;
     // Every task that may still run must have valid settings and programs that exist, or
     // nothing starts.
+    // Tasks without verify commands get the repository's own test command (found at the
+    // plan's base), or none would check their winners.
+    let base = match view.plan.branch_record() {
+        Some(b) => b.base.clone(),
+        None => header.base_ref.clone(),
+    };
+    let detected = verify_detect::at_commit(&target.git, &base).await.unwrap_or(None);
+    let mut announced = false;
     for t in view.tasks.iter().filter(|t| !t.status.is_terminal()) {
-        let settings = task_settings(&config, &header, &t.spec)
+        let mut settings = task_settings(&config, &header, &t.spec, overrides)
             .map_err(|e| CliError::usage(format!("task {} of plan {id}: {e}", t.spec.id)))?;
+        verify_detect::apply(&mut settings, detected.as_ref());
+        if !settings.may_apply_unchecked() {
+            return Err(CliError::usage(verify_detect::unverified_task(id, &t.spec.id)));
+        }
+        if settings.verify.origin == arbiter_core::settings::Origin::Detected && !announced {
+            announced = true;
+            eprintln!("arbiter: {} for tasks that name no verify command", settings.verification());
+        }
         crate::commands::run::preflight(&settings, workspace.repo_root())
             .map_err(|e| CliError::usage(format!("task {} of plan {id}: {e}", t.spec.id)))?;
     }
+    let overrides = overrides.clone();
     let base_settings = RunSettings::resolve_values(&config, FlagOverrides::default())?;
     let (keys, models) = crate::model_access::for_run(&target.secrets_path(), &config, &base_settings)?;
 
@@ -655,7 +675,7 @@ async fn run(
         cancel: cancel.clone(),
         workspace,
         settings_for: Arc::new(move |_: &Workspace, plan: &PlanSpec, task: &TaskSpec| {
-            task_settings(&config, plan, task)
+            task_settings(&config, plan, task, &overrides)
         }),
         process_env: std::env::vars().collect(),
         models,

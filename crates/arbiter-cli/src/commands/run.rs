@@ -27,7 +27,8 @@ pub async fn run(repo: Option<&Path>, args: &RunArgs) -> Result<u8, CliError> {
         (None, None) => return Err(CliError::usage("give the task with --task TEXT or --task-file FILE")),
     };
     let config = ctx.config()?;
-    let settings = RunSettings::resolve(&config, args.settings.overrides().map_err(CliError::usage)?)?;
+    let mut settings = RunSettings::resolve(&config, args.settings.overrides().map_err(CliError::usage)?)?;
+    detect_verify(&ctx, &mut settings, &args.base).await?;
     let task =
         Task::new(task_text, args.success_criteria.clone(), settings.verify.value.clone()).map_err(CliError::usage)?;
     preflight(&settings, ctx.workspace.repo_root())?;
@@ -47,6 +48,34 @@ pub async fn run(repo: Option<&Path>, args: &RunArgs) -> Result<u8, CliError> {
     let outcome = execute(&ctx, prepared).await?;
     report(&outcome, args.json);
     Ok(exit_code(&outcome))
+}
+
+/// Without verify commands (given or configured) and without `--no-verify`, the repository's
+/// own test command checks the candidates: shown before anything starts. When there is none,
+/// the run ranks the candidates but applies nothing, and says how to add one.
+pub async fn detect_verify(ctx: &RepoContext, settings: &mut RunSettings, base: &str) -> Result<(), CliError> {
+    if !settings.wants_detection() {
+        if settings.unverified.value {
+            eprintln!(
+                "arbiter: --no-verify: no verify command checks the candidates; the winner is applied unverified"
+            );
+        }
+        return Ok(());
+    }
+    let commit = ctx.git.resolve_commit(base).await?;
+    match arbiter_runner::verify_detect::at_commit(&ctx.git, &commit).await? {
+        Some(d) => {
+            eprintln!(
+                "arbiter: no verify command given: checking every candidate with `{}` (detected from {}); pass --verify 'CMD' for another, or --no-verify for none",
+                d.command, d.from
+            );
+            settings.use_detected_verify(d.command, d.from);
+        }
+        None => eprintln!(
+            "arbiter: no verify command given and none found in the repository: the candidates are ranked, but the winner is not applied. Give one with --verify 'CMD' (or `verify = [\"CMD\"]` under [run] in .arbiter/config.toml), or pass --no-verify to apply an unverified winner"
+        ),
+    }
+    Ok(())
 }
 
 /// A validated run, ready to start.
@@ -132,8 +161,14 @@ where
 pub fn preflight(settings: &RunSettings, repo: &Path) -> Result<(), CliError> {
     let path = std::env::var("PATH").unwrap_or_default();
     let site = CommandSite { repo, path: &path, repo_hidden: repo_hidden(settings, repo)? };
+    let what = match &settings.verify_detected_from {
+        Some(from) => {
+            format!("the verify command detected from {from} (--verify 'CMD' gives another, --no-verify none)")
+        }
+        None => "verify command".into(),
+    };
     for v in &settings.verify.value {
-        check_program("verify command", v, &site).map_err(CliError::usage)?;
+        check_program(&what, v, &site).map_err(CliError::usage)?;
     }
     if let Some(setup) = &settings.setup.value {
         check_program("setup command", setup, &site).map_err(CliError::usage)?;
@@ -255,7 +290,7 @@ pub fn exit_code(o: &RunOutcome) -> u8 {
         RunStatus::Interrupted => exit::INTERRUPTED,
         RunStatus::Succeeded if o.materialization.as_ref().is_some_and(|m| m.error.is_some()) => exit::NO_RESULT,
         RunStatus::Succeeded => exit::SUCCESS,
-        RunStatus::Failed => exit::NO_RESULT,
+        RunStatus::NotApplied | RunStatus::Failed => exit::NO_RESULT,
         RunStatus::Running | RunStatus::Error => exit::ENVIRONMENT,
     }
 }
@@ -275,12 +310,14 @@ pub fn report(o: &RunOutcome, as_json: bool) {
             "cost": {"known_usd": o.cost.total.known_cost, "complete": o.cost.complete, "description": o.cost.total.describe_cost()},
             "spending": o.spending,
             "run_dir": o.run_dir.display().to_string(),
+            "verification": o.verification,
             "exit_code": exit_code(o),
         });
         println!("{}", serde_json::to_string_pretty(&value).unwrap_or_default());
         return;
     }
     println!();
+    println!("{}", o.verification);
     for r in &o.decision.ranking {
         let mark = if o.decision.winner.as_ref() == Some(&r.candidate_id) { "★" } else { " " };
         println!("{mark} {} ({}): {}", r.candidate_id, r.runner, r.reason);

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use arbiter_core::plan::settings::task_settings;
+use arbiter_core::plan::settings::{RunOverrides, task_settings};
 use arbiter_core::plan::{PlanSpec, TaskSpec};
 use arbiter_core::settings::ConfigFile;
 use arbiter_runner::coordinator::{LocalCoordinator, PlanRepositories};
@@ -105,7 +105,7 @@ fn work_plane<S: UnitQueue + 'static>(
     let configs = ConfigCache::default();
     let settings_for = Arc::new(move |workspace: &Workspace, plan: &PlanSpec, task: &TaskSpec| {
         let config = configs.of(workspace)?;
-        task_settings(&config, plan, task)
+        task_settings(&config, plan, task, &RunOverrides::default())
     });
     let coordinator = Arc::new(LocalCoordinator::new(
         store.clone(),

@@ -118,6 +118,7 @@ struct RawDefaults {
     attempt_budget_usd: Option<Usd>,
     retry_backoff_seconds: Option<u64>,
     strategy: Option<String>,
+    no_verify: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -211,6 +212,7 @@ fn ours(raw: RawPlan) -> Result<PlanSpec, ParseError> {
             attempt_budget_usd: d.attempt_budget_usd,
             retry_backoff_seconds: d.retry_backoff_seconds,
             strategy: d.strategy,
+            no_verify: d.no_verify,
         },
         tasks,
     })

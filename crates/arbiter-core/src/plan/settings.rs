@@ -5,15 +5,32 @@
 use crate::plan::{PlanSpec, TaskSpec};
 use crate::settings::{ConfigFile, FlagOverrides, RunSettings};
 
+/// What a `plan run` says for every task, over the plan's defaults (the task's own values
+/// still win).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RunOverrides {
+    /// `--no-verify`: tasks without verify commands run, and their winners are committed
+    /// unverified.
+    pub no_verify: bool,
+}
+
 /// The run settings of one task: the repository's configuration under the plan's defaults
-/// and the task's own values.
-pub fn task_settings(config: &ConfigFile, plan: &PlanSpec, task: &TaskSpec) -> Result<RunSettings, String> {
+/// (under what the run says) and the task's own values.
+pub fn task_settings(
+    config: &ConfigFile,
+    plan: &PlanSpec,
+    task: &TaskSpec,
+    run: &RunOverrides,
+) -> Result<RunSettings, String> {
     let d = &plan.defaults;
+    let verify = task.verify_with(d);
+    let no_verify = verify.is_empty() && (run.no_verify || d.no_verify == Some(true));
     let runners = if task.runners.is_empty() { &d.runners } else { &task.runners };
     let flags = FlagOverrides {
         candidates: task.candidates.or(d.candidates),
         timeout_seconds: task.timeout_seconds.or(d.timeout_seconds),
-        verify: task.verify_with(d),
+        verify,
+        no_verify,
         runner: (!runners.is_empty()).then(|| runners.join(",")),
         command: task.command.clone().or_else(|| d.command.clone()),
         backend: d.backend.clone(),
@@ -39,12 +56,27 @@ mod tests {
             Syntax::Json,
         )
         .unwrap();
-        let s = task_settings(&config, &plan, &plan.tasks[0]).unwrap();
+        let s = task_settings(&config, &plan, &plan.tasks[0], &RunOverrides::default()).unwrap();
         assert_eq!(s.candidates.value, 5);
         assert_eq!(s.timeout_seconds.value, 99);
         assert_eq!(s.verify.value, vec!["make test".to_string(), "make a".to_string()]);
         assert_eq!(s.apply.value, crate::settings::ApplyMode::None);
         let bad = PlanSpec { defaults: Default::default(), ..plan.clone() };
-        assert!(task_settings(&ConfigFile::default(), &bad, &bad.tasks[0]).unwrap_err().contains("--command"));
+        assert!(
+            task_settings(&ConfigFile::default(), &bad, &bad.tasks[0], &RunOverrides::default())
+                .unwrap_err()
+                .contains("--command")
+        );
+        // --no-verify applies only to tasks without verify commands of their own.
+        let run = RunOverrides { no_verify: true };
+        assert!(!task_settings(&config, &plan, &plan.tasks[0], &run).unwrap().unverified.value);
+        let bare = PlanSpec {
+            defaults: crate::plan::TaskDefaults { command: Some("./a.sh".into()), ..Default::default() },
+            ..plan.clone()
+        };
+        let mut task = plan.tasks[0].clone();
+        task.verify.clear();
+        assert!(task_settings(&config, &bare, &task, &run).unwrap().unverified.value);
+        assert!(task_settings(&config, &bare, &task, &RunOverrides::default()).unwrap().wants_detection());
     }
 }

@@ -79,6 +79,10 @@ pub struct TaskDefaults {
     /// `tournament`, `escalate`, `cheap`, `balanced` or `quality`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub strategy: Option<String>,
+    /// Tasks without verify commands (none given, none found in the repository) run and
+    /// their winners are committed unverified, as `plan run --no-verify` does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub no_verify: Option<bool>,
 }
 
 /// How a task was marked in the file it came from (Whilly files carry a status).

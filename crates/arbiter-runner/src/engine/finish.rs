@@ -193,10 +193,12 @@ pub(super) async fn finish(
     let spending = spending(ctx, &runs, &decision, &cost, judged.budget_stopped);
     let status = if interrupted {
         RunStatus::Interrupted
-    } else if decision.winner.is_some() {
-        RunStatus::Succeeded
-    } else {
+    } else if decision.winner.is_none() {
         RunStatus::Failed
+    } else if materialization.as_ref().is_some_and(|m| m.error.is_some()) {
+        RunStatus::NotApplied
+    } else {
+        RunStatus::Succeeded
     };
     let ranking = RankingArtifact::from_decision(&decision);
     let mut selection_artifact = SelectionArtifact::from_decision(&ctx.run_id, &decision, interrupted);
@@ -270,6 +272,7 @@ pub(super) async fn finish(
         baseline,
         evidence,
         spending,
+        verification: ctx.settings.verification(),
     })
 }
 
@@ -279,6 +282,10 @@ async fn materialize_winner(ctx: &RunCtx, winner: &CandidateId) -> Materializati
     let patch = ctx.run_dir.path().join(paths::CANDIDATES).join(winner.as_str()).join(paths::PATCH);
     let result: Result<Option<String>, String> = match &mode {
         ApplyMode::None => Ok(None),
+        _ if !ctx.settings.may_apply_unchecked() => Err(format!(
+            "nothing checked the candidates: no verify command was given and none was found in the repository. Look at the winner (`arbiter runs show {run}`) and apply it yourself with `arbiter apply {run}`, or give a verify command (--verify 'CMD', or `verify = [\"CMD\"]` under [run] in .arbiter/config.toml), or pass --no-verify to apply an unverified winner",
+            run = ctx.run_id
+        )),
         ApplyMode::Worktree => match ctx.repo.dirty_paths().await {
             Ok(dirty) if !dirty.is_empty() && !ctx.allow_dirty => Err(format!(
                 "the working tree changed during the run ({}); apply later with `arbiter apply {}`",

@@ -132,6 +132,8 @@ pub struct RunOutcome {
     pub evidence: Vec<Evidence>,
     /// How candidates and money were spent (strategy, escalation, budget).
     pub spending: arbiter_core::artifact::SpendingReport,
+    /// How the candidates were checked, in words (see `RunSettings::verification`).
+    pub verification: String,
 }
 
 /// Shared by the baseline and candidate tasks of one run.
