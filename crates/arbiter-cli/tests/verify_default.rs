@@ -146,3 +146,28 @@ fn a_plan_without_verify_commands_uses_the_repository_s_tests_or_says_how() {
     bare.arbiter(&["plan", "run", "notes", "--no-verify"]).assert_code(0);
     assert_eq!(bare.git(&["show", "arbiter/notes:notes.txt"]), "final\n");
 }
+
+#[test]
+fn one_whole_suite_command_is_judged_test_by_test() {
+    // c01 fixes add and breaks mul; c02 fixes add only. One verify command runs every test.
+    let repo = python_repo(AGENT_FIX_BREAK_NOTHING);
+    let run = repo.arbiter(&run_without_verify(&["--apply", "none"]));
+    run.assert_code(0);
+    let ranking = read_json(&repo.run_dir().join("comparisons/ranking.json"));
+    let reason = |id: &str| {
+        ranking["candidates"].as_array().unwrap().iter().find(|c| c["candidate_id"] == id).unwrap()["reason"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    assert!(
+        reason("c02").contains("broke 1 passing test (test_calc.CalcTest.test_mul)")
+            && reason("c02").contains("fixed 1 of 1 failing test (test_calc.CalcTest.test_add)"),
+        "{ranking:#}"
+    );
+    assert!(reason("c01").contains("fixed 1 of 1 failing test (test_calc.CalcTest.test_add)"), "{ranking:#}");
+    let evidence = read_json(&repo.run_dir().join("candidates/c02/evidence.json"));
+    assert_eq!(evidence["gates"][0]["tests"]["broke"], json!(["test_calc.CalcTest.test_mul"]), "{evidence:#}");
+    let baseline = read_json(&repo.run_dir().join("baseline.json"));
+    assert_eq!(baseline["commands"][0]["failed_tests"], json!(["test_calc.CalcTest.test_add"]), "{baseline:#}");
+}

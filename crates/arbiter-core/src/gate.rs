@@ -7,6 +7,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::canary::CanaryCheck;
+use crate::test_output::TestDelta;
 
 /// One verify command run once, in one tree.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -21,6 +22,10 @@ pub struct CommandOutcome {
     /// The canary planted in this run (see [`crate::canary`]), and what became of it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub canary: Option<CanaryCheck>,
+    /// The tests the run reported failing, by name (the canary left out), when the command
+    /// is a test runner arbiter reads; `None` when it is not, or its output did not tell.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed_tests: Option<Vec<String>>,
 }
 
 impl CommandOutcome {
@@ -51,6 +56,9 @@ pub struct GateResult {
     /// Whether it passed on the base commit (`None` when the baseline is unknown).
     pub base_passed: Option<bool>,
     pub verdict: GateVerdict,
+    /// Test by test against the base's run, when both named their failing tests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tests: Option<TestDelta>,
 }
 
 /// The meaning of one gate result against the baseline.
@@ -82,6 +90,9 @@ pub struct GateSummary {
     pub still_failing: usize,
     /// Every gate passes: nothing regressed and everything failing was fixed.
     pub all_passed: bool,
+    /// Test by test, over the gates whose runs named their failing tests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tests: Option<TestDelta>,
 }
 
 /// Compares a candidate's outcomes with the baseline, command by command.
@@ -119,7 +130,17 @@ pub fn compare(candidate: &[CommandOutcome], baseline: &[CommandOutcome]) -> (Ve
                 s.still_failing += 1;
             }
         }
-        results.push(GateResult { outcome: outcome.clone(), passed, base_passed, verdict });
+        let tests = match (baseline.get(i).and_then(|b| b.failed_tests.as_ref()), outcome.failed_tests.as_ref()) {
+            (Some(base), Some(now)) => {
+                let set = |v: &[String]| v.iter().cloned().collect::<std::collections::BTreeSet<String>>();
+                Some(TestDelta::between(&set(base), &set(now)))
+            }
+            _ => None,
+        };
+        if let Some(t) = &tests {
+            s.tests.get_or_insert_with(TestDelta::default).extend(t);
+        }
+        results.push(GateResult { outcome: outcome.clone(), passed, base_passed, verdict, tests });
     }
     s.all_passed = s.regressed == 0 && s.still_failing == 0;
     (results, s)
@@ -135,7 +156,11 @@ impl GateSummary {
         if self.base_failing > 0 {
             parts.push(format!("fixed {}/{} failing", self.fixed, self.base_failing));
         }
-        if parts.is_empty() { "no verify commands".into() } else { parts.join(", ") }
+        let commands = if parts.is_empty() { "no verify commands".to_string() } else { parts.join(", ") };
+        match self.tests.as_ref().filter(|t| !t.is_empty()) {
+            Some(t) => format!("{commands}; by test: {}", t.describe()),
+            None => commands,
+        }
     }
 }
 
@@ -166,6 +191,7 @@ mod tests {
             duration_ms: 1,
             output_tail: String::new(),
             canary: None,
+            failed_tests: None,
         }
     }
 
@@ -185,6 +211,21 @@ mod tests {
         assert!(!s.all_passed);
         assert_eq!(s.regressed, 1);
         assert_eq!(s.describe(), "kept 0/1 passing, fixed 1/1 failing");
+    }
+
+    #[test]
+    fn one_whole_suite_command_is_explained_test_by_test() {
+        let names = |v: &[&str]| Some(v.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        let mut base = run("python3 -m unittest -q", 1);
+        base.failed_tests = names(&["t.CalcTest.test_add"]);
+        let mut now = run("python3 -m unittest -q", 1);
+        now.failed_tests = names(&["t.CalcTest.test_mul"]);
+        let (r, s) = compare(&[now], &[base]);
+        assert_eq!(r[0].verdict, GateVerdict::StillFailing);
+        assert_eq!(
+            s.describe(),
+            "fixed 0/1 failing; by test: fixed 1 of 1 failing test (t.CalcTest.test_add), broke 1 passing test (t.CalcTest.test_mul)"
+        );
     }
 
     #[test]

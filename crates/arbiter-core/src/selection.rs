@@ -116,17 +116,40 @@ pub struct PatchFacts {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "code", rename_all = "snake_case")]
 pub enum Rejection {
-    SetupFailed { detail: String },
+    SetupFailed {
+        detail: String,
+    },
     Cancelled,
     NoPatchCaptured,
     EmptyPatch,
-    PatchDoesNotApply { detail: String },
-    GatesFailed { regressed: usize, still_failing: usize, summary: String },
+    /// The agent stopped (timed out, hit a limit, failed or crashed) before it changed
+    /// anything.
+    StoppedEmpty {
+        status: CandidateStatus,
+        exit_code: Option<i32>,
+    },
+    PatchDoesNotApply {
+        detail: String,
+    },
+    GatesFailed {
+        regressed: usize,
+        still_failing: usize,
+        summary: String,
+    },
     GatesNotRun,
-    AgentFailed { status: CandidateStatus, exit_code: Option<i32> },
-    ProtectedChanged { paths: Vec<String> },
-    NotRun { reason: String },
-    Violated { violation: Violation },
+    AgentFailed {
+        status: CandidateStatus,
+        exit_code: Option<i32>,
+    },
+    ProtectedChanged {
+        paths: Vec<String>,
+    },
+    NotRun {
+        reason: String,
+    },
+    Violated {
+        violation: Violation,
+    },
 }
 
 impl Rejection {
@@ -137,6 +160,12 @@ impl Rejection {
             Rejection::Cancelled => "the run was interrupted before it finished".into(),
             Rejection::NoPatchCaptured => "no patch could be captured".into(),
             Rejection::EmptyPatch => "it changed nothing (empty patch)".into(),
+            Rejection::StoppedEmpty { status, exit_code } => match (status, exit_code) {
+                (CandidateStatus::TimedOut, _) => "the agent timed out before it changed anything".into(),
+                (CandidateStatus::LimitReached, _) => "the agent hit a limit before it changed anything".into(),
+                (_, Some(code)) => format!("the agent exited with code {code} without changing anything"),
+                _ => "the agent crashed (it was killed by a signal) without changing anything".into(),
+            },
             Rejection::PatchDoesNotApply { detail } => {
                 format!("its patch does not apply cleanly to the base: {detail}")
             }
@@ -247,7 +276,15 @@ pub fn rejection(c: &CandidateFacts, policy: Policy) -> Option<Rejection> {
         return Some(Rejection::NoPatchCaptured);
     };
     if patch.normalized_hash.is_none() {
-        return Some(Rejection::EmptyPatch);
+        let stopped = matches!(
+            c.status,
+            CandidateStatus::TimedOut | CandidateStatus::LimitReached | CandidateStatus::AgentFailed
+        ) || c.agent_exit_code.is_some_and(|code| code != 0);
+        return Some(if stopped {
+            Rejection::StoppedEmpty { status: c.status, exit_code: c.agent_exit_code }
+        } else {
+            Rejection::EmptyPatch
+        });
     }
     if !patch.applies_cleanly {
         return Some(Rejection::PatchDoesNotApply {
@@ -569,6 +606,26 @@ mod tests {
         assert_eq!(d.ranking[0].votes, 2);
         assert!(d.ranking[0].reason.contains("beat c01 on votes (2 vs 1)"), "{}", d.ranking[0].reason);
         assert_eq!(d.groups[0].candidates.len(), 2);
+    }
+
+    #[test]
+    fn an_agent_that_stopped_before_changing_anything_is_said_to_have_stopped() {
+        let mut timed_out = facts(0, None, 0, None);
+        timed_out.status = CandidateStatus::TimedOut;
+        timed_out.agent_exit_code = None;
+        let mut crashed = facts(1, None, 0, None);
+        crashed.status = CandidateStatus::AgentFailed;
+        crashed.agent_exit_code = None;
+        let mut exited = facts(2, None, 0, None);
+        exited.status = CandidateStatus::AgentFailed;
+        exited.agent_exit_code = Some(3);
+        let idle = facts(3, None, 0, None);
+        let d = decide(&[timed_out, crashed, exited, idle], VERIFY);
+        let reason = |i: usize| d.ranking.iter().find(|r| r.index == i).unwrap().reason.clone();
+        assert_eq!(reason(0), "rejected: the agent timed out before it changed anything");
+        assert_eq!(reason(1), "rejected: the agent crashed (it was killed by a signal) without changing anything");
+        assert_eq!(reason(2), "rejected: the agent exited with code 3 without changing anything");
+        assert_eq!(reason(3), "rejected: it changed nothing (empty patch)");
     }
 
     #[test]

@@ -11,7 +11,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use arbiter_core::canary::{self, CanaryCheck, CanaryPlan};
+use arbiter_core::canary::{self, CanaryCheck, CanaryPlan, Framework};
 use arbiter_core::gate::{CommandOutcome, tail};
 use arbiter_core::redact::Redactor;
 use tokio_util::sync::CancellationToken;
@@ -21,7 +21,8 @@ use crate::process::{self, ShellCommand};
 /// Bytes of output kept in an outcome.
 const TAIL_BYTES: u64 = 4000;
 
-/// Bytes of a log read for the canary (the end of a longer one: the summaries are there).
+/// Bytes of a log read for the canary and the failing tests (the end of a longer one: the
+/// summaries are there).
 const CANARY_LOG_BYTES: u64 = 16 << 20;
 
 /// One verify command as a gate run runs it.
@@ -31,12 +32,15 @@ pub struct Gate<'a> {
     pub command: &'a str,
     /// The canary planted for it, when the base showed it failing (or this is the base).
     pub canary: Option<&'a CanaryPlan>,
+    /// The test runner it is, when arbiter recognised one: its log is read for the names of
+    /// the tests that failed.
+    pub framework: Option<Framework>,
 }
 
 impl<'a> Gate<'a> {
-    /// Commands without canaries.
+    /// Commands without canaries, and without reading their tests.
     pub fn plain(commands: &'a [String]) -> Vec<Gate<'a>> {
-        commands.iter().map(|c| Gate { command: c, canary: None }).collect()
+        commands.iter().map(|c| Gate { command: c, canary: None, framework: None }).collect()
     }
 }
 
@@ -102,6 +106,13 @@ pub async fn run_gate(gate: &Gate<'_>, number: usize, run: &GateRun<'_>) -> std:
             verdict,
         }
     });
+    let failed_tests = gate.framework.and_then(|framework| {
+        let output = process::read_tail(&log, CANARY_LOG_BYTES);
+        let failed = arbiter_core::test_output::failed_tests(framework, &output)?;
+        // The canary's own failure is the test machinery working, not a test of the task's.
+        let canary = gate.canary.map(|plan| plan.test.as_str());
+        Some(failed.into_iter().filter(|name| canary.is_none_or(|c| !name.contains(c))).collect())
+    });
     let text = process::read_tail(&log, TAIL_BYTES * 2);
     Ok(CommandOutcome {
         command: gate.command.to_string(),
@@ -110,5 +121,6 @@ pub async fn run_gate(gate: &Gate<'_>, number: usize, run: &GateRun<'_>) -> std:
         duration_ms: exit.duration.as_millis() as u64,
         output_tail: run.redactor.redact(&tail(&text, 40, TAIL_BYTES as usize)),
         canary,
+        failed_tests,
     })
 }

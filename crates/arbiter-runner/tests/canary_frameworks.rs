@@ -127,19 +127,33 @@ fn check(project: &Project, command: &str, variants: &[Variant]) -> CanaryPlan {
         Planned::NotApplicable { reason, .. } => panic!("{command}: no canary: {reason}"),
     };
     let planted = plant(project.path(), &plan).expect("plant the canary");
-    let read = |label: &str| -> Reading {
+    let read = |label: &str, honest: bool| -> Reading {
         let (output, code) = project.run(&plan.command);
         let r = canary::read(plan.framework, &plan, &output, code);
         println!("--- {label}: {r:?}\n{output}");
+        // The per-test evidence names as many failing tests as the run counted (the canary
+        // left out), whatever the framework prints.
+        if let Some(n) = r.other_failures {
+            let named = arbiter_core::test_output::failed_tests(plan.framework, &output)
+                .unwrap_or_else(|| panic!("{label}: the failing tests of {} were not read:\n{output}", plan.command));
+            let others: Vec<&String> = named.iter().filter(|n| !n.contains(plan.test.as_str())).collect();
+            // The base fails one test; a candidate's tree may also fail in ways that are not
+            // tests (a binary that exits early, an error outside any test).
+            if honest {
+                assert_eq!(others.len() as u32, n, "{label}: named {others:?}, counted {n}");
+            } else {
+                assert!(others.len() as u32 <= n, "{label}: named {others:?}, counted {n}");
+            }
+        }
         r
     };
-    let base = read("base");
+    let base = read("base", true);
     assert!(canary::calibrated(&base), "the base run must show the canary failing: {base:?}");
     assert_eq!(base.other_failures, Some(1), "the base has one failing test");
     assert_eq!(canary::verdict(&base, true), Verdict::HeldWithFailures);
     for v in variants {
         project.write(v.files);
-        let r = read(v.name);
+        let r = read(v.name, false);
         assert_eq!(canary::verdict(&r, true), v.expect, "{}: {r:?}", v.name);
         let added: Vec<&str> =
             v.files.iter().map(|(p, _)| *p).filter(|p| !project.base.iter().any(|(b, _)| b == p)).collect();

@@ -146,8 +146,11 @@ pub(super) async fn run_baseline(ctx: &RunCtx) -> BaselineRun {
                 cancel: &ctx.cancel,
                 redactor: &ctx.redactor,
             };
-            let gates: Vec<Gate> =
-                verify.iter().enumerate().map(|(i, c)| Gate { command: c, canary: ctx.canary_plan(i) }).collect();
+            let gates: Vec<Gate> = verify
+                .iter()
+                .enumerate()
+                .map(|(i, c)| Gate { command: c, canary: ctx.canary_plan(i), framework: ctx.framework_of(i) })
+                .collect();
             match calibrate(run_verify(&gates, &run).await, &run).await {
                 Ok(outcomes) => baseline.commands = outcomes,
                 Err(e) => baseline.error = Some(format!("cannot run the verify commands: {e}")),
@@ -194,7 +197,8 @@ async fn calibrate(
         let number = i + 1;
         let log = run.log_dir.join(format!("verify-{number}.log"));
         let _ = std::fs::rename(&log, run.log_dir.join(format!("verify-{number}.canary.log")));
-        let mut plain = run_gate(&Gate { command: &outcome.command, canary: None }, number, run).await?;
+        let framework = check.framework;
+        let mut plain = run_gate(&Gate { command: &outcome.command, canary: None, framework }, number, run).await?;
         plain.canary = Some(CanaryCheck {
             not_planted: Some(
                 "the base's run did not show the canary failing (the command does not collect it, or its output does not say); the command's exit code decides (log: verify-N.canary.log)"
@@ -640,6 +644,7 @@ pub(super) async fn gate_candidate(
         .map(|(i, c)| Gate {
             command: c,
             canary: calibration.get(i).copied().unwrap_or(false).then(|| ctx.canary_plan(i)).flatten(),
+            framework: ctx.framework_of(i),
         })
         .collect();
     let jail = ctx.confinement.jail(slot);

@@ -867,6 +867,15 @@ impl RunCtx {
         }
     }
 
+    /// The test runner the `index`-th verify command is, when arbiter recognised one.
+    pub(super) fn framework_of(&self, index: usize) -> Option<arbiter_core::canary::Framework> {
+        match self.canaries.get(index) {
+            Some(Planned::Plant(plan)) => Some(plan.framework),
+            Some(Planned::NotApplicable { framework, .. }) => *framework,
+            None => None,
+        }
+    }
+
     /// Which verify commands' canaries the base calibrated, once the baseline knows (all
     /// uncalibrated when it never says, or the run is interrupted first).
     pub(super) async fn calibration(&self) -> Vec<bool> {
