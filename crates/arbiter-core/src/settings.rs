@@ -458,10 +458,22 @@ pub struct RunSettings {
     pub budget_usd: Sourced<Option<Usd>>,
     pub cross_tests: Sourced<bool>,
     pub cross_test_rules: Sourced<Vec<CrossTestRule>>,
+    /// Programs of the user's working tree that the base lacks, run from copies outside
+    /// every workspace (their paths in the working tree are not counted as uncommitted work).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub outside_programs: Vec<OutsideProgram>,
     /// The runners named by `runner`, resolved against `[runners]`.
     pub runners: Vec<RunnerSpec>,
     /// What each candidate runs, by index (see [`crate::strategy`]).
     pub slots: Vec<CandidateOption>,
+}
+
+/// A program of the working tree (`path`, relative to the repository root) run from a copy
+/// outside every workspace (`copy`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutsideProgram {
+    pub path: String,
+    pub copy: String,
 }
 
 /// A setting that cannot be used, with the fix.
@@ -762,6 +774,7 @@ impl RunSettings {
             budget_usd,
             cross_tests,
             cross_test_rules,
+            outside_programs: Vec::new(),
             runners: Vec::new(),
             slots: Vec::new(),
         })
@@ -809,6 +822,11 @@ impl RunSettings {
         std::iter::once(format!("runner:{runner}"))
             .chain(self.backend_chain_for(index).into_iter().map(|b| format!("backend:{b}")))
             .collect()
+    }
+
+    /// `dirty` without the working tree's programs that run from outside copies.
+    pub fn uncommitted_work(&self, dirty: Vec<String>) -> Vec<String> {
+        dirty.into_iter().filter(|d| !self.outside_programs.iter().any(|p| &p.path == d)).collect()
     }
 
     /// Whether the verify commands are still to be found in the repository: none was given

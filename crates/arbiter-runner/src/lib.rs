@@ -35,6 +35,7 @@ pub mod include;
 pub mod integration;
 pub mod judge;
 pub mod materialize;
+pub mod outside_copy;
 pub mod plan_admin;
 pub mod plan_branch;
 pub mod plan_push;

@@ -85,18 +85,21 @@ pub struct ApplyFailure {
 }
 
 /// `arbiter apply`: optionally switches to a new branch, applies the patch to the working
-/// tree and optionally commits. On failure the new branch is removed and the original
+/// tree and optionally commits. `tooling`: working-tree files the run ran programs from
+/// (not counted as uncommitted work). On failure the new branch is removed and the original
 /// branch checked out again.
 pub async fn apply_run_patch(
     repo: &Git,
     patch: &Path,
+    tooling: &[String],
     branch: Option<&str>,
     commit_message: Option<&str>,
     force: bool,
 ) -> Result<ApplyResult, ApplyFailure> {
     let fail = |error: MaterializeError| ApplyFailure { error, rolled_back: false };
     if !force {
-        let dirty = repo.dirty_paths().await.map_err(|e| fail(e.into()))?;
+        let mut dirty = repo.dirty_paths().await.map_err(|e| fail(e.into()))?;
+        dirty.retain(|d| !tooling.contains(d));
         if !dirty.is_empty() {
             return Err(fail(MaterializeError::Dirty(describe_paths(&dirty))));
         }

@@ -232,7 +232,7 @@ pub fn find_program(program: &str, path: &str) -> Option<PathBuf> {
 }
 
 /// Whether `p` is a file this user may execute.
-pub(crate) fn is_executable_file(p: &Path) -> bool {
+pub fn is_executable_file(p: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
     std::fs::metadata(p).map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0).unwrap_or(false)
 }

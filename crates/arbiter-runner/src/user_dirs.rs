@@ -34,6 +34,12 @@ impl UserDirs {
         UserDirs::from_env(|name| std::env::var(name).ok())
     }
 
+    /// Where programs of the user's working tree that the base lacks are copied to run
+    /// outside every workspace (see [`crate::outside_copy`]); readable by candidates.
+    pub fn program_copies(&self) -> PathBuf {
+        self.cache.join("programs")
+    }
+
     /// Where live sandboxes are recorded (see `arbiter_sandbox::registry`).
     pub fn sandbox_registry(&self) -> PathBuf {
         self.cache.join("sandboxes")

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use arbiter_core::artifact::{ApplyRecord, RunState, SCHEMA_VERSION, SelectionArtifact, paths};
+use arbiter_core::artifact::{ApplyRecord, RunState, SCHEMA_VERSION, SelectionArtifact, SettingsArtifact, paths};
 use arbiter_runner::materialize::apply_run_patch;
 use arbiter_runner::rundir::RunDir;
 use serde_json::json;
@@ -29,9 +29,12 @@ pub async fn apply(repo: Option<&Path>, args: &ApplyArgs) -> Result<u8, CliError
         )));
     }
     let message = format!("{}\n\narbiter run {id} (candidate {winner})", state.task.title());
-    let result =
-        apply_run_patch(&ctx.git, &patch, args.branch.as_deref(), args.commit.then_some(message.as_str()), args.force)
-            .await;
+    // Programs the run ran from copies of the working tree are not uncommitted work.
+    let tooling: Vec<String> = read_artifact::<SettingsArtifact>(&dir, paths::SETTINGS)
+        .map(|s| s.settings.outside_programs.into_iter().map(|p| p.path).collect())
+        .unwrap_or_default();
+    let commit = args.commit.then_some(message.as_str());
+    let result = apply_run_patch(&ctx.git, &patch, &tooling, args.branch.as_deref(), commit, args.force).await;
     let clock = arbiter_runner::SystemClock;
     let record = ApplyRecord {
         schema_version: SCHEMA_VERSION,

@@ -31,6 +31,7 @@ pub async fn run(repo: Option<&Path>, args: &RunArgs) -> Result<u8, CliError> {
     detect_verify(&ctx, &mut settings, &args.base).await?;
     let task =
         Task::new(task_text, args.success_criteria.clone(), settings.verify.value.clone()).map_err(CliError::usage)?;
+    run_uncommitted_programs_outside(&ctx, &mut settings, &args.base).await?;
     preflight(&settings, ctx.workspace.repo_root())?;
     check_paths_exist_at_base(&ctx, &settings, &args.base).await?;
     if let ApplyMode::Branch(name) = &settings.apply.value {
@@ -235,6 +236,106 @@ pub fn preflight_agents(p: &mut Prepared, repo: &Path) -> Result<(), CliError> {
         }
     }
     Ok(())
+}
+
+/// An agent command (or a verify or setup command) whose program is a relative path to a
+/// file of the user's working tree that the base commit lacks (a script not committed yet)
+/// runs from a copy of it outside every workspace, with a note: candidates start at the
+/// base, where it does not exist, and the copy never becomes part of a patch.
+async fn run_uncommitted_programs_outside(
+    ctx: &RepoContext,
+    settings: &mut RunSettings,
+    base: &str,
+) -> Result<(), CliError> {
+    let mut outside = OutsidePrograms {
+        dirs: arbiter_runner::user_dirs::UserDirs::from_process(),
+        root: ctx.workspace.repo_root().to_path_buf(),
+        uncommitted: Vec::new(),
+        copies: Vec::new(),
+    };
+    let mut commands: Vec<String> = settings.verify.value.clone();
+    commands.extend(settings.setup.value.clone());
+    commands.extend(settings.runners.iter().filter_map(|r| match &r.kind {
+        RunnerKind::Command { command } => Some(command.clone()),
+        _ => None,
+    }));
+    for command in &commands {
+        let Some(program) = outside.relative_program(command) else { continue };
+        let included = settings.include.value.iter().any(|i| i.trim_start_matches("./") == program);
+        let spec = format!("{base}:{program}");
+        if !included && ctx.git.run(["cat-file", "-e", spec.as_str()]).await.is_err() {
+            outside.uncommitted.push(program);
+        }
+    }
+    if outside.uncommitted.is_empty() {
+        return Ok(());
+    }
+    for v in settings.verify.value.iter_mut() {
+        *v = outside.command(v)?;
+    }
+    if let Some(setup) = settings.setup.value.as_mut() {
+        *setup = outside.command(setup)?;
+    }
+    if let Some(command) = settings.command.value.as_mut() {
+        *command = outside.command(command)?;
+    }
+    for r in &mut settings.runners {
+        if let RunnerKind::Command { command } = &mut r.kind {
+            *command = outside.command(command)?;
+        }
+    }
+    for c in &outside.copies {
+        eprintln!(
+            "arbiter: {} is not committed at {base}: every candidate runs your working tree's copy of it ({}) from outside its workspace; it is never part of a patch",
+            c.path, c.copy
+        );
+    }
+    settings.outside_programs = outside.copies;
+    Ok(())
+}
+
+/// The working tree's programs the base lacks, and their copies outside the workspaces.
+struct OutsidePrograms {
+    dirs: arbiter_runner::user_dirs::UserDirs,
+    root: std::path::PathBuf,
+    /// Relative to the repository root, without `./`.
+    uncommitted: Vec<String>,
+    copies: Vec<arbiter_core::settings::OutsideProgram>,
+}
+
+impl OutsidePrograms {
+    /// The program of `command` when it is a relative path to an executable file of the
+    /// working tree (without `./`).
+    fn relative_program(&self, command: &str) -> Option<String> {
+        use arbiter_core::command_line::{Program, first_program};
+        let Some(Program::Path(program)) = first_program(command) else { return None };
+        let rel = program.trim_start_matches("./");
+        let here = self.root.join(rel);
+        let runnable = !Path::new(program).is_absolute() && arbiter_runner::process::is_executable_file(&here);
+        runnable.then(|| rel.to_string())
+    }
+
+    /// `command`, running its program from the copy when the base lacks it.
+    fn command(&mut self, command: &str) -> Result<String, CliError> {
+        use arbiter_core::command_line::{Program, first_program};
+        let Some(rel) = self.relative_program(command).filter(|r| self.uncommitted.contains(r)) else {
+            return Ok(command.to_string());
+        };
+        let copy = match self.copies.iter().find(|c| c.path == rel) {
+            Some(c) => std::path::PathBuf::from(&c.copy),
+            None => {
+                let copy =
+                    arbiter_runner::outside_copy::copy_outside(&self.dirs, &self.root.join(&rel)).map_err(|e| {
+                        CliError::environment(format!("cannot copy {rel} out of the working tree to run it: {e}"))
+                    })?;
+                let record = arbiter_core::settings::OutsideProgram { path: rel, copy: copy.display().to_string() };
+                self.copies.push(record);
+                copy
+            }
+        };
+        let Some(Program::Path(program)) = first_program(command) else { return Ok(command.to_string()) };
+        Ok(arbiter_runner::outside_copy::with_program(command, program, &copy))
+    }
 }
 
 /// Commands run inside worktrees checked out at the base commit: a relative program path

@@ -286,7 +286,7 @@ async fn materialize_winner(ctx: &RunCtx, winner: &CandidateId) -> Materializati
             "nothing checked the candidates: no verify command was given and none was found in the repository. Look at the winner (`arbiter runs show {run}`) and apply it yourself with `arbiter apply {run}`, or give a verify command (--verify 'CMD', or `verify = [\"CMD\"]` under [run] in .arbiter/config.toml), or pass --no-verify to apply an unverified winner",
             run = ctx.run_id
         )),
-        ApplyMode::Worktree => match ctx.repo.dirty_paths().await {
+        ApplyMode::Worktree => match ctx.repo.dirty_paths().await.map(|d| ctx.settings.uncommitted_work(d)) {
             Ok(dirty) if !dirty.is_empty() && !ctx.allow_dirty => Err(format!(
                 "the working tree changed during the run ({}); apply later with `arbiter apply {}`",
                 describe_paths(&dirty),

@@ -372,7 +372,7 @@ impl Engine {
         let ws = req.workspace;
         let repo = Git::new(ws.repo_root().to_path_buf());
         if !req.allow_dirty {
-            let dirty = repo.dirty_paths().await?;
+            let dirty = req.settings.uncommitted_work(repo.dirty_paths().await?);
             if !dirty.is_empty() {
                 return Err(EngineError::Dirty(describe_paths(&dirty)));
             }
@@ -576,7 +576,7 @@ impl Engine {
             settings.sandbox.value,
             home.as_deref(),
             hidden,
-            vec![pool.objects().to_path_buf()],
+            vec![pool.objects().to_path_buf(), self.sandboxing.dirs().program_copies()],
             &settings.sandbox_paths.value,
         )?;
         Ok((pool, confinement))

@@ -1,0 +1,110 @@
+//! A new user's first hour, as the README walks it: the Quick start's own agent example with
+//! a script that is not committed, and the conveniences a user expects of a command line.
+
+mod common;
+
+use common::*;
+use serde_json::Value;
+
+/// The README's agent: fixes add() (candidates 0 and 1), does nothing (2), breaks mul (3).
+const MY_AGENT: &str = r#"set -e
+case "$ARBITER_CANDIDATE_INDEX" in
+  0|1) sed -i 's/return a - b/return a + b/' calc.py ;;
+  2) echo "nothing to do" ;;
+  *) sed -i 's/return a - b/return a + b/; s/return a \* b/return a + b/' calc.py ;;
+esac
+"#;
+
+#[test]
+fn the_readme_quick_start_runs_as_written_with_an_uncommitted_agent_script() {
+    // calc.py and its tests are committed; my-agent.sh is written but not committed.
+    let repo = TestRepo::new();
+    repo.write("calc.py", CALC_PY);
+    repo.write("test_calc.py", TEST_CALC_PY);
+    repo.write(".gitignore", "__pycache__/\n");
+    repo.commit_all("calc with a bug");
+    repo.write_agent("my-agent.sh", MY_AGENT);
+    repo.arbiter(&["init"]).assert_code(0);
+    let run = repo.arbiter(&[
+        "run",
+        "--task",
+        "Fix the failing test in calc.py",
+        "--success-criteria",
+        "All tests pass; the diff is minimal",
+        "--verify",
+        "python3 -m unittest -q",
+        "--candidates",
+        "4",
+        "--runner",
+        "command",
+        "--command",
+        "./my-agent.sh",
+        "--timeout-seconds",
+        "600",
+    ]);
+    run.assert_code(0);
+    assert!(
+        run.stderr.contains("my-agent.sh is not committed at HEAD: every candidate runs your working tree's copy"),
+        "{}",
+        run.stderr
+    );
+    // The fix is applied, the script is still the user's own untracked file, in no patch.
+    assert!(repo.read("calc.py").contains("return a + b"));
+    assert_eq!(repo.status(), vec![" M calc.py".to_string(), "?? my-agent.sh".to_string()]);
+    let dir = repo.run_dir();
+    for c in ["c01", "c02", "c03", "c04"] {
+        let patch = std::fs::read_to_string(dir.join(format!("candidates/{c}/patch.diff"))).unwrap();
+        assert!(!patch.contains("my-agent.sh"), "{c}: {patch}");
+    }
+    let ranking = read_json(&dir.join("comparisons/ranking.json"));
+    let c03 = ranking["candidates"].as_array().unwrap().iter().find(|c| c["candidate_id"] == "c03").unwrap();
+    assert_eq!(c03["rejection"]["code"], "empty_patch", "the do-nothing candidate changed nothing: {c03:#}");
+    let list = repo.arbiter(&["runs", "list", "--json"]);
+    let runs: Value = serde_json::from_str(&list.stdout).unwrap();
+    assert_eq!(runs[0]["status"], "succeeded", "{runs:#}");
+    // The next steps the Quick start prints work as printed.
+    repo.arbiter(&["runs", "show", "latest"]).assert_code(0);
+    repo.git(&["checkout", "--", "calc.py"]);
+    repo.arbiter(&["apply", "latest"]).assert_code(0);
+    assert!(repo.read("calc.py").contains("return a + b"));
+
+    // The copy is outside the repository and read-only; a candidate cannot change it.
+    let settings = read_json(&dir.join("settings.json"));
+    let copy = settings["settings"]["outside_programs"][0]["copy"].as_str().unwrap().to_string();
+    assert!(!copy.starts_with(&repo.path().display().to_string()), "{copy}");
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(std::fs::metadata(&copy).unwrap().permissions().mode() & 0o222, 0, "{copy} is read-only");
+}
+
+#[test]
+fn a_hostile_candidate_cannot_rewrite_the_shared_agent_copy() {
+    // Every candidate tries to overwrite the script it is run from; the copy stays as it was.
+    let repo = TestRepo::new();
+    repo.write("notes.txt", "draft\n");
+    repo.commit_all("notes");
+    repo.write_agent(
+        "agent.sh",
+        "printf '#!/bin/sh\\necho pwned > pwned.txt\\n' > \"$0\" 2>/dev/null || true\nchmod u+w \"$0\" 2>/dev/null || true\nprintf 'final\\n' > notes.txt\n",
+    );
+    let run = repo.arbiter(&[
+        "run",
+        "--task",
+        "Finish the notes",
+        "--runner",
+        "command",
+        "--command",
+        "./agent.sh",
+        "--candidates",
+        "2",
+        "--verify",
+        "grep -q final notes.txt",
+        "--apply",
+        "none",
+    ]);
+    run.assert_code(0);
+    let settings = read_json(&repo.run_dir().join("settings.json"));
+    let copy = settings["settings"]["outside_programs"][0]["copy"].as_str().unwrap().to_string();
+    let text = std::fs::read_to_string(&copy).unwrap();
+    assert!(text.contains("printf 'final"), "the copy was changed: {text}");
+    assert!(!repo.path().join("pwned.txt").exists());
+}
