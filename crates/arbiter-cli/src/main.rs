@@ -5,6 +5,7 @@ mod commands;
 mod config_file;
 mod context;
 mod error;
+mod invocation;
 mod logging;
 mod model_access;
 mod progress;

@@ -108,3 +108,24 @@ fn a_hostile_candidate_cannot_rewrite_the_shared_agent_copy() {
     assert!(text.contains("printf 'final"), "the copy was changed: {text}");
     assert!(!repo.path().join("pwned.txt").exists());
 }
+
+#[test]
+fn the_demo_s_closing_hints_work_as_printed_without_arbiter_on_path() {
+    let scratch = tempfile::tempdir().unwrap();
+    let dir = scratch.path().join("demo");
+    let mut demo = arbiter_cmd_in(scratch.path(), &["demo", "--dir", dir.to_str().unwrap()]);
+    demo.env("PATH", "/usr/local/bin:/usr/bin:/bin");
+    let run = Run::from_output(demo.output().unwrap());
+    run.assert_code(0);
+    let look =
+        run.stdout.lines().find_map(|l| l.strip_prefix("Look around: ")).unwrap_or_else(|| panic!("{}", run.stdout));
+    assert!(look.contains(ARBITER), "the hint names this binary, not an `arbiter` the shell cannot find: {look}");
+    assert!(run.stdout.contains("cargo install --path"), "{}", run.stdout);
+    let followed = std::process::Command::new("sh")
+        .args(["-c", look])
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .output()
+        .unwrap();
+    assert!(followed.status.success(), "{look}: {}", String::from_utf8_lossy(&followed.stderr));
+    assert!(String::from_utf8_lossy(&followed.stdout).contains("c01"), "{}", String::from_utf8_lossy(&followed.stdout));
+}

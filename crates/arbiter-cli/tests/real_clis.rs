@@ -32,7 +32,7 @@ fn real_cli(rel: &str) -> Option<PathBuf> {
         Some(dir) => PathBuf::from(dir),
         None if in_ci => panic!("CI is set but ARBITER_CLI_CACHE is not: .ci/run installs the agent CLIs and sets it"),
         None => {
-            eprintln!("skipped: ARBITER_CLI_CACHE is not set (run .ci/run, or point it at a directory with the CLIs)");
+            skip(rel, "ARBITER_CLI_CACHE is not set (run .ci/run, or point it at a directory with the CLIs)");
             return None;
         }
     };
@@ -41,7 +41,7 @@ fn real_cli(rel: &str) -> Option<PathBuf> {
         return Some(path);
     }
     assert!(!in_ci, "{} is not installed (CI installs it with .ci/run)", path.display());
-    eprintln!("skipped: {} is not installed", path.display());
+    skip(rel, &format!("{} is not installed", path.display()));
     None
 }
 

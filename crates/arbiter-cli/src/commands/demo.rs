@@ -83,15 +83,20 @@ pub async fn demo(dir: Option<&Path>, as_json: bool) -> Result<u8, CliError> {
     let outcome = outcome?;
     report(&outcome, as_json);
     if !as_json {
+        let arbiter = crate::invocation::arbiter();
         println!();
         println!("The model above was scripted. To run the same tournament with a real model:");
         println!(
-            "  arbiter backend add my-model --provider openai-compatible --model MODEL --base-url http://127.0.0.1:8080/v1"
+            "  {arbiter} backend add my-model --provider openai-compatible --model MODEL --base-url http://127.0.0.1:8080/v1"
         );
         println!(
-            "  arbiter run --runner builtin --backend my-model --candidates 4 --task \"...\" --verify \"your tests\""
+            "  {arbiter} run --runner builtin --backend my-model --candidates 4 --task \"...\" --verify \"your tests\""
         );
-        println!("Look around: cd {} && git diff && arbiter runs show latest", repo.display());
+        let dir = arbiter_core::command_line::shell_word(&repo.display().to_string());
+        println!("Look around: cd {dir} && git diff && {arbiter} runs show latest");
+        if arbiter != "arbiter" {
+            println!("Put arbiter on your PATH: cargo install --path {} --locked", env!("CARGO_MANIFEST_DIR"));
+        }
     }
     Ok(exit_code(&outcome))
 }
