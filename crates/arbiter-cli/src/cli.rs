@@ -21,6 +21,29 @@ pub struct Cli {
     pub command: Command,
 }
 
+impl Command {
+    /// The name of a command that uses no store (runs, plans, events), or `None` for one that
+    /// does: `--database-url` is refused on the first kind, honoured by the second.
+    pub fn without_store(&self) -> Option<&'static str> {
+        match self {
+            Command::Init
+            | Command::Run(_)
+            | Command::Runs(_)
+            | Command::Apply(_)
+            | Command::Plan(_)
+            | Command::Serve(_) => None,
+            Command::Config(_) => Some("config"),
+            Command::Backend(_) => Some("backend"),
+            Command::Demo { .. } => Some("demo"),
+            Command::MockLlm { .. } => Some("mock-llm"),
+            Command::Runners { .. } => Some("runners"),
+            Command::Cache(_) => Some("cache"),
+            Command::Worker(_) => Some("worker"),
+            Command::Bench(_) => Some("bench"),
+        }
+    }
+}
+
 /// Refuses a database URL with a password on the command line: argv is readable by every
 /// process on the machine (`/proc/<pid>/cmdline`), candidates included, so a password there is
 /// a password given away. The environment variable is not readable by them.

@@ -15,6 +15,20 @@ use arbiter_store::units::UnitQueue;
 
 use crate::error::CliError;
 
+/// The database of this invocation (`--database-url` / `ARBITER_DATABASE_URL`), set once by
+/// the dispatcher: every command that reads or writes runs, candidates, plans and events uses
+/// the same store.
+static DATABASE_URL: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+
+/// Chooses this invocation's store: Postgres at `url`, or each repository's SQLite file.
+pub fn use_database(url: Option<&str>) {
+    let _ = DATABASE_URL.set(url.map(str::trim).filter(|u| !u.is_empty()).map(str::to_string));
+}
+
+fn database_url() -> Option<&'static str> {
+    DATABASE_URL.get().and_then(|u| u.as_deref())
+}
+
 /// The repository a command works on.
 pub struct RepoContext {
     pub git: Git,
@@ -72,18 +86,16 @@ impl RepoContext {
         }
     }
 
-    /// Opens `.arbiter/arbiter.db`, creating `.arbiter/` when needed.
+    /// The run index of this invocation's store (see [`use_database`]): Postgres at the
+    /// database URL, or `.arbiter/arbiter.db` (creating `.arbiter/` when needed).
     pub async fn store(&self) -> Result<Arc<dyn Store>, CliError> {
-        std::fs::create_dir_all(self.workspace.dir())?;
-        Ok(Arc::new(SqliteStore::open(&self.workspace.db_path()).await?))
+        Ok(self.plan_stores().await?.0)
     }
 
-    /// The run index and the plan queue (with its units): Postgres at `database_url`, or `.arbiter/arbiter.db`.
-    pub async fn plan_stores(
-        &self,
-        database_url: Option<&str>,
-    ) -> Result<(Arc<dyn Store>, Arc<dyn UnitQueue>), CliError> {
-        match database_url.filter(|u| !u.trim().is_empty()) {
+    /// The run index and the plan queue (with its units) of this invocation's store:
+    /// Postgres at the database URL, or `.arbiter/arbiter.db`.
+    pub async fn plan_stores(&self) -> Result<(Arc<dyn Store>, Arc<dyn UnitQueue>), CliError> {
+        match database_url() {
             Some(url) => {
                 let pg = Arc::new(PgStore::connect(url).await?);
                 Ok((pg.clone(), pg))

@@ -12,8 +12,6 @@ mod progress;
 
 use std::process::ExitCode;
 
-use clap::Parser;
-
 use crate::cli::{CacheCommand, Cli, Command, ConfigCommand, RunsCommand};
 use crate::error::CliError;
 
@@ -29,7 +27,18 @@ fn main() -> ExitCode {
         eprintln!("arbiter: error: {message}");
         return ExitCode::from(error::exit::USAGE);
     }
-    let cli = Cli::parse();
+    let matches = <Cli as clap::CommandFactory>::command().get_matches();
+    let cli = match <Cli as clap::FromArgMatches>::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
+    let url_on_command_line = matches.value_source("database_url") == Some(clap::parser::ValueSource::CommandLine);
+    if url_on_command_line && let Some(name) = cli.command.without_store() {
+        eprintln!(
+            "arbiter: error: `arbiter {name}` does not use a database: --database-url is for init, run, runs, apply, plan and serve"
+        );
+        return ExitCode::from(error::exit::USAGE);
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -52,6 +61,9 @@ fn main() -> ExitCode {
 
 async fn dispatch(cli: Cli) -> Result<u8, CliError> {
     let repo = cli.repo.as_deref();
+    if cli.command.without_store().is_none() {
+        context::use_database(cli.database_url.as_deref());
+    }
     match &cli.command {
         Command::Init => commands::init::init(repo).await,
         Command::Run(args) => commands::run::run(repo, args).await,
@@ -64,7 +76,7 @@ async fn dispatch(cli: Cli) -> Result<u8, CliError> {
         Command::Backend(cmd) => commands::backend::backend(repo, cmd).await,
         Command::Demo { dir, json } => commands::demo::demo(dir.as_deref(), *json).await,
         Command::MockLlm { script, bind } => commands::mock_llm::mock_llm(script, bind).await,
-        Command::Plan(cmd) => commands::plan::plan(repo, cli.database_url.as_deref(), cmd).await,
+        Command::Plan(cmd) => commands::plan::plan(repo, cmd).await,
         Command::Runners { json } => commands::runners::runners(repo, *json).await,
         Command::Cache(CacheCommand::Prune { keep, kept, json }) => commands::cache::prune(*keep, *kept, *json),
         Command::Serve(args) => commands::serve::serve(cli.database_url.as_deref(), args).await,

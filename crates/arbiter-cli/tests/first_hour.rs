@@ -129,3 +129,50 @@ fn the_demo_s_closing_hints_work_as_printed_without_arbiter_on_path() {
     assert!(followed.status.success(), "{look}: {}", String::from_utf8_lossy(&followed.stderr));
     assert!(String::from_utf8_lossy(&followed.stdout).contains("c01"), "{}", String::from_utf8_lossy(&followed.stdout));
 }
+
+#[test]
+fn one_store_per_invocation_is_honoured_by_every_command_that_has_one() {
+    let pg = PgDatabase::create();
+    let repo = python_repo("set -e\nsed -i 's/return a - b/return a + b/' calc.py\n");
+    repo.arbiter(&["init"]).assert_code(0);
+    let db = ["--database-url", pg.url.as_str()];
+    // A run records into Postgres, not into .arbiter/arbiter.db.
+    let mut run =
+        vec!["run", "--task", "Fix add", "--runner", "command", "--command", "./agent.sh", "--candidates", "1"];
+    run.extend_from_slice(&["--apply", "none"]);
+    run.extend_from_slice(&db);
+    repo.arbiter(&run).assert_code(0);
+    let list = |extra: &[&str]| -> Value {
+        let mut args = vec!["runs", "list", "--json"];
+        args.extend_from_slice(extra);
+        let r = repo.arbiter(&args);
+        r.assert_code(0);
+        serde_json::from_str(&r.stdout).unwrap()
+    };
+    assert_eq!(list(&db).as_array().unwrap().len(), 1);
+    assert_eq!(list(&[]).as_array().unwrap().len(), 0, "nothing went to the local SQLite index");
+    // A plan task's run on Postgres is listed by `runs list` on that database; the
+    // environment variable works like the flag.
+    let plan = serde_json::json!({
+        "id": "p", "name": "P",
+        "defaults": {"candidates": 1, "runners": "command", "command": "./agent.sh"},
+        "tasks": [{"id": "T", "title": "Fix add", "description": "add subtracts; make it add.", "acceptance_criteria": ["add(2, 3) == 5"]}],
+    });
+    repo.write("plan.json", plan.to_string());
+    repo.commit_all("plan");
+    let mut import = vec!["plan", "import", "plan.json"];
+    import.extend_from_slice(&db);
+    repo.arbiter(&import).assert_code(0);
+    let mut plan_run = repo.arbiter_cmd(&["plan", "run", "p"]);
+    plan_run.env("ARBITER_DATABASE_URL", &pg.url);
+    Run::from_output(plan_run.output().unwrap()).assert_code(0);
+    let runs = list(&db);
+    assert_eq!(runs.as_array().unwrap().len(), 2, "{runs:#}");
+    // A command that uses no store refuses the flag (and ignores the variable).
+    let refused = repo.arbiter(&["runners", "--database-url", pg.url.as_str()]);
+    refused.assert_code(2);
+    assert!(refused.stderr.contains("`arbiter runners` does not use a database"), "{}", refused.stderr);
+    let mut runners = repo.arbiter_cmd(&["runners"]);
+    runners.env("ARBITER_DATABASE_URL", &pg.url);
+    Run::from_output(runners.output().unwrap()).assert_code(0);
+}

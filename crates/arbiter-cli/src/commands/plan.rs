@@ -60,7 +60,7 @@ struct Plans {
 }
 
 impl Plans {
-    async fn open(repo: Option<&Path>, database_url: Option<&str>, remote: &PlanServerArgs) -> Result<Self, CliError> {
+    async fn open(repo: Option<&Path>, remote: &PlanServerArgs) -> Result<Self, CliError> {
         if let Some(server) = remote.server() {
             let token = crate::commands::worker::admin_token()?;
             let client = crate::commands::worker::client(&server)?;
@@ -73,7 +73,7 @@ impl Plans {
             return Ok(Plans { admin, ctx, remote: true });
         }
         let ctx = RepoContext::locate(repo).await?;
-        let (_, plans) = ctx.plan_stores(database_url).await?;
+        let (_, plans) = ctx.plan_stores().await?;
         Ok(Plans { admin: local_admin(&ctx, plans), ctx: Some(ctx), remote: false })
     }
 
@@ -140,7 +140,7 @@ fn remote_of(cmd: &PlanCommand) -> Option<&PlanServerArgs> {
     }
 }
 
-pub async fn plan(repo: Option<&Path>, database_url: Option<&str>, cmd: &PlanCommand) -> Result<u8, CliError> {
+pub async fn plan(repo: Option<&Path>, cmd: &PlanCommand) -> Result<u8, CliError> {
     match cmd {
         PlanCommand::Schema => {
             print!("{SCHEMA}");
@@ -153,13 +153,13 @@ pub async fn plan(repo: Option<&Path>, database_url: Option<&str>, cmd: &PlanCom
                 )));
             }
             let ctx = RepoContext::locate(repo).await?;
-            let (runs, plans) = ctx.plan_stores(database_url).await?;
+            let (runs, plans) = ctx.plan_stores().await?;
             let overrides = RunOverrides { no_verify: *no_verify };
             return run(&ctx, runs, plans, id, *workers, *lease_seconds, &overrides, *json).await;
         }
         _ => {}
     }
-    let plans = Plans::open(repo, database_url, remote_of(cmd).unwrap_or(&PlanServerArgs::default())).await?;
+    let plans = Plans::open(repo, remote_of(cmd).unwrap_or(&PlanServerArgs::default())).await?;
     let admin = &*plans.admin;
     let now = || SystemClock.now();
     match cmd {
