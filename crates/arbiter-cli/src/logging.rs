@@ -2,8 +2,6 @@
 //! `tracing`, on stderr: human lines (coloured on a terminal) or JSON, one object per line.
 //! Never a token: what is logged is what the code names, and no secret is ever named.
 
-use std::io::IsTerminal;
-
 /// Log lines on stderr, at `ARBITER_LOG` (error, warn, info, debug, trace; default info).
 pub fn init(format: &str) {
     use tracing_subscriber::filter::LevelFilter;
@@ -13,6 +11,6 @@ pub fn init(format: &str) {
     let _ = if format == "json" {
         builder.json().flatten_event(true).try_init()
     } else {
-        builder.with_ansi(std::io::stderr().is_terminal()).try_init()
+        builder.with_ansi(crate::terminal::stderr_colour()).try_init()
     };
 }

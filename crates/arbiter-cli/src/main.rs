@@ -9,6 +9,7 @@ mod invocation;
 mod logging;
 mod model_access;
 mod progress;
+mod terminal;
 
 use std::process::ExitCode;
 

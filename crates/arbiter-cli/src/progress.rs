@@ -2,7 +2,7 @@
 //! otherwise. It only reads the run's events; it never decides anything.
 
 use std::collections::BTreeMap;
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::time::{Duration, Instant};
 
 use arbiter_core::event::{Event, EventKind};
@@ -20,7 +20,7 @@ struct Line {
 
 /// Renders events until the channel closes.
 pub async fn render(mut rx: UnboundedReceiver<Event>) {
-    let live = std::io::stderr().is_terminal();
+    let live = crate::terminal::live_progress();
     let start = Instant::now();
     let mut lines: BTreeMap<String, Line> = BTreeMap::new();
     let mut baseline = String::new();

@@ -185,7 +185,7 @@ pub async fn plan(repo: Option<&Path>, cmd: &PlanCommand) -> Result<u8, CliError
             if *json {
                 println!("{}", pretty(&view_json(&view)));
             } else {
-                print!("{}", render_dag(&view, std::io::stdout().is_terminal()));
+                print!("{}", render_dag(&view, crate::terminal::stdout_colour()));
             }
             Ok(exit::SUCCESS)
         }
