@@ -29,6 +29,7 @@ pub mod ending;
 pub mod event;
 pub mod invocation;
 pub mod summary;
+pub mod user_setup;
 
 mod clis;
 mod json_lines;

@@ -586,7 +586,7 @@ esac
 /// The secrets of the secrets test, by name (assertion messages never show a value).
 const SECRETS: [(&str, &str); 5] = [
     ("$OPENAI_API_KEY", OPENAI_KEY),
-    ("$ARBITER_DATABASE_URL", DB_URL),
+    ("$DATABASE_URL", DB_URL),
     ("the backend key", BACKEND_KEY),
     ("$MY_API_KEY", PASSED_KEY),
     ("the configuration directory's token", CONFIG_TOKEN),
@@ -654,7 +654,9 @@ fn run_with_secrets(repo: &TestRepo, markers: &Path, config_dir: &Path, mode: &s
         .arbiter_cmd(&args)
         .env("ARBITER_CONFIG_DIR", config_dir)
         .env("OPENAI_API_KEY", OPENAI_KEY)
-        .env("ARBITER_DATABASE_URL", DB_URL)
+        // A database URL with a password in arbiter's environment (not ARBITER_DATABASE_URL,
+        // which this run would use as its store).
+        .env("DATABASE_URL", DB_URL)
         .env("MY_API_KEY", PASSED_KEY)
         .output()
         .expect("run arbiter");

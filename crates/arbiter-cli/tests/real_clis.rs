@@ -366,3 +366,82 @@ fn real_clis_share_one_mock_in_a_mixed_tournament() {
     assert!(entries.iter().all(|c| c["eligible"] == true), "every candidate fixed the bug: {selection:#}");
     assert_only_routes(&mut mock, &["HEAD /", "POST /v1/messages", "POST /v1/responses", "POST /v1/chat/completions"]);
 }
+
+/// A Codex user with a custom provider in `~/.codex/config.toml` (and an MCP server, and a
+/// login in `auth.json`), and no arbiter backend: the candidate's Codex reaches that
+/// provider with the key its `env_key` names and makes the edit; the MCP server stays out,
+/// and neither the key nor the login reaches an artifact. `isolate = true` gives today's
+/// clean home: no provider, no request.
+#[test]
+fn codex_on_the_user_s_own_config_toml_provider() {
+    let Some(codex) = real_cli("npm/node_modules/.bin/codex") else { return };
+    let mut mock = MockLlm::start(&json!({"turns": "history", "api_key": MOCK_KEY, "responses": codex_script()}));
+    let user_home = tempfile::tempdir().expect("a home");
+    let codex_dir = user_home.path().join(".codex");
+    fs::create_dir_all(&codex_dir).expect("mkdir");
+    let mcp_marker = user_home.path().join("mcp-started");
+    fs::write(
+        codex_dir.join("config.toml"),
+        format!(
+            "model = \"gpt-5.5\"\nmodel_provider = \"corp\"\n\n[model_providers.corp]\nname = \"Corp\"\nbase_url = \"{}\"\nenv_key = \"CORP_LLM_KEY\"\nwire_api = \"responses\"\n\n[mcp_servers.spy]\ncommand = \"sh\"\nargs = [\"-c\", \"touch {}\"]\n",
+            mock.openai_url(),
+            mcp_marker.display()
+        ),
+    )
+    .expect("config.toml");
+    const LOGIN_TOKEN: &str = "eyJhbGciOiJub25lIn0.user-login-token-3f9a";
+    fs::write(codex_dir.join("auth.json"), format!("{{\"tokens\": {{\"access_token\": \"{LOGIN_TOKEN}\"}}}}"))
+        .expect("auth.json");
+    let repo = calc_repo(&format!("[runners.codex]\nkind = \"codex\"\nbinary = \"{}\"\n", codex.display()));
+    let arbiter = |extra_config: &str, timeout: &str| {
+        if !extra_config.is_empty() {
+            let path = repo.arbiter_dir().join("config.toml");
+            let text = fs::read_to_string(&path).expect("config").replace(
+                "[runners.codex]\nkind = \"codex\"\n",
+                &format!("[runners.codex]\nkind = \"codex\"\n{extra_config}"),
+            );
+            fs::write(&path, text).expect("config");
+        }
+        let out = repo
+            .arbiter_cmd(&[
+                "run",
+                "--task",
+                "Fix add in calc.py",
+                "--runner",
+                "codex",
+                "--candidates",
+                "1",
+                "--verify",
+                VERIFY_PY,
+                "--timeout-seconds",
+                timeout,
+                "--no-judge",
+            ])
+            .env("HOME", user_home.path())
+            .env("CORP_LLM_KEY", MOCK_KEY)
+            .env_remove("XDG_CACHE_HOME")
+            .env_remove("XDG_CONFIG_HOME")
+            .stdin(Stdio::null())
+            .output()
+            .expect("run arbiter");
+        Run::from_output(out)
+    };
+    let run = arbiter("", "180");
+    assert_fixed(&repo, &run, "codex");
+    assert_only_routes(&mut mock, &["POST /v1/responses"]);
+    assert!(!mcp_marker.exists(), "the user's MCP server was started for a candidate");
+    for file in files_under(&repo.arbiter_dir()) {
+        let text = String::from_utf8_lossy(&fs::read(&file).expect("read")).into_owned();
+        assert!(!text.contains(LOGIN_TOKEN), "{} holds the user's login", file.display());
+    }
+    let transcript = fs::read_to_string(repo.run_dir().join("candidates/c01/transcript.jsonl")).expect("transcript");
+    assert!(transcript.contains(".codex/config.toml") && transcript.contains(".codex/auth.json"), "{transcript}");
+
+    // isolate = true: a clean home, so Codex has no provider of the user's and reaches nothing
+    // (it waits for the network it does not have until its timeout).
+    repo.git(&["checkout", "--", "calc.py"]);
+    let before = routes(&mut mock).len();
+    let isolated = arbiter("isolate = true\n", "15");
+    isolated.assert_code(1);
+    assert_eq!(routes(&mut mock).len(), before, "an isolated Codex used the user's provider");
+}

@@ -254,7 +254,18 @@ pub struct RunnerSection {
     /// price its tokens are charged at). Without it the run's `--backend` list applies, and
     /// without that the CLI uses its own provider and login.
     pub backend: Option<String>,
+    /// Agent CLIs on their own provider: `true` gives the CLI a clean home, without the
+    /// user's login and configuration (by default they are copied in, without MCP servers,
+    /// hooks and plugins).
+    pub isolate: Option<bool>,
+    /// Agent CLIs on their own provider: what of the user's configuration comes along
+    /// besides the login and providers: `mcp`, `hooks`, `plugins`.
+    #[serde(default)]
+    pub inherit: Vec<String>,
 }
+
+/// What of the user's own agent configuration a runner table can ask for (`inherit`).
+pub const INHERITABLE: &[&str] = &["mcp", "hooks", "plugins"];
 
 /// Values given on the command line; `None` means "not given".
 #[derive(Clone, Debug, Default)]
@@ -404,6 +415,13 @@ pub struct AgentCliSpec {
     /// one endpoint: there is no fallback chain). Empty: the CLI's own provider.
     #[serde(default)]
     pub backends: Vec<String>,
+    /// On its own provider, a clean home: none of the user's login or configuration.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub isolate: bool,
+    /// On its own provider, the user's configuration of these kinds comes along too
+    /// (see [`INHERITABLE`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inherit: Vec<String>,
 }
 
 /// A runner ready to be assigned to candidates.
@@ -1086,6 +1104,18 @@ fn agent_runner(
     if section.max_turns == Some(0) {
         return Err(invalid(format!("{table} has max_turns = 0"), "use at least 1, or leave it out for no limit"));
     }
+    if let Some(bad) = section.inherit.iter().find(|i| !INHERITABLE.contains(&i.as_str())) {
+        return Err(invalid(
+            format!("{table} has inherit = [.., {bad:?}, ..]"),
+            &format!("inherit takes {}", INHERITABLE.join(", ")),
+        ));
+    }
+    if section.isolate == Some(true) && !section.inherit.is_empty() {
+        return Err(invalid(
+            format!("{table} sets both isolate = true and inherit"),
+            "an isolated CLI inherits nothing: keep one of them",
+        ));
+    }
     let backends = match &section.backend {
         Some(b) => {
             let named = named_backends(config, Some(b), "runners.backend")?;
@@ -1109,6 +1139,8 @@ fn agent_runner(
             permission_mode: section.permission_mode.clone(),
             max_turns: section.max_turns,
             backends,
+            isolate: section.isolate.unwrap_or(false),
+            inherit: section.inherit.clone(),
         }),
         env_passthrough: section.env_passthrough.clone(),
     })
@@ -1130,6 +1162,8 @@ fn runner_from_section(
                 ("permission_mode", section.permission_mode.is_some()),
                 ("max_turns", section.max_turns.is_some()),
                 ("backend", section.backend.is_some()),
+                ("isolate", section.isolate.is_some()),
+                ("inherit", !section.inherit.is_empty()),
             ];
             if let Some((key, _)) = agent_only.iter().find(|(_, set)| *set) {
                 return Err(SettingsError::Invalid {

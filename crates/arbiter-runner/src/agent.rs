@@ -48,6 +48,10 @@ pub struct AgentReport {
     /// What the runner alone knows about the run (an agent CLI's session, usage, cost,
     /// commands, files and final status), recorded as `agent_cli` in `runner_summary.json`.
     pub details: Option<serde_json::Value>,
+    /// Secrets the runner gave the agent beyond the run's own (a login of the user's it
+    /// copied into the agent home), as (where it came from, value): the candidate's patch
+    /// is searched for them like for the run's.
+    pub secrets: Vec<(String, String)>,
 }
 
 /// A runner failure that is not the agent's own failure (the agent could not be started).

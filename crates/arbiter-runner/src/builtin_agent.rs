@@ -218,7 +218,7 @@ impl AgentRunner for BuiltinRunner {
         };
         transcript
             .append(&json!({"type": "end", "reason": kind, "detail": detail, "steps": steps, "tokens": tokens_used}))?;
-        Ok(AgentReport { outcome, calls, details: None })
+        Ok(AgentReport { outcome, calls, details: None, secrets: Vec::new() })
     }
 }
 

@@ -535,6 +535,15 @@ impl AgentRunner for CliRunner {
         validate(self.agent, &spec).map_err(|e| std::io::Error::other(self.explain(&e)))?;
         let inv = invocation(self.agent, &spec);
         prepare_home(&home, &inv)?;
+        // On its own provider the CLI gets the user's login and configuration (MCP servers,
+        // hooks and plugins left out unless inherited), gone with the agent home.
+        let inherited = if self.endpoint.is_none() && !self.spec.isolate {
+            crate::inherited_setup::copy_in(self.agent, &home, &inv, &self.spec.inherit, &|name| {
+                std::env::var(name).ok()
+            })?
+        } else {
+            Default::default()
+        };
         let stdin = match &inv.stdin {
             PromptInput::Null => Stdin::Null,
             PromptInput::File(path) => Stdin::File(path.clone()),
@@ -545,6 +554,10 @@ impl AgentRunner for CliRunner {
             }
         };
         let mut env = self.child_env(ctx, &inv);
+        for (name, value) in &inherited.env {
+            env.retain(|(k, _)| k != name);
+            env.push((name.clone(), value.clone()));
+        }
         // Temporary files too stay in the agent home and go with it (gemini writes error
         // reports to the temporary directory, for one).
         let tmp = home.join("tmp");
@@ -563,7 +576,7 @@ impl AgentRunner for CliRunner {
                 ),
             )
         })?;
-        let masks = self.masks(ctx, &env, &inv);
+        let masks = Masks(self.masks(ctx, &env, &inv).0.with(inherited.secrets.iter().cloned()));
         let command_line = masks.redact(&inv.display_command());
 
         let mut transcript = JsonLines::open(&ctx.candidate_dir.join(paths::TRANSCRIPT))?;
@@ -574,6 +587,8 @@ impl AgentRunner for CliRunner {
             "command": command_line,
             "backend": self.backend(),
             "model": self.model(),
+            "inherited": inherited.files,
+            "not_inherited": inherited.skipped,
         }))?;
         let cmd = ProgramCommand {
             program: program.clone(),
@@ -724,7 +739,12 @@ impl AgentRunner for CliRunner {
         for log in [&stdout, &stderr] {
             process::redact_file(log, &masks.0)?;
         }
-        Ok(AgentReport { outcome, calls: vec![call], details: Some(details) })
+        let secrets = inherited
+            .secrets
+            .into_iter()
+            .map(|v| (format!("the {} login copied into its home", self.agent), v))
+            .collect();
+        Ok(AgentReport { outcome, calls: vec![call], details: Some(details), secrets })
     }
 }
 

@@ -86,6 +86,6 @@ impl AgentRunner for CommandRunner {
             cost: None,
             flags: vec!["usage_unavailable".into(), "unpriced".into()],
         }];
-        Ok(AgentReport { outcome, calls, details: None })
+        Ok(AgentReport { outcome, calls, details: None, secrets: Vec::new() })
     }
 }

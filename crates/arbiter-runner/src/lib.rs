@@ -32,6 +32,7 @@ pub mod events;
 pub mod gates;
 pub mod git;
 pub mod include;
+pub mod inherited_setup;
 pub mod integration;
 pub mod judge;
 pub mod materialize;

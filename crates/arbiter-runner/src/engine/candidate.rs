@@ -246,6 +246,7 @@ fn unstarted(ctx: &RunCtx, index: usize) -> CandidateRun {
         agent_details: None,
         violations: Vec::new(),
         gates_pending: false,
+        agent_secrets: Default::default(),
     }
 }
 
@@ -375,6 +376,9 @@ async fn run_candidate_steps(ctx: &RunCtx, index: usize, restart: Option<Restart
             run.agent = report.outcome;
             run.calls = report.calls;
             run.agent_details = report.details;
+            for (source, value) in &report.secrets {
+                run.agent_secrets.add(source.clone(), value);
+            }
         }
         Err(e) => {
             run.setup_error = Some(e.to_string());
@@ -486,12 +490,13 @@ async fn capture_candidate(
     };
     // A patch holding a secret arbiter knows is disqualified, and written (and kept for the
     // viewer and reports) with the value redacted; it is never checked, gated or applied.
-    let secrets = ctx.secrets.found_in(&text);
+    let mut secrets = ctx.secrets.found_in(&text);
+    secrets.extend(run.agent_secrets.found_in(&text));
     let text = if secrets.is_empty() {
         text
     } else {
         disqualify(ctx, run, Violation::SecretInPatch { sources: secrets }).await;
-        ctx.redactor.redact(&text)
+        run.agent_secrets.redactor().redact(&ctx.redactor.redact(&text))
     };
     let patch_path = cdir.join(paths::PATCH);
     if let Err(e) = std::fs::write(&patch_path, &text) {

@@ -199,6 +199,8 @@ pub(super) struct CandidateRun {
     /// Its patch is captured but its gates are not run yet (a candidate unit leaves them to
     /// the evaluation).
     pub(super) gates_pending: bool,
+    /// Secrets its runner gave its agent beyond the run's own (see `AgentReport::secrets`).
+    pub(super) agent_secrets: KnownSecrets,
 }
 
 /// Names whose values are secrets, wherever they appear.

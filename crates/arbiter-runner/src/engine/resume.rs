@@ -123,6 +123,7 @@ impl SavedCandidate {
             agent_details: self.agent_details,
             violations: self.violations,
             gates_pending: self.gates_pending,
+            agent_secrets: Default::default(),
         }
     }
 }
