@@ -40,6 +40,9 @@ impl Command {
             Command::Cache(_) => Some("cache"),
             Command::Worker(_) => Some("worker"),
             Command::Bench(_) => Some("bench"),
+            Command::Doctor { .. } => None,
+            Command::Completions { .. } => Some("completions"),
+            Command::Man { .. } => Some("man"),
         }
     }
 }
@@ -85,6 +88,7 @@ pub enum Command {
         /// Create the demo repository here (a new or empty directory) instead of a temp dir.
         #[arg(long, value_name = "DIR")]
         dir: Option<PathBuf>,
+        /// Print one JSON value on stdout instead of text.
         #[arg(long)]
         json: bool,
     },
@@ -93,6 +97,7 @@ pub enum Command {
         /// The script: JSON or TOML with a `responses` list (see docs/mock-llm.md).
         #[arg(long, value_name = "FILE")]
         script: PathBuf,
+        /// The address to listen on.
         #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8089")]
         bind: String,
     },
@@ -102,6 +107,7 @@ pub enum Command {
     /// Every runner (command, builtin, the agent CLIs, the [runners] tables): whether it is
     /// installed, its version, and what it is configured to use.
     Runners {
+        /// Print one JSON value on stdout instead of text.
         #[arg(long)]
         json: bool,
     },
@@ -121,6 +127,28 @@ pub enum Command {
     /// Measure arbiter (see docs/BENCHMARKS.md).
     #[command(subcommand)]
     Bench(BenchCommand),
+    /// What this machine and repository give arbiter: git, the sandbox, the store, every
+    /// agent CLI (installed, logged in) and the configured backends (reachable), each with
+    /// what to do. Asks no model. Exit 3 when something is broken.
+    Doctor {
+        /// Print one JSON value on stdout instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Shell completions for bash, zsh, fish, elvish or powershell, on stdout (e.g.
+    /// `arbiter completions bash > ~/.local/share/bash-completion/completions/arbiter`).
+    Completions {
+        /// The shell: bash, zsh, fish, elvish or powershell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// The man page, generated from these definitions, on stdout (`arbiter man | man -l -`),
+    /// or one page per command written to DIR.
+    Man {
+        /// Write arbiter.1, arbiter-run.1, arbiter-plan-run.1, ... here instead.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -144,6 +172,7 @@ pub enum BenchCommand {
         /// directory's).
         #[arg(long, value_name = "PATH")]
         repository: Option<PathBuf>,
+        /// Print one JSON value on stdout instead of text.
         #[arg(long)]
         json: bool,
     },
@@ -281,17 +310,20 @@ pub enum WorkerCommand {
     List {
         #[command(flatten)]
         server: ServerArgs,
+        /// Print one JSON value on stdout instead of text.
         #[arg(long)]
         json: bool,
     },
     /// Revoke a worker's token at once (admin token: ARBITER_TOKEN).
     Revoke {
+        /// The worker's name, as it registered.
         name: String,
         #[command(flatten)]
         server: ServerArgs,
     },
     /// Give a worker a new token; the old one stops working (admin token: ARBITER_TOKEN).
     Rotate {
+        /// The worker's name, as it registered.
         name: String,
         #[command(flatten)]
         server: ServerArgs,
@@ -312,6 +344,7 @@ pub enum CacheCommand {
         /// Also remove workspaces kept with --keep-worktrees.
         #[arg(long)]
         kept: bool,
+        /// Print one JSON value on stdout instead of text.
         #[arg(long)]
         json: bool,
     },
@@ -322,6 +355,7 @@ pub enum PlanCommand {
     /// Check a plan file (JSON or TOML, ours or Whilly's tasks.json) and store it; nothing is
     /// written when anything is wrong.
     Import {
+        /// The plan file: JSON or TOML (by its extension), ours or Whilly's tasks.json.
         file: PathBuf,
         /// Also change tasks that have not started (finished ones are never changed).
         #[arg(long)]
@@ -330,6 +364,7 @@ pub enum PlanCommand {
         /// as its integration branch: arbiter commits onto it but never moves it back.
         #[arg(long, value_name = "NAME")]
         adopt_branch: Option<String>,
+        /// Print one JSON value on stdout instead of text.
         #[arg(long)]
         json: bool,
         #[command(flatten)]
@@ -337,15 +372,18 @@ pub enum PlanCommand {
     },
     /// Import, then judge every task with the decision gate (ALLOW / WARN / REJECT).
     Apply {
+        /// The plan file: JSON or TOML (by its extension), ours or Whilly's tasks.json.
         file: PathBuf,
         /// Skip the tasks the gate rejects (the events record why).
         #[arg(long)]
         strict: bool,
+        /// Also change tasks the file changes (not only add new ones), and the plan's header.
         #[arg(long)]
         update: bool,
         /// Let the plan use this existing branch as its integration branch (see `import`).
         #[arg(long, value_name = "NAME")]
         adopt_branch: Option<String>,
+        /// Print one JSON value on stdout instead of text.
         #[arg(long)]
         json: bool,
         #[command(flatten)]
@@ -353,6 +391,7 @@ pub enum PlanCommand {
     },
     /// The plan in the canonical file format (byte-stable; imports back to the same plan).
     Export {
+        /// The plan's id.
         id: String,
         /// Write to this file instead of standard output.
         #[arg(long, short, value_name = "FILE")]
@@ -362,7 +401,9 @@ pub enum PlanCommand {
     },
     /// The dependency graph with each task's status.
     Show {
+        /// The plan's id.
         id: String,
+        /// Print one JSON value on stdout instead of text.
         #[arg(long)]
         json: bool,
         #[command(flatten)]
@@ -370,7 +411,9 @@ pub enum PlanCommand {
     },
     /// Progress, budget, leases and every task's state.
     Status {
+        /// The plan's id.
         id: String,
+        /// Print one JSON value on stdout instead of text.
         #[arg(long)]
         json: bool,
         #[command(flatten)]
@@ -378,6 +421,7 @@ pub enum PlanCommand {
     },
     /// Every plan with its task counts and budget.
     List {
+        /// Print one JSON value on stdout instead of text.
         #[arg(long)]
         json: bool,
         #[command(flatten)]
@@ -385,8 +429,10 @@ pub enum PlanCommand {
     },
     /// Create an empty plan (tasks come with `plan import --update`).
     Create {
+        /// The new plan's id: letters, digits, '.', '_', '-'.
         #[arg(long)]
         id: String,
+        /// The plan's name, for people.
         #[arg(long)]
         name: String,
         /// Budget in USD (claims stop once it is spent).
@@ -401,7 +447,9 @@ pub enum PlanCommand {
     },
     /// Set the plan's budget in USD (`none` removes it); raising it lets claims resume.
     Budget {
+        /// The plan's id.
         id: String,
+        /// The budget in USD (e.g. 2.50), or `none` for no limit.
         usd: String,
         #[command(flatten)]
         remote: PlanServerArgs,
@@ -409,6 +457,7 @@ pub enum PlanCommand {
     /// Every task back to its start, the integration branch (if arbiter created it) back to
     /// where it was created. Events stay.
     Reset {
+        /// The plan's id.
         id: String,
         /// Also forget attempts and what was spent.
         #[arg(long)]
@@ -425,13 +474,16 @@ pub enum PlanCommand {
     },
     /// Cancel every task that has not finished; running attempts are stopped.
     Cancel {
+        /// The plan's id.
         id: String,
         #[command(flatten)]
         remote: PlanServerArgs,
     },
     /// Give a failed, cancelled or skipped task new attempts.
     Retry {
+        /// The plan's id.
         id: String,
+        /// The task's id.
         task: String,
         #[command(flatten)]
         remote: PlanServerArgs,
@@ -440,10 +492,12 @@ pub enum PlanCommand {
     /// only: arbiter never force-pushes). A plan with `push = true` is pushed after every
     /// winner without this.
     Push {
+        /// The plan's id.
         id: String,
         /// The remote of the plan's repository to push to.
         #[arg(long, default_value = "origin", value_name = "NAME")]
         remote: String,
+        /// Print one JSON value on stdout instead of text.
         #[arg(long)]
         json: bool,
         #[command(flatten)]
@@ -453,12 +507,15 @@ pub enum PlanCommand {
     /// can run; exit 0 only if every task is done or skipped. (Every other plan command
     /// takes --server URL to act on a control plane's plans.)
     Run {
+        /// The plan's id.
         id: String,
+        /// Tasks run at once on this machine.
         #[arg(long, default_value_t = 1, value_name = "N")]
         workers: usize,
         /// Lease length: a worker that stops renewing its lease for this long loses the task.
         #[arg(long, default_value_t = 60, value_name = "SECONDS")]
         lease_seconds: u64,
+        /// Print one JSON value on stdout instead of text.
         #[arg(long)]
         json: bool,
         /// Refused: a control plane's plans are run by its workers (`arbiter worker run`).
@@ -471,7 +528,9 @@ pub enum PlanCommand {
     },
     /// The plan's event log, oldest first.
     Events {
+        /// The plan's id.
         id: String,
+        /// Print one JSON value on stdout instead of text.
         #[arg(long)]
         json: bool,
         #[command(flatten)]
@@ -487,24 +546,38 @@ pub enum BackendCommand {
     Add(Box<BackendAddArgs>),
     /// Every backend, its roles, prices, state and where its key comes from (never the key).
     List {
+        /// Print one JSON value on stdout instead of text.
         #[arg(long)]
         json: bool,
     },
     /// One backend (never its key).
     Show {
+        /// The backend's name.
         name: String,
+        /// Print one JSON value on stdout instead of text.
         #[arg(long)]
         json: bool,
     },
     /// Remove a backend and its stored key.
-    Remove { name: String },
+    Remove {
+        /// The backend's name.
+        name: String,
+    },
     /// Enable a backend.
-    Enable { name: String },
+    Enable {
+        /// The backend's name.
+        name: String,
+    },
     /// Disable a backend (it stays configured but is skipped in role chains).
-    Disable { name: String },
+    Disable {
+        /// The backend's name.
+        name: String,
+    },
     /// Make one small real call: latency, tokens, and whether tool calls work.
     Test {
+        /// The backend's name.
         name: String,
+        /// Print one JSON value on stdout instead of text.
         #[arg(long)]
         json: bool,
     },
@@ -517,6 +590,7 @@ pub struct BackendAddArgs {
     /// openai-compatible (llama.cpp, vLLM, Ollama, LM Studio, OpenRouter...), openai or anthropic.
     #[arg(long)]
     pub provider: String,
+    /// The model the backend serves, as its API names it.
     #[arg(long)]
     pub model: String,
     /// e.g. http://127.0.0.1:8080/v1 (required for openai-compatible).
@@ -555,13 +629,15 @@ pub struct BackendAddArgs {
 /// Settings shared by `run` and `config show`; each overrides .arbiter/config.toml.
 #[derive(Debug, Args, Clone, Default)]
 pub struct SettingsArgs {
-    /// Number of independent candidates.
+    /// Number of independent candidates [default: 3, or `candidates` under [run] in
+    /// .arbiter/config.toml].
     #[arg(long, value_name = "N")]
     pub candidates: Option<u32>,
     /// Candidates running at once (default: all of them).
     #[arg(long, value_name = "N")]
     pub parallel: Option<u32>,
-    /// Wall-clock limit of each candidate's agent.
+    /// Wall-clock limit of each candidate's agent [default: 1800, or [run]
+    /// timeout_seconds].
     #[arg(long, value_name = "SECONDS")]
     pub timeout_seconds: Option<u64>,
     /// A command arbiter runs itself on the base and on every candidate (repeatable).
@@ -573,7 +649,8 @@ pub struct SettingsArgs {
     /// applied on its patch, votes and any judge alone (the report says so first).
     #[arg(long, conflicts_with = "verify")]
     pub no_verify: bool,
-    /// Wall-clock limit of each verify command.
+    /// Wall-clock limit of each verify command [default: 600, or [run]
+    /// verify_timeout_seconds].
     #[arg(long, value_name = "SECONDS")]
     pub verify_timeout_seconds: Option<u64>,
     /// An ignored file or glob to copy into each worktree, e.g. .env (repeatable).
@@ -582,7 +659,8 @@ pub struct SettingsArgs {
     /// A command run in each fresh worktree before the agent.
     #[arg(long, value_name = "COMMAND")]
     pub setup: Option<String>,
-    /// Runner name, or comma-separated names assigned round-robin.
+    /// Runner name, or comma-separated names assigned round-robin [default: command, or
+    /// [run] runner].
     #[arg(long, value_name = "NAME")]
     pub runner: Option<String>,
     /// The command of the `command` runner (run with `sh -c` in the worktree).
@@ -591,20 +669,22 @@ pub struct SettingsArgs {
     /// Backend(s) of the builtin runner; several are assigned round-robin to candidates.
     #[arg(long, value_name = "NAME[,NAME]")]
     pub backend: Option<String>,
-    /// The built-in agent's step limit per candidate.
+    /// The built-in agent's step limit per candidate [default: 40].
     #[arg(long, value_name = "N")]
     pub max_steps: Option<u32>,
-    /// The built-in agent's token limit (input + output) per candidate.
+    /// The built-in agent's token limit (input + output) per candidate [default: 400000].
     #[arg(long, value_name = "N")]
     pub max_tokens: Option<u64>,
-    /// What to do with the winner: worktree, none, or branch:NAME.
+    /// What to do with the winner: worktree, none, or branch:NAME [default: worktree, or
+    /// [run] apply].
     #[arg(long, value_name = "MODE")]
     pub apply: Option<String>,
     /// Keep the candidates' workspaces after the run (their paths are in the report).
     #[arg(long)]
     pub keep_worktrees: bool,
     /// The sandbox of every process a candidate starts: auto (what the kernel offers; the
-    /// report says what was enforced), require (refuse to run without Landlock), or off.
+    /// report says what was enforced), require (refuse to run without Landlock), or off
+    /// [default: auto].
     #[arg(long, value_name = "MODE")]
     pub sandbox: Option<String>,
     /// The task may change tests and other protected files (otherwise such a candidate is
@@ -617,7 +697,7 @@ pub struct SettingsArgs {
     pub no_judge: bool,
     /// How candidates are spent: tournament (all at once), escalate (one at a time, cheapest
     /// capable backend first, stop at the first that passes), or a preset: cheap, balanced,
-    /// quality.
+    /// quality [default: tournament].
     #[arg(long, value_name = "STRATEGY")]
     pub strategy: Option<String>,
     /// Leave out backends whose configured capability is below N.
@@ -659,8 +739,10 @@ pub struct RunArgs {
 pub enum RunsCommand {
     /// The newest runs first.
     List {
+        /// How many runs to list (newest first).
         #[arg(long, default_value_t = 20)]
         limit: u32,
+        /// Print one JSON value on stdout instead of text.
         #[arg(long)]
         json: bool,
     },
@@ -668,6 +750,7 @@ pub enum RunsCommand {
     Show {
         /// A run id, or `latest`.
         run: String,
+        /// Print one JSON value on stdout instead of text.
         #[arg(long)]
         json: bool,
     },
@@ -676,6 +759,7 @@ pub enum RunsCommand {
     Verify {
         /// A run id, or `latest`.
         run: String,
+        /// Print one JSON value on stdout instead of text.
         #[arg(long)]
         json: bool,
     },
@@ -685,6 +769,7 @@ pub enum RunsCommand {
     Resume {
         /// A run id, or `latest`.
         run: String,
+        /// Print one JSON value on stdout instead of text.
         #[arg(long)]
         json: bool,
     },
@@ -703,6 +788,7 @@ pub struct ApplyArgs {
     /// Apply even though the working tree has uncommitted changes.
     #[arg(long)]
     pub force: bool,
+    /// Print one JSON value on stdout instead of text.
     #[arg(long)]
     pub json: bool,
 }
@@ -713,6 +799,7 @@ pub enum ConfigCommand {
     Show {
         #[command(flatten)]
         settings: SettingsArgs,
+        /// Print one JSON value on stdout instead of text.
         #[arg(long)]
         json: bool,
     },

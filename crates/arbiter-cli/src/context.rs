@@ -25,7 +25,8 @@ pub fn use_database(url: Option<&str>) {
     let _ = DATABASE_URL.set(url.map(str::trim).filter(|u| !u.is_empty()).map(str::to_string));
 }
 
-fn database_url() -> Option<&'static str> {
+/// This invocation's database URL, when it uses Postgres.
+pub fn database_url() -> Option<&'static str> {
     DATABASE_URL.get().and_then(|u| u.as_deref())
 }
 

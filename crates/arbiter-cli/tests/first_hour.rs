@@ -176,3 +176,149 @@ fn one_store_per_invocation_is_honoured_by_every_command_that_has_one() {
     runners.env("ARBITER_DATABASE_URL", &pg.url);
     Run::from_output(runners.output().unwrap()).assert_code(0);
 }
+
+#[test]
+fn completions_and_man_pages_come_from_the_grammar() {
+    let scratch = tempfile::tempdir().unwrap();
+    for (shell, marker) in [
+        ("bash", "_arbiter()"),
+        ("zsh", "#compdef arbiter"),
+        ("fish", "complete -c arbiter"),
+        ("powershell", "Register-ArgumentCompleter"),
+    ] {
+        let run = run_arbiter_in(scratch.path(), &["completions", shell]);
+        run.assert_code(0);
+        assert!(run.stdout.contains(marker), "{shell}: {}", &run.stdout[..run.stdout.len().min(300)]);
+        assert!(run.stdout.contains("doctor") && run.stdout.contains("plan"), "{shell} completes every command");
+    }
+    let bad = run_arbiter_in(scratch.path(), &["completions", "tcsh"]);
+    bad.assert_code(2);
+    assert!(bad.stderr.contains("possible values: bash"), "{}", bad.stderr);
+
+    let man = run_arbiter_in(scratch.path(), &["man"]);
+    man.assert_code(0);
+    assert!(
+        man.stdout.starts_with(".ie") || man.stdout.contains(".TH arbiter"),
+        "{}",
+        &man.stdout[..200.min(man.stdout.len())]
+    );
+    let dir = scratch.path().join("man1");
+    run_arbiter_in(scratch.path(), &["man", "--dir", dir.to_str().unwrap()]).assert_code(0);
+    for page in ["arbiter.1", "arbiter-run.1", "arbiter-plan-run.1", "arbiter-worker-register.1", "arbiter-doctor.1"] {
+        let text = std::fs::read_to_string(dir.join(page)).unwrap_or_else(|e| panic!("{page}: {e}"));
+        assert!(text.contains(".TH"), "{page} is a man page");
+    }
+    let run_page = std::fs::read_to_string(dir.join("arbiter-run.1")).unwrap();
+    assert!(run_page.contains("no\\-verify"), "the run page documents --no-verify");
+}
+
+#[test]
+fn every_flag_and_argument_says_what_it_is_and_defaults_are_shown() {
+    let scratch = tempfile::tempdir().unwrap();
+    // Walk the whole grammar through --help.
+    fn commands(path: &[String], scratch: &std::path::Path, out: &mut Vec<(Vec<String>, String)>) {
+        let mut args: Vec<&str> = path.iter().map(String::as_str).collect();
+        args.push("--help");
+        let run = run_arbiter_in(scratch, &args);
+        run.assert_code(0);
+        let help = run.stdout.clone();
+        out.push((path.to_vec(), help.clone()));
+        let mut in_commands = false;
+        for line in help.lines() {
+            if line == "Commands:" {
+                in_commands = true;
+                continue;
+            }
+            if in_commands {
+                let Some(name) = line.strip_prefix("  ").and_then(|l| l.split_whitespace().next()) else { break };
+                if name != "help" {
+                    let mut next = path.to_vec();
+                    next.push(name.to_string());
+                    commands(&next, scratch, out);
+                }
+            }
+        }
+    }
+    let mut pages = Vec::new();
+    commands(&[], scratch.path(), &mut pages);
+    assert!(pages.len() > 40, "{} commands", pages.len());
+    for (path, help) in &pages {
+        let lines: Vec<&str> = help.lines().collect();
+        let mut section = "";
+        for (i, line) in lines.iter().enumerate() {
+            if line.ends_with(':') && !line.starts_with(' ') {
+                section = line;
+                continue;
+            }
+            if section != "Options:" && section != "Arguments:" {
+                continue;
+            }
+            // An option line: `  -x, --long <V>  Help`, or its help on the next line, indented
+            // deeper (clap's long help).
+            let trimmed = line.trim_start();
+            if !(trimmed.starts_with('-') || trimmed.starts_with('<') || trimmed.starts_with('[')) {
+                continue;
+            }
+            let indent = line.len() - trimmed.len();
+            let inline = trimmed.split("  ").skip(1).any(|p| !p.trim().is_empty());
+            let below = lines.get(i + 1).is_some_and(|next| {
+                let t = next.trim_start();
+                next.len() - t.len() > indent && !t.is_empty() && !t.starts_with('-')
+            });
+            assert!(inline || below, "`arbiter {}`: `{}` has no help text", path.join(" "), trimmed);
+        }
+    }
+    let run = pages.iter().find(|(p, _)| p == &["run".to_string()]).unwrap();
+    assert!(run.1.contains("[default: worktree]") || run.1.contains("[default:"), "defaults are shown");
+    let serve = pages.iter().find(|(p, _)| p == &["serve".to_string()]).unwrap();
+    assert!(serve.1.contains("[default: 127.0.0.1:7878]"), "{}", serve.1);
+}
+
+#[test]
+fn doctor_says_what_works_and_what_to_do_about_the_rest() {
+    let repo = python_repo("true\n");
+    repo.arbiter(&["init"]).assert_code(0);
+    let run = repo.arbiter(&["doctor", "--json"]);
+    run.assert_code(0);
+    let checks: Value = serde_json::from_str(&run.stdout).unwrap();
+    let find = |name: &str| checks.as_array().unwrap().iter().find(|c| c["name"] == name).cloned().unwrap();
+    assert_eq!(find("git")["status"], "ok");
+    assert_eq!(find("sqlite")["status"], "ok");
+    assert!(["ok", "warn"].contains(&find("sandbox")["status"].as_str().unwrap()));
+    for cli in ["claude-code", "codex", "gemini", "aider", "opencode", "villani-code"] {
+        let c = find(cli);
+        assert!(c["status"] != "fail", "{c:#}");
+        if c["status"] == "absent" {
+            assert!(c["hint"].as_str().unwrap().contains("install"), "{c:#}");
+        }
+    }
+    // With Postgres, and with a Postgres that is not there (exit 3, and the fix).
+    let pg = PgDatabase::create();
+    let mut ok = repo.arbiter_cmd(&["doctor"]);
+    ok.env("ARBITER_DATABASE_URL", &pg.url);
+    let ok = Run::from_output(ok.output().unwrap());
+    ok.assert_code(0);
+    assert!(ok.stdout.contains("postgres") && ok.stdout.contains("reachable"), "{}", ok.stdout);
+    let mut down = repo.arbiter_cmd(&["doctor"]);
+    down.env("ARBITER_DATABASE_URL", "postgres://postgres:hunter2-doctor@127.0.0.1:1/x");
+    let down = Run::from_output(down.output().unwrap());
+    down.assert_code(3);
+    assert!(down.stdout.contains("FAIL postgres") && down.stdout.contains("start the server"), "{}", down.stdout);
+    assert!(!down.stdout.contains("hunter2-doctor") && !down.stderr.contains("hunter2-doctor"));
+    // A backend that is down is named with the way to test it for real.
+    repo.arbiter(&[
+        "backend",
+        "add",
+        "local",
+        "--provider",
+        "openai-compatible",
+        "--model",
+        "m",
+        "--base-url",
+        "http://127.0.0.1:9/v1",
+    ])
+    .assert_code(0);
+    let run = repo.arbiter(&["doctor"]);
+    run.assert_code(3);
+    assert!(run.stdout.contains("FAIL local") && run.stdout.contains("arbiter backend test local"), "{}", run.stdout);
+}
