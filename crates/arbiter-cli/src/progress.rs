@@ -122,6 +122,20 @@ fn draw(lines: &BTreeMap<String, Line>, baseline: &str, previously: usize) -> us
     n
 }
 
+/// How a candidate ended, in words.
+fn candidate_end(status: &str) -> String {
+    match status {
+        "finished" => "done: its agent finished".into(),
+        "agent_failed" => "done: its agent failed".into(),
+        "timed_out" => "done: its agent timed out and was killed".into(),
+        "limit_reached" => "done: its agent hit a limit".into(),
+        "setup_failed" => "could not be prepared".into(),
+        "cancelled" => "cancelled".into(),
+        "skipped" => "never started".into(),
+        other => format!("ended: {other}"),
+    }
+}
+
 fn log_line(ev: &Event) -> Option<String> {
     let d = &ev.data;
     let who = ev.candidate.as_ref().map(|c| c.to_string()).unwrap_or_else(|| "run".into());
@@ -153,6 +167,14 @@ fn log_line(ev: &Event) -> Option<String> {
                 )
             } else if d["cancelled"] == true {
                 format!("{who} agent cancelled")
+            } else if d["exit_code"].is_null() && !d["signal"].is_null() {
+                format!(
+                    "{who} agent crashed (killed by signal {}) after {}",
+                    d["signal"],
+                    human_duration(d["duration_ms"].as_u64().unwrap_or(0))
+                )
+            } else if let Some(limit) = d["limit_reached"].as_str() {
+                format!("{who} agent stopped at a limit: {limit}")
             } else {
                 format!(
                     "{who} agent exited {} after {}",
@@ -184,8 +206,9 @@ fn log_line(ev: &Event) -> Option<String> {
             d["command"].as_str().unwrap_or(""),
             if d["passed"] == true { "passed" } else { "failed" }
         ),
-        EventKind::CandidateFinished => format!("{who} finished: {}", d["status"].as_str().unwrap_or("")),
+        EventKind::CandidateFinished => format!("{who} {}", candidate_end(d["status"].as_str().unwrap_or(""))),
         EventKind::SelectionMade => format!("selection: {}", d["summary"].as_str().unwrap_or("")),
+        EventKind::Materialized if d["applied"] == false => "winner not applied (--apply none)".into(),
         EventKind::Materialized => format!("applied winner ({})", d["mode"].as_str().unwrap_or("")),
         EventKind::MaterializeFailed => format!("could not apply winner: {}", d["error"].as_str().unwrap_or("")),
         EventKind::Warning => format!("warning: {}", d["message"].as_str().unwrap_or("")),
