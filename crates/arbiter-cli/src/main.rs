@@ -23,6 +23,7 @@ fn main() -> ExitCode {
         let code = arbiter_sandbox::entry(args.collect());
         return ExitCode::from(u8::try_from(code).unwrap_or(u8::MAX));
     }
+    quiet_on_closed_pipe();
     let argv: Vec<String> = std::env::args().collect();
     if let Err(message) = cli::refuse_password_in_argv(&argv) {
         eprintln!("arbiter: error: {message}");
@@ -58,6 +59,26 @@ fn main() -> ExitCode {
             ExitCode::from(e.code)
         }
     }
+}
+
+/// A reader that stopped reading (`arbiter plan show big | head`) closes the pipe: the
+/// next write to stdout fails, and `println!` panics. That is the end of the output, not an
+/// error: exit at once with the status a process killed by SIGPIPE has (128 + 13), saying
+/// nothing. Every other panic is reported as before.
+fn quiet_on_closed_pipe() {
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or_default();
+        if message.contains("failed printing to stdout") && message.contains("Broken pipe") {
+            std::process::exit(141);
+        }
+        report(info);
+    }));
 }
 
 async fn dispatch(cli: Cli) -> Result<u8, CliError> {
