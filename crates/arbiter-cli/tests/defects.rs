@@ -14,7 +14,8 @@ fn big_plan(repo: &TestRepo, n: usize) {
     let tasks: Vec<_> = (0..n)
         .map(|i| json!({"id": format!("t{i}"), "title": format!("task {i}"), "description": "Write the thing to the file there.", "acceptance_criteria": ["x"]}))
         .collect();
-    let plan = json!({"id": "big", "name": "Big", "defaults": {"runners": "command", "command": "true"}, "tasks": tasks});
+    let plan =
+        json!({"id": "big", "name": "Big", "defaults": {"runners": "command", "command": "true"}, "tasks": tasks});
     repo.write("big.json", plan.to_string());
     repo.arbiter(&["plan", "import", "big.json"]).assert_code(0);
 }
@@ -26,7 +27,12 @@ fn a_reader_that_stops_reading_ends_the_output_without_a_panic() {
     repo.commit_all("init");
     repo.arbiter(&["init"]).assert_code(0);
     big_plan(&repo, 2000);
-    for args in [&["plan", "show", "big"][..], &["plan", "status", "big"], &["plan", "export", "big"], &["plan", "events", "big"]] {
+    for args in [
+        &["plan", "show", "big"][..],
+        &["plan", "status", "big"],
+        &["plan", "export", "big"],
+        &["plan", "events", "big"],
+    ] {
         let mut child = repo.arbiter_cmd(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
         let mut first = String::new();
         BufReader::new(child.stdout.take().unwrap()).read_line(&mut first).unwrap();
@@ -37,4 +43,134 @@ fn a_reader_that_stops_reading_ends_the_output_without_a_panic() {
         assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
         assert_ne!(out.status.code(), Some(101), "{args:?} exited like a panic: {stderr}");
     }
+}
+
+#[test]
+fn include_never_copies_the_workspace_into_itself() {
+    let repo = python_repo("set -e\nsed -i 's/return a - b/return a + b/' calc.py\n");
+    repo.arbiter(&["init"]).assert_code(0);
+    for entry in [".arbiter/**", "./.git", ".git/config"] {
+        let run = repo.arbiter(&[
+            "run",
+            "--task",
+            "Fix add",
+            "--runner",
+            "command",
+            "--command",
+            "./agent.sh",
+            "--candidates",
+            "1",
+            "--include",
+            entry,
+        ]);
+        run.assert_code(2);
+        assert!(run.stderr.contains("names arbiter's own directory or git's"), "{entry}: {}", run.stderr);
+    }
+    // A broad pattern copies the ignored files it matches, never .git/ or .arbiter/.
+    repo.write(".env", "TOKEN_NAME=x\n");
+    repo.write(".gitignore", "__pycache__/\n.env\n");
+    repo.commit_all("ignore .env");
+    let run = repo.arbiter(&[
+        "run",
+        "--task",
+        "Fix add",
+        "--runner",
+        "command",
+        "--command",
+        "./agent.sh",
+        "--candidates",
+        "1",
+        "--include",
+        ".*",
+        "--apply",
+        "none",
+    ]);
+    run.assert_code(0);
+    let events = read_json_lines(&repo.run_dir().join("runtime_events.jsonl"));
+    let copied: Vec<String> = events
+        .iter()
+        .filter(|e| e["kind"] == "include_copied")
+        .flat_map(|e| e["data"]["copied"].as_array().cloned().unwrap_or_default())
+        .filter_map(|c| c.as_str().map(str::to_string))
+        .collect();
+    assert!(copied.contains(&".env".to_string()), "{copied:?}");
+    let private = |c: &String| [".git", ".arbiter"].iter().any(|d| c == d || c.starts_with(&format!("{d}/")));
+    assert!(!copied.iter().any(private), "{copied:?}");
+}
+
+/// In a repository without a `.gitignore`, an agent that ran the tests left `__pycache__`
+/// behind, some of it under the protected `tests/`: those files entered its patch, counted
+/// as changed lines (it lost on size to an overfit) and, when it won, were written into the
+/// user's tree. Build and cache output never enters a patch; a file the base tracks there
+/// (the project's own) still does, and `build_outputs = []` captures everything.
+#[test]
+fn build_and_cache_output_never_enters_a_patch() {
+    let repo = TestRepo::new();
+    repo.write("calc.py", CALC_PY);
+    repo.write("tests/test_calc.py", TEST_CALC_PY);
+    repo.write("node_modules/kept.js", "// vendored on purpose\n");
+    repo.write_agent(
+        "agent.sh",
+        "set -e\nsed -i 's/return a - b/return a + b/' calc.py\n\
+         mkdir -p __pycache__ tests/__pycache__ .pytest_cache/v node_modules/left target/debug\n\
+         printf 'pyc' > __pycache__/calc.cpython-311.pyc\n\
+         printf 'pyc' > tests/__pycache__/test_calc.cpython-311.pyc\n\
+         printf '{}' > .pytest_cache/v/lastfailed\n\
+         printf 'x' > node_modules/left/index.js\n\
+         printf 'changed' > node_modules/kept.js\n\
+         printf 'bin' > target/debug/calc\n",
+    );
+    repo.commit_all("calc with a bug, no .gitignore");
+    repo.arbiter(&["init"]).assert_code(0);
+    let run = repo.arbiter(&[
+        "run",
+        "--task",
+        "Fix add",
+        "--runner",
+        "command",
+        "--command",
+        "./agent.sh",
+        "--candidates",
+        "1",
+        "--verify",
+        "python3 -m unittest discover -s tests -q",
+        "--apply",
+        "none",
+    ]);
+    run.assert_code(0);
+    let patch = std::fs::read_to_string(repo.run_dir().join("candidates/c01/patch.diff")).unwrap();
+    for left_out in ["__pycache__", ".pyc", ".pytest_cache", "node_modules/left", "target/debug"] {
+        assert!(!patch.contains(left_out), "{left_out} entered the patch:\n{patch}");
+    }
+    assert!(patch.contains("calc.py") && patch.contains("node_modules/kept.js"), "{patch}");
+    let evidence = read_json(&repo.run_dir().join("candidates/c01/evidence.json"));
+    assert_eq!(evidence["protected_changes"], json!([]), "{evidence}");
+    let ranking = read_json(&repo.run_dir().join("comparisons/ranking.json"));
+    assert_eq!(ranking["candidates"][0]["files_changed"], json!(2), "{ranking}");
+
+    std::fs::remove_dir_all(repo.run_dir()).unwrap();
+    repo.write(".arbiter/config.toml", "[run]\nbuild_outputs = []\n");
+    let run = repo.arbiter(&[
+        "run",
+        "--task",
+        "Fix add",
+        "--runner",
+        "command",
+        "--command",
+        "./agent.sh",
+        "--candidates",
+        "1",
+        "--verify",
+        "python3 -m unittest discover -s tests -q",
+        "--apply",
+        "none",
+    ]);
+    run.assert_code(0);
+    let patch = std::fs::read_to_string(repo.run_dir().join("candidates/c01/patch.diff")).unwrap();
+    assert!(patch.contains("__pycache__/calc.cpython-311.pyc"), "{patch}");
+
+    repo.write(".arbiter/config.toml", "[run]\nbuild_outputs = [\"[oops\"]\n");
+    let bad = repo.arbiter(&["run", "--task", "Fix add", "--runner", "command", "--command", "./agent.sh"]);
+    bad.assert_code(2);
+    assert!(bad.stderr.contains("build_outputs") && bad.stderr.contains("'[oops' is not a glob"), "{}", bad.stderr);
 }

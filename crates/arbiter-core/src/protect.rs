@@ -44,6 +44,31 @@ pub const DEFAULT_PROTECTED: &[&str] = &[
     "vitest.config.*",
 ];
 
+/// Build and cache output by default: what running the tests or a build leaves in a tree
+/// (Python, JS/TS, Rust, JVM, coverage). A file a candidate added under one of these never
+/// enters its patch; a file the base tracks there is the project's own and still counts.
+pub const DEFAULT_BUILD_OUTPUTS: &[&str] = &[
+    "**/__pycache__/**",
+    "**/*.pyc",
+    "**/*.pyo",
+    "**/.pytest_cache/**",
+    "**/.mypy_cache/**",
+    "**/.ruff_cache/**",
+    "**/.hypothesis/**",
+    "**/.tox/**",
+    "**/.nox/**",
+    "**/*.egg-info/**",
+    "**/.coverage",
+    "**/htmlcov/**",
+    "**/node_modules/**",
+    "**/.next/**",
+    "**/.turbo/**",
+    "**/.parcel-cache/**",
+    "**/target/**",
+    "**/.gradle/**",
+    "**/.DS_Store",
+];
+
 /// Which protected paths are configuration rather than tests: wherever a protected path
 /// matches one of these, adding it counts as weakening the checks.
 pub const CONFIGURATION: &[&str] = &[
@@ -84,31 +109,37 @@ pub enum Touch {
 }
 
 /// Matches `path` (with `/` separators) against a glob: `*` and `?` stay within one path
-/// component, `**` spans any number of components (including none).
+/// component, `**` spans any number of components (including none), `[abc]` and `{a,b}`
+/// as in `.gitignore`-style globs. The matcher (`globset`) runs in time linear in the path,
+/// whatever the pattern; a pattern that is not a valid glob matches nothing (settings and
+/// plans refuse one at load, see [`invalid_glob`]).
 pub fn glob_match(pattern: &str, path: &str) -> bool {
-    let pat: Vec<&str> = pattern.split('/').collect();
-    let parts: Vec<&str> = path.split('/').collect();
-    match_components(&pat, &parts)
+    thread_local! {
+        static COMPILED: std::cell::RefCell<std::collections::HashMap<String, Option<globset::GlobMatcher>>> =
+            Default::default();
+    }
+    COMPILED.with(|cache| {
+        let mut cache = cache.borrow_mut();
+        // Patterns come from settings and plans: a handful. The bound only keeps a hostile
+        // stream of distinct patterns from growing the cache without limit.
+        if cache.len() > 512 {
+            cache.clear();
+        }
+        cache
+            .entry(pattern.to_string())
+            .or_insert_with(|| compile(pattern).ok())
+            .as_ref()
+            .is_some_and(|m| m.is_match(path))
+    })
 }
 
-fn match_components(pat: &[&str], parts: &[&str]) -> bool {
-    match pat.split_first() {
-        None => parts.is_empty(),
-        Some((&"**", rest)) => (0..=parts.len()).any(|i| match_components(rest, &parts[i..])),
-        Some((first, rest)) => match parts.split_first() {
-            Some((p, more)) => match_component(first.as_bytes(), p.as_bytes()) && match_components(rest, more),
-            None => false,
-        },
-    }
+fn compile(pattern: &str) -> Result<globset::GlobMatcher, globset::Error> {
+    Ok(globset::GlobBuilder::new(pattern).literal_separator(true).backslash_escape(true).build()?.compile_matcher())
 }
 
-fn match_component(pat: &[u8], s: &[u8]) -> bool {
-    match pat.split_first() {
-        None => s.is_empty(),
-        Some((b'*', rest)) => (0..=s.len()).any(|i| match_component(rest, &s[i..])),
-        Some((b'?', rest)) => !s.is_empty() && match_component(rest, &s[1..]),
-        Some((c, rest)) => s.first() == Some(c) && match_component(rest, &s[1..]),
-    }
+/// Why `pattern` is not a glob [`glob_match`] accepts, or `None` when it is one.
+pub fn invalid_glob(pattern: &str) -> Option<String> {
+    compile(pattern).err().map(|e| e.kind().to_string())
 }
 
 /// Whether `path` is protected by any of `patterns`.
@@ -181,6 +212,21 @@ mod tests {
         assert!(glob_match("jest.config.*", "jest.config.ts"));
         assert!(!glob_match("tests/**", "src/tests.rs"));
         assert!(glob_match("a/?.txt", "a/b.txt") && !glob_match("a/?.txt", "a/bc.txt"));
+        assert!(glob_match("**", "a/b/c") && glob_match("a/**/c.py", "a/c.py") && !glob_match("*.py", "a/b.py"));
+        assert!(glob_match("{src,lib}/*.rs", "lib/x.rs") && glob_match("[ab].py", "b.py"));
+        assert!(!glob_match("[unclosed", "[unclosed"));
+        assert!(invalid_glob("[unclosed").is_some() && invalid_glob("tests/**").is_none());
+    }
+
+    /// The hand-written matcher this replaced backtracked exponentially: a 60-character
+    /// name against `*a*a*a*a*a*a*b` took seconds. Linear now, whatever the pattern.
+    #[test]
+    fn a_pathological_pattern_does_not_backtrack() {
+        let name = "a".repeat(60);
+        assert!(!glob_match("*a*a*a*a*a*a*b", &name));
+        let deep = vec!["a"; 200].join("/");
+        assert!(!glob_match("**/a/**/a/**/a/**/a/**/b", &deep));
+        assert!(glob_match("**/a/**/a/**/a", &deep));
     }
 
     #[test]

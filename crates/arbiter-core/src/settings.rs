@@ -79,6 +79,11 @@ pub const DEFAULT_CONFIG_TOML: &str = r#"# arbiter configuration. Command-line f
 # gates and counts against it. Default: tests/**, **/test_*.py, **/*_test.go, **/*.spec.ts,
 # .github/**, ... (see docs/configuration.md).
 # protected_paths = ["tests/**", "**/test_*.py"]
+# Build and cache output a candidate's run leaves behind (globs): files it added there never
+# enter its patch or its size, even in a repository without a .gitignore. Default:
+# **/__pycache__/**, **/*.pyc, **/.pytest_cache/**, **/node_modules/**, **/target/**, ...
+# (see docs/configuration.md); [] captures everything.
+# build_outputs = ["**/__pycache__/**", "**/*.pyc"]
 # allow_test_changes = false
 # How candidates are spent: "tournament" (all at once), "escalate" (one at a time, cheapest
 # capable backend first, stopping at the first that passes its gates), or a preset:
@@ -213,6 +218,9 @@ pub struct RunSection {
     /// Globs of files a candidate must not modify or delete to pass (tests, CI, test
     /// configuration); adding configuration of how the tests run counts too.
     pub protected_paths: Option<Vec<String>>,
+    /// Globs of build and cache output (`__pycache__`, `node_modules`, `target`, ...) a
+    /// candidate's run leaves behind: files it added there never enter its patch.
+    pub build_outputs: Option<Vec<String>>,
     /// Let candidates change protected files (their gates then run on their versions).
     pub allow_test_changes: Option<bool>,
     /// Ask the `selection` role's backends to compare candidates the evidence cannot separate.
@@ -469,6 +477,9 @@ pub struct RunSettings {
     pub limits: Sourced<CandidateLimits>,
     pub env_passthrough: Sourced<Vec<String>>,
     pub protected_paths: Sourced<Vec<String>>,
+    /// Build and cache output left out of patches (files added there; tracked ones count).
+    #[serde(default)]
+    pub build_outputs: Sourced<Vec<String>>,
     pub allow_test_changes: Sourced<bool>,
     pub judge: Sourced<bool>,
     pub strategy: Sourced<Strategy>,
@@ -492,6 +503,12 @@ pub struct RunSettings {
 pub struct OutsideProgram {
     pub path: String,
     pub copy: String,
+}
+
+/// Whether an include entry names `.git` or `.arbiter` (or something inside them).
+pub fn names_private_dir(entry: &str) -> bool {
+    let first = entry.trim().trim_start_matches("./").split('/').next().unwrap_or("");
+    first == ".git" || first == ".arbiter"
 }
 
 /// A setting that cannot be used, with the fix.
@@ -667,6 +684,13 @@ impl RunSettings {
             });
         }
         let include = layer(non_empty(flags.include), run.include.clone(), Vec::new());
+        if let Some(bad) = include.value.iter().find(|i| names_private_dir(i)) {
+            return Err(SettingsError::Invalid {
+                key: "include",
+                problem: format!("'{bad}' names arbiter's own directory or git's ({} of the repository)", if bad.trim_start_matches("./").starts_with(".git") { ".git/" } else { ".arbiter/" }),
+                fix: "include copies ignored files such as .env into each workspace; .git/ and .arbiter/ are never copied (every workspace has a git of its own, and .arbiter/ holds the runs)".into(),
+            });
+        }
         let setup = layer(flags.setup.map(Some), run.setup.clone().map(Some), None);
         let runner = layer(flags.runner, run.runner.clone(), defaults::RUNNER.to_string());
         let command = layer(flags.command.map(Some), run.command.clone().map(Some), None);
@@ -730,6 +754,22 @@ impl RunSettings {
             run.protected_paths.clone(),
             crate::protect::DEFAULT_PROTECTED.iter().map(|s| s.to_string()).collect(),
         );
+        let build_outputs = layer(
+            None,
+            run.build_outputs.clone(),
+            crate::protect::DEFAULT_BUILD_OUTPUTS.iter().map(|s| s.to_string()).collect(),
+        );
+        for (key, globs) in [("protected_paths", &protected_paths.value), ("build_outputs", &build_outputs.value)] {
+            let Some((bad, why)) = globs.iter().find_map(|p| crate::protect::invalid_glob(p).map(|why| (p, why)))
+            else {
+                continue;
+            };
+            return Err(SettingsError::Invalid {
+                key,
+                problem: format!("'{bad}' is not a glob ({why})"),
+                fix: "write globs like \"tests/**\" or \"**/test_*.py\" (`*` within a name, `**` across directories, `[ab]`, `{a,b}`; escape a literal character with a backslash)".into(),
+            });
+        }
         let allow_test_changes = layer(flags.allow_test_changes.then_some(true), run.allow_test_changes, false);
         let judge = layer(flags.no_judge.then_some(false), run.judge, true);
         let strategy_text = layer(flags.strategy, run.strategy.clone(), Strategy::Tournament.as_str().to_string());
@@ -785,6 +825,7 @@ impl RunSettings {
             limits,
             env_passthrough,
             protected_paths,
+            build_outputs,
             allow_test_changes,
             judge,
             strategy,
@@ -936,6 +977,7 @@ impl RunSettings {
             ),
             ("env_passthrough", list(&self.env_passthrough.value), self.env_passthrough.origin),
             ("protected_paths", format!("{} globs", self.protected_paths.value.len()), self.protected_paths.origin),
+            ("build_outputs", format!("{} globs", self.build_outputs.value.len()), self.build_outputs.origin),
             ("allow_test_changes", self.allow_test_changes.value.to_string(), self.allow_test_changes.origin),
             ("judge", self.judge.value.to_string(), self.judge.origin),
             ("strategy", self.strategy.value.to_string(), self.strategy.origin),

@@ -8,15 +8,18 @@
 
 use std::path::Path;
 
-use arbiter_core::protect::{Touch, parse_name_status};
+use arbiter_core::protect::{Touch, glob_match, parse_name_status};
 
 use crate::git::{Git, GitError};
 
 const EXCLUDE_ARBITER: &str = ":(exclude).arbiter";
 
-/// `git diff --binary` of everything in `worktree` against `base`.
-pub async fn capture_patch(worktree: &Git, base: &str) -> Result<String, GitError> {
+/// `git diff --binary` of everything in `worktree` against `base`, but for the files the
+/// candidate added under `build_outputs` (globs: `__pycache__`, `node_modules`, ...), which
+/// are build and cache output, not work. Files the base tracks there still count.
+pub async fn capture_patch(worktree: &Git, base: &str, build_outputs: &[String]) -> Result<String, GitError> {
     worktree.run(["add", "--all", "--", ".", EXCLUDE_ARBITER]).await?;
+    unstage_added_outputs(worktree, base, build_outputs).await?;
     let out = worktree
         .run([
             "diff",
@@ -35,6 +38,31 @@ pub async fn capture_patch(worktree: &Git, base: &str) -> Result<String, GitErro
         ])
         .await?;
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Takes the files added against `base` that match `build_outputs` back out of the index.
+async fn unstage_added_outputs(worktree: &Git, base: &str, build_outputs: &[String]) -> Result<(), GitError> {
+    if build_outputs.is_empty() {
+        return Ok(());
+    }
+    let added = worktree
+        .run(["diff", "--cached", "--name-only", "-z", "--no-renames", "--diff-filter=A", base, "--", "."])
+        .await?;
+    let text = String::from_utf8_lossy(&added.stdout);
+    let outputs: Vec<&str> =
+        text.split('\0').filter(|p| !p.is_empty() && build_outputs.iter().any(|g| glob_match(g, p))).collect();
+    if outputs.is_empty() {
+        return Ok(());
+    }
+    let mut list = Vec::new();
+    for path in outputs {
+        list.extend_from_slice(literal(path).as_bytes());
+        list.push(0);
+    }
+    worktree
+        .run_with_input(["rm", "--cached", "--quiet", "--pathspec-from-file=-", "--pathspec-file-nul"], &list)
+        .await
+        .map(|_| ())
 }
 
 /// The paths the staged capture changed against `base`, and how (call after

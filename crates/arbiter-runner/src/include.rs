@@ -5,6 +5,8 @@
 use std::fs;
 use std::path::{Component, Path, PathBuf};
 
+use arbiter_core::protect::{glob_match, invalid_glob};
+
 /// What the copy did.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct IncludeReport {
@@ -36,23 +38,67 @@ pub fn copy_includes(repo: &Path, worktree: &Path, entries: &[String]) -> Result
         if !is_confined(entry) {
             return Err(IncludeError::Escapes(entry.clone()));
         }
-        let pattern = repo.join(entry);
-        let pattern_text = pattern.to_string_lossy().into_owned();
-        let matches: Vec<PathBuf> = glob::glob(&pattern_text)
-            .map_err(|e| IncludeError::Pattern(entry.clone(), e.to_string()))?
-            .filter_map(Result::ok)
-            .collect();
+        let components: Vec<&str> = entry.split('/').filter(|c| !c.is_empty() && *c != ".").collect();
+        let matches = if components.iter().any(|c| is_pattern(c)) {
+            matching(repo, &components).map_err(|why| IncludeError::Pattern(entry.clone(), why))?
+        } else {
+            let rel = PathBuf::from(components.join("/"));
+            if fs::symlink_metadata(repo.join(&rel)).is_ok() { vec![rel] } else { Vec::new() }
+        };
         if matches.is_empty() {
             report.missing.push(entry.clone());
         }
-        for source in matches {
-            let rel = source.strip_prefix(repo).unwrap_or(&source).to_path_buf();
-            copy_tree(&source, &worktree.join(&rel))
+        for rel in matches {
+            // A broad pattern (`*`, `.*`) never copies git's directory or arbiter's: the
+            // workspace has a git of its own, and `.arbiter/` holds the workspaces themselves.
+            if arbiter_core::settings::names_private_dir(&rel.to_string_lossy()) {
+                continue;
+            }
+            copy_tree(&repo.join(&rel), &worktree.join(&rel))
                 .map_err(|e| IncludeError::Copy { path: rel.display().to_string(), source: e })?;
             report.copied.push(rel.display().to_string());
         }
     }
     Ok(report)
+}
+
+/// Whether a path component holds glob syntax (the dialect of [`glob_match`], the one every
+/// list of paths in arbiter's settings uses).
+fn is_pattern(component: &str) -> bool {
+    component.contains(['*', '?', '[', '{'])
+}
+
+/// The paths under `repo` (relative to it, sorted) that the glob made of `components`
+/// matches. The walk starts at the literal directories before the first pattern component
+/// and goes no deeper than the pattern can reach; a matching directory is taken whole, and
+/// `.git/` and `.arbiter/` are never entered. Symlinks are matched, never followed.
+fn matching(repo: &Path, components: &[&str]) -> Result<Vec<PathBuf>, String> {
+    let pattern = components.join("/");
+    if let Some(why) = invalid_glob(&pattern) {
+        return Err(why);
+    }
+    let literal = components.iter().take_while(|c| !is_pattern(c)).count();
+    let reach = (!components[literal..].contains(&"**")).then_some(components.len() - literal);
+    let mut found = Vec::new();
+    walk(repo, &PathBuf::from(components[..literal].join("/")), reach, &pattern, &mut found);
+    found.sort();
+    Ok(found)
+}
+
+fn walk(repo: &Path, dir: &Path, reach: Option<usize>, pattern: &str, found: &mut Vec<PathBuf>) {
+    let Ok(items) = fs::read_dir(repo.join(dir)) else { return };
+    for item in items.flatten() {
+        let rel = dir.join(item.file_name());
+        let text = rel.to_string_lossy();
+        if arbiter_core::settings::names_private_dir(&text) {
+            continue;
+        }
+        if glob_match(pattern, &text) {
+            found.push(rel);
+        } else if reach != Some(1) && item.file_type().is_ok_and(|t| t.is_dir()) {
+            walk(repo, &rel, reach.map(|r| r - 1), pattern, found);
+        }
+    }
 }
 
 fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
@@ -88,16 +134,24 @@ mod tests {
         fs::create_dir_all(repo.path().join("conf/local")).unwrap();
         fs::write(repo.path().join("conf/local/x.toml"), "x").unwrap();
         fs::write(repo.path().join("a.secret"), "s").unwrap();
+        fs::write(repo.path().join("conf/local/y.key"), "y").unwrap();
+        fs::create_dir_all(repo.path().join("deep/a/b")).unwrap();
+        fs::write(repo.path().join("deep/a/b/z.key"), "z").unwrap();
         let r = copy_includes(
             repo.path(),
             wt.path(),
-            &[".env".into(), "conf/local".into(), "*.secret".into(), "nope".into()],
+            &[".env".into(), "conf/local".into(), "*.secret".into(), "nope".into(), "**/*.key".into()],
         )
         .unwrap();
         assert_eq!(r.missing, vec!["nope".to_string()]);
+        assert!(wt.path().join("deep/a/b/z.key").exists() && wt.path().join("conf/local/y.key").exists());
         assert_eq!(fs::read_to_string(wt.path().join("conf/local/x.toml")).unwrap(), "x");
         assert!(wt.path().join("a.secret").exists());
         assert!(copy_includes(repo.path(), wt.path(), &["../x".into()]).is_err());
+        assert!(matches!(
+            copy_includes(repo.path(), wt.path(), &["conf/[local".into()]),
+            Err(IncludeError::Pattern(..))
+        ));
         assert!(copy_includes(repo.path(), wt.path(), &["/etc/passwd".into()]).is_err());
     }
 }

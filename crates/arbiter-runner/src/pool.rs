@@ -735,7 +735,7 @@ mod tests {
         fs::write(tree.join("src/a.txt"), "changed\n").unwrap();
 
         let ws = slot.git();
-        let patch = crate::capture::capture_patch(&ws, &base).await.expect("capture");
+        let patch = crate::capture::capture_patch(&ws, &base, &[]).await.expect("capture");
         assert!(patch.contains("+changed"), "{patch}");
         assert!(patch.contains(".gitattributes"), "{patch}");
         crate::capture::touched_paths(&ws, &base).await.expect("touched");

@@ -12,7 +12,7 @@ use std::process::Command;
 use nix::unistd::Pid;
 
 use crate::supervisor::{die_with_parent, signal_fd, wait_for};
-use crate::{RoleArgs, filesystem, setup_failed};
+use crate::{RoleArgs, filesystem, registry, setup_failed};
 
 /// The exit code when the program cannot be started at all (as a shell says it).
 const NOT_STARTED: i32 = 127;
@@ -23,11 +23,17 @@ pub(crate) fn main(args: Vec<OsString>) -> i32 {
         Ok(r) => r,
         Err(e) => return setup_failed(format!("init: {e}")),
     };
-    // Its parent (the supervisor) is outside the PID namespace, so its pid cannot be
-    // compared here; the supervisor records this process, and a later run ends it if the
-    // supervisor vanished in the instant before this call.
+    // Its parent (the supervisor) is outside the PID namespace, where getppid() says 0:
+    // the supervisor passed its pid as `/proc` numbers it, and a supervisor killed between
+    // starting this process and this call is caught here, before the program starts (this
+    // process was re-parented by then).
     if let Err(e) = die_with_parent(None) {
         return setup_failed(e);
+    }
+    if let Some(supervisor) = role.parent
+        && registry::own_parent().is_some_and(|parent| parent != supervisor)
+    {
+        return setup_failed("the supervisor that started this sandbox is gone");
     }
     let signals = match signal_fd() {
         Ok(fd) => fd,

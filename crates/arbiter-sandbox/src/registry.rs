@@ -83,9 +83,10 @@ pub fn end_orphans(dir: &Path) -> usize {
     killed
 }
 
-/// `/proc/<pid>/stat` after the command name (which may hold spaces and parentheses).
-fn stat_fields(pid: i32) -> Option<Vec<String>> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+/// `/proc/<process>/stat` after the command name (which may hold spaces and parentheses);
+/// `process` is a pid or `self`.
+fn stat_fields(process: impl std::fmt::Display) -> Option<Vec<String>> {
+    let stat = std::fs::read_to_string(format!("/proc/{process}/stat")).ok()?;
     let after_name = &stat[stat.rfind(')')? + 1..];
     Some(after_name.split_whitespace().map(str::to_string).collect())
 }
@@ -98,6 +99,20 @@ pub fn start_of(pid: i32) -> Option<u64> {
 /// The parent of process `pid`, if it runs.
 pub fn parent_of(pid: i32) -> Option<i32> {
     stat_fields(pid)?.get(1)?.parse().ok()
+}
+
+/// This process's pid as `/proc` numbers it. `/proc` is the one of the namespace arbiter
+/// runs in, so this is the number [`own_parent`] gives a child, even a child in a PID
+/// namespace of its own.
+pub(crate) fn own_pid() -> Option<i32> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    stat.split_whitespace().next()?.parse().ok()
+}
+
+/// This process's parent as `/proc` numbers it: inside the sandbox's PID namespace, where
+/// `getppid()` says 0 for a parent outside it, this still names the supervisor.
+pub(crate) fn own_parent() -> Option<i32> {
+    stat_fields("self")?.get(1)?.parse().ok()
 }
 
 #[cfg(test)]
@@ -134,5 +149,7 @@ mod tests {
         assert!(!recorded.alive());
         assert!(ProcessId::of(me).unwrap().alive());
         assert_eq!(parent_of(me), Some(nix::unistd::getppid().as_raw()));
+        assert_eq!(own_parent(), Some(nix::unistd::getppid().as_raw()));
+        assert_eq!(own_pid(), Some(me));
     }
 }

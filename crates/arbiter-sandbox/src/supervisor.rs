@@ -104,12 +104,14 @@ pub(crate) fn main(args: Vec<OsString>) -> i32 {
         Ok(p) => p,
         Err(e) => return setup_failed(e),
     };
-    let init = match Command::new(launcher)
-        .args([crate::ENTRY, "init", "--policy", &policy, "--"])
-        .arg(&role.program)
-        .args(&role.args)
-        .spawn()
-    {
+    // The init checks, once it is tied to this process, that this process still runs:
+    // by the pid `/proc` gives it, the only number both sides of the namespace share.
+    let mut init = Command::new(launcher);
+    init.args([crate::ENTRY, "init", "--policy", &policy]);
+    if let Some(pid) = registry::own_pid() {
+        init.args(["--parent", &pid.to_string()]);
+    }
+    let init = match init.arg("--").arg(&role.program).args(&role.args).spawn() {
         Ok(child) => Pid::from_raw(child.id() as i32),
         Err(e) => return setup_failed(format!("cannot start the sandbox's init: {e}")),
     };

@@ -257,3 +257,30 @@ fn killing_the_process_that_started_the_sandbox_ends_everything_inside() {
     arbiter_sandbox::registry::end_orphans(&f.root.join("registry"));
     assert_eq!(fs::read_dir(f.root.join("registry")).map(|d| d.count()).unwrap_or(0), 0);
 }
+
+/// The instant between the supervisor starting the init and the init tying itself to the
+/// supervisor: a supervisor killed then leaves an init re-parented elsewhere, which no
+/// parent-death signal would ever reach. The init sees that its parent is not the one that
+/// started it and ends before the program runs.
+#[test]
+fn an_init_whose_supervisor_is_already_gone_never_starts_the_program() {
+    let f = Fixture::new();
+    let policy = serde_json::to_string(&f.policy(false)).unwrap();
+    let start_init = |parent: String| {
+        Command::new(LAUNCHER)
+            .args(["__sandbox", "init", "--policy", &policy, "--parent", &parent, "--", "sh", "-c", "touch ran"])
+            .current_dir(f.root.join("tree"))
+            .stdin(Stdio::null())
+            .output()
+            .expect("start the launcher")
+    };
+    // The supervisor it names is not its parent any more (a pid that cannot exist).
+    let orphan = start_init(i32::MAX.to_string());
+    assert_eq!(orphan.status.code(), Some(arbiter_sandbox::SETUP_FAILED), "{orphan:?}");
+    assert!(String::from_utf8_lossy(&orphan.stderr).contains("is gone"), "{orphan:?}");
+    assert!(!f.root.join("tree/ran").exists(), "the program ran under a vanished supervisor");
+    // Its parent is the one it names: the program runs.
+    let started = start_init(std::process::id().to_string());
+    assert_eq!(started.status.code(), Some(0), "{started:?}");
+    assert!(f.root.join("tree/ran").exists());
+}

@@ -204,6 +204,12 @@ fn dir_exists(repo: &dyn RepoView, dir: &str) -> bool {
     repo.files().iter().any(|f| under(dir, f))
 }
 
+/// Whether `name` matches one of pytest's patterns (`python_files`, `norecursedirs`): they
+/// are `fnmatch` patterns, in which braces are literal (`{arch}` is a directory name).
+fn fnmatch(pattern: &str, name: &str) -> bool {
+    glob_match(&pattern.replace('{', "\\{").replace('}', "\\}"), name)
+}
+
 /// A Python module file name matching the glob `pattern` (`test*.py` → `test_walrus_harbor.py`).
 fn python_name(pattern: &str, stem: &str) -> Option<String> {
     let name = match pattern.find('*') {
@@ -217,7 +223,7 @@ fn python_name(pattern: &str, stem: &str) -> Option<String> {
     let module = name.strip_suffix(".py")?;
     let ident = module.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
         && module.bytes().next().is_some_and(|b| !b.is_ascii_digit());
-    (ident && glob_match(pattern, &name)).then_some(name)
+    (ident && fnmatch(pattern, &name)).then_some(name)
 }
 
 fn unittest(args: &[String], repo: &dyn RepoView, nonce: &Nonce) -> Result<CanaryPlan, Refusal> {
@@ -380,8 +386,8 @@ fn pytest(args: &[String], repo: &dyn RepoView, nonce: &Nonce) -> Result<CanaryP
         .files()
         .iter()
         .filter(|f| roots.iter().any(|r| under(r, f)))
-        .filter(|f| patterns.iter().any(|p| glob_match(p, basename(f))))
-        .filter(|f| !parent(f).split('/').any(|d| !d.is_empty() && norecurse.iter().any(|n| glob_match(n, d))))
+        .filter(|f| patterns.iter().any(|p| fnmatch(p, basename(f))))
+        .filter(|f| !parent(f).split('/').any(|d| !d.is_empty() && norecurse.iter().any(|n| fnmatch(n, d))))
         .collect();
     files.sort();
     let first = files.first().ok_or("there is no test file the command collects to put the canary beside")?;

@@ -478,7 +478,7 @@ async fn capture_candidate(
 ) -> Option<Vec<(String, Touch)>> {
     let wt = slot.git();
     let tree = &slot.tree();
-    let text = match capture::capture_patch(&wt, &ctx.base_commit).await {
+    let text = match capture::capture_patch(&wt, &ctx.base_commit, &ctx.settings.build_outputs.value).await {
         Ok(t) => t,
         Err(e) => {
             ctx.events
