@@ -59,7 +59,8 @@ impl From<arbiter_store::StoreError> for CliError {
             | StoreError::PlanInvalid { .. }
             | StoreError::ImportRefused { .. }
             | StoreError::NotAllowed { .. }
-            | StoreError::LeasesHeld { .. } => CliError::usage(e),
+            | StoreError::LeasesHeld { .. }
+            | StoreError::UnsupportedDatabase { .. } => CliError::usage(e),
             _ => CliError::environment(e),
         }
     }

@@ -174,3 +174,37 @@ fn build_and_cache_output_never_enters_a_patch() {
     bad.assert_code(2);
     assert!(bad.stderr.contains("build_outputs") && bad.stderr.contains("'[oops' is not a glob"), "{}", bad.stderr);
 }
+
+/// Database URLs as users get them wrong: `mysql://` was looked up in DNS and exited 3, a
+/// `?password=` was printed back, a Postgres error ended with SQLite's "check the path", and
+/// a refused connection waited 5 s for a pool to give up. Each is now said for what it is;
+/// following the hint of the first (leave the variable unset) works.
+#[test]
+fn database_urls_get_errors_that_name_the_problem_and_never_the_password() {
+    let repo = TestRepo::new();
+    repo.write("README.md", "x\n");
+    repo.commit_all("init");
+    let with_url = |url: &str| {
+        Run::from_output(repo.arbiter_cmd(&["plan", "list"]).env("ARBITER_DATABASE_URL", url).output().unwrap())
+    };
+    let other = with_url("mysql://root:hunter2-mysql@db.example/x");
+    other.assert_code(2);
+    assert!(
+        other.stderr.contains("'mysql://' is not a database arbiter can use") && other.stderr.contains("SQLite"),
+        "{}",
+        other.stderr
+    );
+    assert!(!other.stderr.contains("hunter2"), "{}", other.stderr);
+    // The hint: leave the variable unset, and the SQLite store of the repository answers.
+    repo.arbiter(&["plan", "list"]).assert_code(0);
+
+    let refused = with_url("postgres://app@127.0.0.1:1/x?sslmode=prefer&password=hunter2-query");
+    refused.assert_code(3);
+    assert!(!refused.stderr.contains("hunter2"), "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains("postgres://app@127.0.0.1:1/x") && refused.stderr.contains("Connection refused"),
+        "{}",
+        refused.stderr
+    );
+    assert!(refused.stderr.contains("pg_isready") && !refused.stderr.contains("check the path"), "{}", refused.stderr);
+}

@@ -11,6 +11,7 @@
 #![forbid(unsafe_code)]
 
 pub mod migrate;
+pub mod pg_url;
 mod plan_impl;
 pub mod plan_sql;
 pub mod plans;
@@ -62,6 +63,10 @@ pub struct CandidateRecord {
 pub enum StoreError {
     #[error("cannot open the database {location}: {source}; check the path and its permissions")]
     Open { location: String, source: sqlx::Error },
+    #[error("cannot connect to the Postgres database {location}: {problem}; {fix}")]
+    Connect { location: String, problem: String, fix: String },
+    #[error("{problem}; {fix}")]
+    UnsupportedDatabase { problem: String, fix: String },
     #[error("database migration {version} ({name}) failed: {source}")]
     Migration { version: i64, name: &'static str, source: sqlx::Error },
     #[error("the database is at schema version {found}, newer than this arbiter knows ({known}); upgrade arbiter")]

@@ -16,14 +16,33 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use arbiter_core::time::Timestamp;
+use sqlx::Connection;
 use sqlx::Row;
-use sqlx::postgres::{PgListener, PgPool, PgPoolOptions};
+use sqlx::postgres::{PgConnection, PgListener, PgPool, PgPoolOptions};
 use tokio::sync::{Notify, OnceCell};
 
 use crate::StoreError;
 use crate::migrate::POSTGRES;
+use crate::pg_url::PgUrl;
 use crate::plan_sql::{PlanDialect, pick_ready, pick_ready_among, plan_budget, task_state};
 use crate::plans::{AttemptResult, Claimed, Finished, Lease, Wake};
+
+/// How long a connection attempt may take before the server counts as unreachable.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// What to check, for a connection that failed with `problem`.
+fn connect_fix(problem: &str) -> &'static str {
+    let p = problem.to_ascii_lowercase();
+    if p.contains("password") || p.contains("authentication") {
+        "check the user and password in the database URL (ARBITER_DATABASE_URL or --database-url)"
+    } else if p.contains("does not exist") {
+        "check the database name in the URL, or create it (createdb NAME)"
+    } else if p.contains("tls") || p.contains("ssl") || p.contains("certificate") {
+        "check sslmode in the URL: require encrypts, verify-ca and verify-full also check the server's certificate (sslrootcert=FILE names the CA); a server without TLS needs sslmode=disable or prefer"
+    } else {
+        "check that Postgres runs and accepts connections at that host and port (pg_isready -h HOST -p PORT), and the URL in ARBITER_DATABASE_URL or --database-url"
+    }
+}
 
 /// The channel waiting claimers listen on.
 const CHANNEL: &str = "arbiter_plans";
@@ -40,17 +59,28 @@ pub struct PgStore {
 }
 
 impl PgStore {
-    /// Connects to `url` and brings the schema up to date. The URL is never echoed in
-    /// errors (it may hold a password).
+    /// Connects to `url` and brings the schema up to date. The URL's password is never
+    /// echoed in errors. One connection is opened first, so that a refused connection, a
+    /// wrong password or a TLS problem is reported at once with what to check (a pool would
+    /// retry until its acquire timeout and say only that it timed out).
     pub async fn connect(url: &str) -> Result<Self, StoreError> {
-        let location = arbiter_core::redact::redact_patterns(url);
+        let url = PgUrl::parse(url)?;
+        let failed = |problem: String| StoreError::Connect {
+            location: url.location.clone(),
+            fix: connect_fix(&problem).into(),
+            problem: url.scrub(&problem),
+        };
+        match tokio::time::timeout(CONNECT_TIMEOUT, PgConnection::connect_with(&url.options)).await {
+            Err(_) => return Err(failed(format!("no answer within {} s", CONNECT_TIMEOUT.as_secs()))),
+            Ok(Err(e)) => return Err(failed(e.to_string())),
+            Ok(Ok(first)) => {
+                let _ = first.close().await;
+            }
+        }
         let pool = PgPoolOptions::new()
             .max_connections(16)
-            // An unreachable server is reported in seconds, not after the default 30.
-            .acquire_timeout(std::time::Duration::from_secs(5))
-            .connect(url)
-            .await
-            .map_err(|source| StoreError::Open { location, source })?;
+            .acquire_timeout(CONNECT_TIMEOUT)
+            .connect_lazy_with(url.options.clone());
         let store = PgStore { pool, work: Arc::new(Notify::new()), listening: Arc::new(OnceCell::new()) };
         store.migrate().await?;
         Ok(store)

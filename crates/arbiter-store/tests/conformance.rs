@@ -4,6 +4,8 @@
 
 mod common;
 
+use sqlx::Connection;
+
 use std::sync::Arc;
 
 use arbiter_core::event::{Event, EventKind};
@@ -122,7 +124,46 @@ async fn postgres_round_trip() {
 async fn unreachable_stores_are_clear_errors() {
     let err = SqliteStore::open(std::path::Path::new("/proc/arbiter/none.db")).await.err().unwrap();
     assert!(err.to_string().contains("cannot open the database /proc/arbiter/none.db"), "{err}");
-    let err = PgStore::connect("postgres://user:hunter2pw@127.0.0.1:9/db").await.err().unwrap();
-    assert!(!err.to_string().contains("hunter2pw"), "the password leaked: {err}");
-    assert!(err.to_string().contains("cannot open the database"), "{err}");
+    // A refused connection is said at once as what it is (a pool would retry until its
+    // timeout and report only "pool timed out"), with what to check; the password, in
+    // either place a URL can hold it, never appears.
+    for url in ["postgres://user:hunter2pw@127.0.0.1:9/db", "postgres://user@127.0.0.1:9/db?password=hunter2pw"] {
+        let err = PgStore::connect(url).await.err().unwrap().to_string();
+        assert!(!err.contains("hunter2pw"), "the password leaked: {err}");
+        assert!(err.contains("cannot connect to the Postgres database postgres://user@127.0.0.1:9/db"), "{err}");
+        assert!(err.to_lowercase().contains("refused") && err.contains("pg_isready"), "{err}");
+        assert!(!err.contains("check the path"), "a SQLite hint for Postgres: {err}");
+    }
+    // Another database is refused for what it is, not looked up in DNS.
+    let err = PgStore::connect("mysql://root:hunter2pw@db.invalid/x").await.err().unwrap();
+    assert!(matches!(err, arbiter_store::StoreError::UnsupportedDatabase { .. }), "{err}");
+    assert!(err.to_string().contains("'mysql://' is not a database arbiter can use"), "{err}");
+    assert!(!err.to_string().contains("hunter2pw"), "{err}");
+    // A database that does not exist says so, and how to create it.
+    let base = common::admin_url();
+    let base = base.rsplit_once('/').map(|(b, _)| b.to_string()).unwrap();
+    let err = PgStore::connect(&format!("{base}/arbiter_no_such_database")).await.err().unwrap().to_string();
+    assert!(err.contains("does not exist") && err.contains("createdb"), "{err}");
+}
+
+/// Managed Postgres requires TLS: `sslmode` is read as libpq reads it, and arbiter is built
+/// with TLS (rustls). The machine's server offers TLS with a certificate no CA signed
+/// (Debian's default), so `require` connects and `verify-full` says what to check.
+#[tokio::test]
+async fn postgres_over_tls_as_sslmode_asks() {
+    let (url, name) = fresh_database().await;
+    let mut admin = sqlx::PgConnection::connect(&common::admin_url()).await.unwrap();
+    let ssl: String = sqlx::query_scalar("SHOW ssl").fetch_one(&mut admin).await.unwrap();
+    let required = PgStore::connect(&format!("{url}?sslmode=require")).await;
+    if ssl == "on" {
+        let store = required.unwrap();
+        assert!(store.list_runs(1).await.unwrap().is_empty());
+        let err = PgStore::connect(&format!("{url}?sslmode=verify-full")).await.err().unwrap().to_string();
+        assert!(err.contains("sslmode") && err.contains("sslrootcert"), "{err}");
+    } else {
+        eprintln!("this Postgres has ssl = off: only the refusal of sslmode=require is checked");
+        let err = required.err().unwrap().to_string();
+        assert!(err.contains("sslmode"), "{err}");
+    }
+    drop_database(&name).await;
 }

@@ -1,0 +1,159 @@
+//! Reading a Postgres database URL before anything connects to it: the scheme (only
+//! Postgres is served: another database gets a clear refusal, not a DNS error), the options
+//! (`sslmode`, `sslrootcert`, ... as libpq reads them), the location errors may name (never
+//! the password, whether it came as `user:password@` or `?password=`), and the secrets every
+//! message is scrubbed of.
+
+use std::str::FromStr;
+
+use sqlx::postgres::PgConnectOptions;
+
+use crate::StoreError;
+
+/// The schemes of a Postgres URL.
+pub const POSTGRES_SCHEMES: &[&str] = &["postgres", "postgresql"];
+
+/// What to tell a user whose URL is not Postgres'.
+const SUPPORTED: &str = "arbiter stores its runs and plans in SQLite (.arbiter/arbiter.db, the default: leave ARBITER_DATABASE_URL and --database-url unset) or in Postgres (postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?sslmode=require])";
+
+/// A Postgres URL, read.
+pub struct PgUrl {
+    pub options: PgConnectOptions,
+    /// `postgres://user@host:port/database`, for messages.
+    pub location: String,
+    secrets: Vec<String>,
+}
+
+impl PgUrl {
+    pub fn parse(url: &str) -> Result<PgUrl, StoreError> {
+        let secrets = url_secrets(url);
+        let scrub = |text: String| scrub(&text, &secrets);
+        let scheme = url.split_once("://").map(|(s, _)| s.to_ascii_lowercase());
+        match scheme.as_deref() {
+            Some(s) if POSTGRES_SCHEMES.contains(&s) => {}
+            Some(other) => {
+                return Err(StoreError::UnsupportedDatabase {
+                    problem: format!("'{other}://' is not a database arbiter can use"),
+                    fix: SUPPORTED.into(),
+                });
+            }
+            None => {
+                return Err(StoreError::UnsupportedDatabase {
+                    problem: "the database URL has no scheme".into(),
+                    fix: SUPPORTED.into(),
+                });
+            }
+        }
+        let options = PgConnectOptions::from_str(url).map_err(|e| StoreError::UnsupportedDatabase {
+            problem: format!("the Postgres URL cannot be read: {}", scrub(e.to_string())),
+            fix: SUPPORTED.into(),
+        })?;
+        let location = format!(
+            "postgres://{}@{}:{}/{}",
+            options.get_username(),
+            options.get_host(),
+            options.get_port(),
+            options.get_database().unwrap_or(options.get_username())
+        );
+        Ok(PgUrl { options, location: scrub(location), secrets })
+    }
+
+    /// `text` with every secret of the URL masked.
+    pub fn scrub(&self, text: &str) -> String {
+        scrub(text, &self.secrets)
+    }
+}
+
+/// The password of `url`: after `user:` in its authority, and as its `password` parameter
+/// (raw and percent-decoded).
+fn url_secrets(url: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    if let Some(after) = url.split_once("://").map(|(_, a)| a) {
+        let authority = &after[..after.find(['/', '?']).unwrap_or(after.len())];
+        if let Some((userinfo, _)) = authority.rsplit_once('@')
+            && let Some((_, password)) = userinfo.split_once(':')
+        {
+            found.push(password.to_string());
+        }
+    }
+    if let Some((_, query)) = url.split_once('?') {
+        for pair in query.split('&') {
+            if let Some((key, value)) = pair.split_once('=')
+                && key.eq_ignore_ascii_case("password")
+            {
+                found.push(value.to_string());
+            }
+        }
+    }
+    let decoded: Vec<String> = found.iter().map(|s| percent_decode(s)).collect();
+    found.extend(decoded);
+    found.retain(|s| !s.is_empty());
+    found.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    found.dedup();
+    found
+}
+
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        if bytes[i] == b'%'
+            && i + 2 < bytes.len()
+            && let (Some(h), Some(l)) = (hex(bytes[i + 1]), hex(bytes[i + 2]))
+        {
+            out.push((h * 16 + l) as u8);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn scrub(text: &str, secrets: &[String]) -> String {
+    let mut out = text.to_string();
+    for secret in secrets {
+        out = out.replace(secret.as_str(), arbiter_core::redact::MASK);
+    }
+    arbiter_core::redact::redact_patterns(&out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_postgres_is_accepted_with_the_choices_named() {
+        for url in ["mysql://root@db/x", "sqlite:///tmp/x.db", "db.internal:5432/x"] {
+            let Err(e) = PgUrl::parse(url) else { panic!("{url} accepted") };
+            let text = e.to_string();
+            assert!(text.contains("SQLite") && text.contains("postgres://"), "{text}");
+        }
+        assert!(PgUrl::parse("postgresql://u@h/d").is_ok());
+    }
+
+    #[test]
+    fn the_location_and_every_message_leave_the_password_out() {
+        for url in [
+            "postgres://app:s3cret-pw@db.internal:6543/prod",
+            "postgres://app@db.internal:6543/prod?password=s3cret-pw",
+            "postgres://app@db.internal:6543/prod?sslmode=require&password=s3cret%2Dpw",
+        ] {
+            let parsed = PgUrl::parse(url).unwrap();
+            assert_eq!(parsed.location, "postgres://app@db.internal:6543/prod");
+            let echoed = parsed.scrub(&format!("cannot connect to {url}: password s3cret-pw refused"));
+            assert!(!echoed.contains("s3cret"), "{echoed}");
+        }
+    }
+
+    #[test]
+    fn sslmode_is_read_as_libpq_reads_it() {
+        assert!(PgUrl::parse("postgres://u@h/d?sslmode=verify-full").is_ok());
+        let Err(e) = PgUrl::parse("postgres://u:pw-in-url@h/d?sslmode=sometimes") else { panic!("accepted") };
+        assert!(e.to_string().contains("sslmode") || e.to_string().contains("sometimes"), "{e}");
+        assert!(!e.to_string().contains("pw-in-url"), "{e}");
+    }
+}
