@@ -525,6 +525,25 @@ pub enum PlanCommand {
         /// and their winners are committed unverified.
         #[arg(long)]
         no_verify: bool,
+        /// Runner(s) for every task that names none, over the plan's defaults
+        /// (comma-separated, round-robin).
+        #[arg(long, value_name = "NAMES")]
+        runner: Option<String>,
+        /// Candidates per task, over the plan's defaults (a task's own value wins).
+        #[arg(long, value_name = "N")]
+        candidates: Option<u32>,
+        /// The `command` runner's command for every task that names none.
+        #[arg(long, value_name = "COMMAND")]
+        command: Option<String>,
+        /// Backend(s) of model-driven runners, over the plan's defaults.
+        #[arg(long, value_name = "NAMES")]
+        backend: Option<String>,
+        /// Per-agent time limit, over the plan's defaults (a task's own value wins).
+        #[arg(long, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..))]
+        timeout_seconds: Option<u64>,
+        /// tournament, escalate, cheap, balanced or quality, over the plan's defaults.
+        #[arg(long, value_name = "STRATEGY")]
+        strategy: Option<String>,
     },
     /// The plan's event log, oldest first.
     Events {

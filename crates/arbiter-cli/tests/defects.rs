@@ -208,3 +208,96 @@ fn database_urls_get_errors_that_name_the_problem_and_never_the_password() {
     );
     assert!(refused.stderr.contains("pg_isready") && !refused.stderr.contains("check the path"), "{}", refused.stderr);
 }
+
+/// Plan files that could never run were imported: unknown runner, backend and strategy
+/// names, zero counts in the defaults, `budget_usd = nan` (read as "no limit"), a task id
+/// that cannot be part of a branch name; a NUL byte reached Postgres and exited 3. Each is
+/// refused with exit 2 and nothing written; following the hint (define the runner) works.
+#[test]
+fn plan_files_that_could_never_run_are_refused_at_import() {
+    let repo = TestRepo::new();
+    repo.write("README.md", "x\n");
+    repo.commit_all("init");
+    repo.arbiter(&["init"]).assert_code(0);
+    let plan =
+        |body: &str| format!("id = \"p1\"\nname = \"P\"\n{body}\n[[tasks]]\nid = \"a\"\ntitle = \"Write the thing\"\n");
+    for (body, expected) in [
+        ("budget_usd = nan", "budget_usd: nan is not a number a plan can use"),
+        ("budget_usd = -inf", "budget_usd: -inf is not a number"),
+        ("[defaults]\ncandidates = 0", "defaults: candidates is 0"),
+        ("[defaults]\nmax_attempts = 0", "defaults: max_attempts is 0"),
+        ("[defaults]\nstrategy = \"fastest\"", "'fastest' is not a strategy"),
+        ("[defaults]\nrunners = [\"speedy\"]", "defaults: no runner named 'speedy'"),
+        ("[defaults]\nbackend = \"gpt9\"", "defaults: no backend named 'gpt9'"),
+    ] {
+        repo.write("plan.toml", plan(body));
+        let run = repo.arbiter(&["plan", "import", "plan.toml"]);
+        run.assert_code(2);
+        assert!(run.stderr.contains(expected), "{body}: {}", run.stderr);
+    }
+    repo.write("plan.toml", "id = \"p1\"\nname = \"P\"\n[[tasks]]\nid = \"a/.b\"\ntitle = \"t\"\n");
+    let bad_id = repo.arbiter(&["plan", "import", "plan.toml"]);
+    bad_id.assert_code(2);
+    assert!(bad_id.stderr.contains("task id 'a/.b' is not a safe name"), "{}", bad_id.stderr);
+    let listed = repo.arbiter(&["plan", "list"]);
+    assert!(!listed.stdout.contains("p1"), "a refused plan was written: {}", listed.stdout);
+
+    // The hint of the unknown runner: define it in .arbiter/config.toml.
+    let config = std::fs::read_to_string(repo.arbiter_dir().join("config.toml")).unwrap();
+    repo.write(".arbiter/config.toml", format!("{config}\n[runners.speedy]\nkind = \"command\"\ncommand = \"true\"\n"));
+    repo.write("plan.toml", plan("[defaults]\nrunners = [\"speedy\"]"));
+    repo.arbiter(&["plan", "import", "plan.toml"]).assert_code(0);
+
+    // A NUL byte on Postgres: refused before the store, exit 2.
+    let pg = PgDatabase::create();
+    repo.write("nul.json", r#"{"id": "p\u0000x", "name": "P", "tasks": []}"#);
+    let nul = Run::from_output(
+        repo.arbiter_cmd(&["plan", "import", "nul.json"]).env("ARBITER_DATABASE_URL", &pg.url).output().unwrap(),
+    );
+    nul.assert_code(2);
+    assert!(nul.stderr.contains("id holds a NUL byte"), "{}", nul.stderr);
+}
+
+/// Configuration that was quietly wrong: `config show` exited 0 over runner tables that
+/// cannot work, a TOML error was flattened onto one line, a `[runners.command]` table
+/// overrode `--command`, and `--candidates 100000` was accepted.
+#[test]
+fn configuration_errors_are_said_where_they_are_and_flags_win() {
+    let repo = python_repo("set -e\nsed -i 's/return a - b/return a + b/' calc.py\n");
+    repo.arbiter(&["init"]).assert_code(0);
+    repo.write(".arbiter/config.toml", "[runners.fast]\nkind = \"command\"\ncommand = \"true\"\nmodel = \"gpt\"\n");
+    let show = repo.arbiter(&["config", "show"]);
+    show.assert_code(2);
+    assert!(show.stderr.contains("[runners.fast] is a command runner but sets `model`"), "{}", show.stderr);
+
+    repo.write(".arbiter/config.toml", "[run]\ncandidates = 2\ntimeout_seconds = \n");
+    let show = repo.arbiter(&["config", "show"]);
+    show.assert_code(2);
+    assert!(show.stderr.contains("line 3, column 19\n"), "{}", show.stderr);
+    assert!(show.stderr.contains("\n3 | timeout_seconds = \n"), "the line is not shown: {}", show.stderr);
+    assert!(show.stderr.contains("^"), "no caret: {}", show.stderr);
+
+    // A [runners.command] table with its own command: --command still wins.
+    repo.write_agent("wrong.sh", "echo 'def add(a, b):\n    return 0' > calc.py\n");
+    repo.commit_all("a wrong agent");
+    repo.write(".arbiter/config.toml", "[runners.command]\nkind = \"command\"\ncommand = \"./wrong.sh\"\n");
+    let run = repo.arbiter(&[
+        "run",
+        "--task",
+        "Fix add",
+        "--runner",
+        "command",
+        "--command",
+        "./agent.sh",
+        "--candidates",
+        "1",
+        "--verify",
+        "python3 -m unittest -q",
+    ]);
+    run.assert_code(0);
+    assert!(std::fs::read_to_string(repo.path().join("calc.py")).unwrap().contains("return a + b"));
+
+    let many = repo.arbiter(&["run", "--task", "Fix add", "--command", "./agent.sh", "--candidates", "100000"]);
+    many.assert_code(2);
+    assert!(many.stderr.contains("at most 64 candidates"), "{}", many.stderr);
+}

@@ -17,6 +17,9 @@ use crate::strategy::{CandidateOption, Strategy, capable, cheapest_first, strong
 /// Built-in defaults.
 pub mod defaults {
     pub const CANDIDATES: u32 = 3;
+    /// The most candidates one run may have: each is a workspace and an agent of its own,
+    /// and the evidence between them grows with the square of their number.
+    pub const MAX_CANDIDATES: u32 = 64;
     pub const TIMEOUT_SECONDS: u64 = 1800;
     pub const VERIFY_TIMEOUT_SECONDS: u64 = 600;
     pub const SETUP_TIMEOUT_SECONDS: u64 = 600;
@@ -541,10 +544,8 @@ pub const AGENT_CLIS: &[&str] = &["claude-code", "codex", "gemini", "aider", "op
 impl ConfigFile {
     /// Parses the text of a configuration file; `path` names it in errors.
     pub fn parse(text: &str, path: &str) -> Result<Self, SettingsError> {
-        toml::from_str(text).map_err(|e| SettingsError::Parse {
-            path: path.to_string(),
-            message: e.to_string().trim().replace('\n', " "),
-        })
+        toml::from_str(text)
+            .map_err(|e| SettingsError::Parse { path: path.to_string(), message: e.to_string().trim().to_string() })
     }
 }
 
@@ -634,6 +635,16 @@ impl RunSettings {
                 key: "candidates",
                 problem: format!("0 (from {})", candidates.origin),
                 fix: "a run needs at least 1 candidate".into(),
+            });
+        }
+        if candidates.value > defaults::MAX_CANDIDATES {
+            return Err(SettingsError::Invalid {
+                key: "candidates",
+                problem: format!("{} (from {})", candidates.value, candidates.origin),
+                fix: format!(
+                    "a run has at most {} candidates (each is a workspace and an agent of its own); use fewer",
+                    defaults::MAX_CANDIDATES
+                ),
             });
         }
         let parallel = layer(flags.parallel, run.parallel, candidates.value);
@@ -993,6 +1004,18 @@ impl RunSettings {
     }
 }
 
+impl ConfigFile {
+    /// What is wrong with each `[runners.NAME]` table, whether or not a run uses it (a
+    /// backend left to `--backend` is not wrong).
+    pub fn runner_table_errors(&self) -> Vec<SettingsError> {
+        self.runners
+            .iter()
+            .filter_map(|(name, section)| runner_from_section(self, name, section, None).err())
+            .filter(|e| *e != SettingsError::NoBackend)
+            .collect()
+    }
+}
+
 /// An option priced and rated by the first backend of its chain.
 fn option_for(config: &ConfigFile, runner: usize, backends: Vec<String>) -> CandidateOption {
     let first = backends.first().and_then(|b| config.backends.get(b));
@@ -1024,7 +1047,16 @@ fn resolve_runners(
         .into_iter()
         .map(|name| {
             if let Some(section) = config.runners.get(name) {
-                return runner_from_section(config, name, section, backend);
+                let mut spec = runner_from_section(config, name, section, backend)?;
+                // `--command` is the `command` runner's command: it wins over the one a
+                // [runners.command] table gives, as every flag wins over the configuration.
+                if let (RunnerKind::Command { command: configured }, Origin::Flag, Some(flag)) =
+                    (&mut spec.kind, command_origin, command.filter(|c| !c.trim().is_empty()))
+                    && name == "command"
+                {
+                    *configured = flag.to_string();
+                }
+                return Ok(spec);
             }
             match name {
                 "command" => {
@@ -1252,6 +1284,22 @@ mod tests {
 
     fn flags_with_command() -> FlagOverrides {
         FlagOverrides { command: Some("./agent.sh".into()), ..Default::default() }
+    }
+
+    #[test]
+    fn the_command_flag_wins_over_a_runners_command_table() {
+        let config =
+            ConfigFile::parse("[runners.command]\nkind = \"command\"\ncommand = \"./from-config.sh\"\n", "c").unwrap();
+        let flags = FlagOverrides {
+            runner: Some("command".into()),
+            command: Some("./from-flag.sh".into()),
+            ..Default::default()
+        };
+        let s = RunSettings::resolve(&config, flags).unwrap();
+        assert_eq!(s.runners[0].kind, RunnerKind::Command { command: "./from-flag.sh".into() });
+        let s = RunSettings::resolve(&config, FlagOverrides { runner: Some("command".into()), ..Default::default() })
+            .unwrap();
+        assert_eq!(s.runners[0].kind, RunnerKind::Command { command: "./from-config.sh".into() });
     }
 
     #[test]

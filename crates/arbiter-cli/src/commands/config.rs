@@ -15,6 +15,15 @@ pub async fn show(repo: Option<&Path>, args: &SettingsArgs, as_json: bool) -> Re
     let settings = RunSettings::resolve_values(&config, args.overrides().map_err(CliError::usage)?)?;
     let runners = settings.resolve_runners(&config);
     let config_path = ctx.workspace.config_path();
+    // A runner table that cannot work is an error of the file, used or not.
+    let invalid: Vec<String> = config.runner_table_errors().iter().map(|e| e.to_string()).collect();
+    if !invalid.is_empty() {
+        return Err(CliError::usage(format!(
+            "{} has invalid runner tables:\n{}",
+            config_path.display(),
+            invalid.iter().map(|e| format!("  - {e}")).collect::<Vec<_>>().join("\n")
+        )));
+    }
     if as_json {
         let rows: Vec<_> =
             settings.rows().into_iter().map(|(k, v, o)| json!({"key": k, "value": v, "origin": o})).collect();

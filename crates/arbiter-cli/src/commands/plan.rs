@@ -146,7 +146,20 @@ pub async fn plan(repo: Option<&Path>, cmd: &PlanCommand) -> Result<u8, CliError
             print!("{SCHEMA}");
             return Ok(exit::SUCCESS);
         }
-        PlanCommand::Run { id, workers, lease_seconds, json, server, no_verify } => {
+        PlanCommand::Run {
+            id,
+            workers,
+            lease_seconds,
+            json,
+            server,
+            no_verify,
+            runner,
+            candidates,
+            command,
+            backend,
+            timeout_seconds,
+            strategy,
+        } => {
             if let Some(url) = server {
                 return Err(CliError::usage(format!(
                     "`arbiter plan run` runs a plan with workers on this machine, over its own store; a control plane's plans are run by its workers: start one with `arbiter worker run --server {url}` (with its token from `arbiter worker register`)"
@@ -154,7 +167,15 @@ pub async fn plan(repo: Option<&Path>, cmd: &PlanCommand) -> Result<u8, CliError
             }
             let ctx = RepoContext::locate(repo).await?;
             let (runs, plans) = ctx.plan_stores().await?;
-            let overrides = RunOverrides { no_verify: *no_verify };
+            let overrides = RunOverrides {
+                no_verify: *no_verify,
+                runner: runner.clone(),
+                candidates: *candidates,
+                command: command.clone(),
+                backend: backend.clone(),
+                timeout_seconds: *timeout_seconds,
+                strategy: strategy.clone(),
+            };
             return run(&ctx, runs, plans, id, *workers, *lease_seconds, &overrides, *json).await;
         }
         _ => {}
@@ -416,6 +437,15 @@ async fn import(
         .map_err(|e| CliError::usage(format!("{}: {e}", file.display())))?;
     let dir: Option<PathBuf> = file.canonicalize().ok().and_then(|p| p.parent().map(Path::to_path_buf));
     spec.repository = plans.repository(spec.repository.as_deref(), dir.as_deref())?;
+    if let (false, Some(ctx)) = (plans.remote, &plans.ctx) {
+        let problems = arbiter_core::plan::check::check_names(&spec, &ctx.config()?);
+        if !problems.is_empty() {
+            return Err(arbiter_store::StoreError::PlanInvalid {
+                problems: problems.iter().map(|p| p.to_string()).collect(),
+            }
+            .into());
+        }
+    }
     let import = PlanImport { spec, mode, apply, adopt_branch: adopt.map(str::to_string) };
     let Imported { report, adopted_branch: adopted, verdicts } = plans.admin.import(&import).await?;
     let spec = &import.spec;
@@ -655,6 +685,11 @@ async fn run(
         }
         crate::commands::run::preflight(&settings, workspace.repo_root())
             .map_err(|e| CliError::usage(format!("task {} of plan {id}: {e}", t.spec.id)))?;
+    }
+    if !overrides.is_empty() {
+        // What this run said over the plan, for whoever reads the plan's history.
+        let said = serde_json::to_value(overrides).unwrap_or_default();
+        plans.note_event(id, "run_overrides", json!({"overrides": said}), SystemClock.now()).await?;
     }
     let overrides = overrides.clone();
     let base_settings = RunSettings::resolve_values(&config, FlagOverrides::default())?;

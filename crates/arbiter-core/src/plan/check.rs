@@ -13,14 +13,41 @@ use crate::money::Usd;
 /// One problem, with what to do about it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Problem {
-    BadPlanId { id: String },
+    BadPlanId {
+        id: String,
+    },
     EmptyName,
-    BadTaskId { id: String },
-    DuplicateTask { id: String },
-    UnknownDependency { task: String, dependency: String },
-    Cycle { path: Vec<String> },
-    BadValue { task: String, field: &'static str, problem: String },
-    BadDefault { field: &'static str, problem: String },
+    BadTaskId {
+        id: String,
+    },
+    DuplicateTask {
+        id: String,
+    },
+    UnknownDependency {
+        task: String,
+        dependency: String,
+    },
+    Cycle {
+        path: Vec<String>,
+    },
+    BadValue {
+        task: String,
+        field: &'static str,
+        problem: String,
+    },
+    BadDefault {
+        field: &'static str,
+        problem: String,
+    },
+    /// A runner or backend this repository's configuration does not define (`task`: `None`
+    /// for the plan's defaults).
+    UnknownName {
+        task: Option<String>,
+        what: &'static str,
+        name: String,
+        known: String,
+        fix: &'static str,
+    },
 }
 
 impl fmt::Display for Problem {
@@ -33,7 +60,7 @@ impl fmt::Display for Problem {
             Problem::EmptyName => write!(f, "the plan has no name: give it a `name`"),
             Problem::BadTaskId { id } => write!(
                 f,
-                "task id '{id}' is not a safe name: use 1 to 128 letters, digits, '.', '_', ':', '/' or '-', without '..'"
+                "task id '{id}' is not a safe name: use 1 to 128 letters, digits, '.', '_', ':', '/' or '-', without '..', and no part between slashes empty, starting or ending with '.' or ending with '.lock'"
             ),
             Problem::DuplicateTask { id } => write!(f, "task id '{id}' is used twice: give each task its own id"),
             Problem::UnknownDependency { task, dependency } => write!(
@@ -45,6 +72,10 @@ impl fmt::Display for Problem {
             }
             Problem::BadValue { task, field, problem } => write!(f, "task {task}: {field} {problem}"),
             Problem::BadDefault { field, problem } => write!(f, "defaults: {field} {problem}"),
+            Problem::UnknownName { task, what, name, known, fix } => {
+                let whose = task.as_ref().map_or_else(|| "defaults".to_string(), |t| format!("task {t}"));
+                write!(f, "{whose}: no {what} named '{name}' (known: {known}); {fix}")
+            }
         }
     }
 }
@@ -60,11 +91,27 @@ pub fn plan_id_ok(id: &str) -> bool {
         && id.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
 }
 
+/// Task ids become parts of ref and branch names (`refs/arbiter/plans/<plan>/<task>/…`):
+/// each `/`-separated part follows git's rules for a ref component.
 fn task_id_ok(id: &str) -> bool {
     (1..=128).contains(&id.len())
         && !id.contains("..")
         && !id.starts_with(['-', '/'])
         && id.bytes().all(|b| b.is_ascii_alphanumeric() || b"._:/-".contains(&b))
+        && id
+            .split('/')
+            .all(|part| !part.is_empty() && !part.starts_with('.') && !part.ends_with('.') && !part.ends_with(".lock"))
+}
+
+/// A candidate count over the most a run may have.
+fn too_many(task: Option<&str>, candidates: Option<u32>) -> Option<Problem> {
+    let max = crate::settings::defaults::MAX_CANDIDATES;
+    let n = candidates.filter(|n| *n > max)?;
+    let problem = format!("is {n}: a run has at most {max} candidates");
+    Some(match task {
+        Some(t) => Problem::BadValue { task: t.to_string(), field: "candidates", problem },
+        None => Problem::BadDefault { field: "candidates", problem },
+    })
 }
 
 /// Every problem of `spec`, merged with `stored`: the `(id, dependencies)` of tasks already
@@ -82,6 +129,28 @@ pub fn check(spec: &PlanSpec, stored: &[(String, Vec<String>)]) -> Vec<Problem> 
     if spec.defaults.attempt_budget_usd == Some(Usd::ZERO) {
         problems.push(Problem::BadDefault { field: "attempt_budget_usd", problem: NOTHING_TO_SPEND.into() });
     }
+    let d = &spec.defaults;
+    problems.extend(too_many(None, d.candidates));
+    for (field, value) in [
+        ("candidates", d.candidates.map(u64::from)),
+        ("max_attempts", d.max_attempts.map(u64::from)),
+        ("timeout_seconds", d.timeout_seconds),
+    ] {
+        if value == Some(0) {
+            problems.push(Problem::BadDefault { field, problem: "is 0: use at least 1, or leave it out".into() });
+        }
+    }
+    if let Some(strategy) = &d.strategy
+        && crate::strategy::Strategy::parse(strategy).is_none()
+    {
+        problems.push(Problem::BadDefault {
+            field: "strategy",
+            problem: format!(
+                "'{strategy}' is not a strategy: use one of {}",
+                crate::strategy::Strategy::NAMES.join(", ")
+            ),
+        });
+    }
     let mut seen = BTreeSet::new();
     for t in &spec.tasks {
         if !task_id_ok(&t.id) {
@@ -98,6 +167,7 @@ pub fn check(spec: &PlanSpec, stored: &[(String, Vec<String>)]) -> Vec<Problem> 
             })
         };
         problems.extend(zero("candidates", t.candidates.map(u64::from)));
+        problems.extend(too_many(Some(&t.id), t.candidates));
         problems.extend(zero("max_attempts", t.max_attempts.map(u64::from)));
         problems.extend(zero("timeout_seconds", t.timeout_seconds));
         if t.attempt_budget_usd == Some(Usd::ZERO) {
@@ -127,6 +197,51 @@ pub fn check(spec: &PlanSpec, stored: &[(String, Vec<String>)]) -> Vec<Problem> 
         }
     }
     problems.extend(dag::cycles(&edges, 5).into_iter().map(|path| Problem::Cycle { path }));
+    problems
+}
+
+/// The runner and backend names of `spec` that `config` (the configuration of the
+/// repository the plan runs in) does not define: a plan run on this machine would fail on
+/// them task after task. (A control plane cannot check this at import: its workers bring
+/// their own runners.)
+pub fn check_names(spec: &PlanSpec, config: &crate::settings::ConfigFile) -> Vec<Problem> {
+    let mut runners: Vec<String> = crate::settings::RUNNER_KINDS.iter().map(|s| s.to_string()).collect();
+    runners.extend(config.runners.keys().cloned());
+    let backends: Vec<&String> = config.backends.keys().collect();
+    let known = |names: &[&String]| {
+        if names.is_empty() {
+            "none".to_string()
+        } else {
+            names.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
+        }
+    };
+    let mut problems = Vec::new();
+    let mut runner_problems = |task: Option<&str>, names: &[String]| {
+        for name in names.iter().filter(|n| !runners.contains(n)) {
+            problems.push(Problem::UnknownName {
+                task: task.map(str::to_string),
+                what: "runner",
+                name: name.clone(),
+                known: runners.join(", "),
+                fix: "define it in a [runners.NAME] table of .arbiter/config.toml, or use a known one",
+            });
+        }
+    };
+    runner_problems(None, &spec.defaults.runners);
+    for t in &spec.tasks {
+        runner_problems(Some(&t.id), &t.runners);
+    }
+    for name in spec.defaults.backend.iter().flat_map(|b| b.split(',')).map(str::trim).filter(|n| !n.is_empty()) {
+        if !config.backends.contains_key(name) {
+            problems.push(Problem::UnknownName {
+                task: None,
+                what: "backend",
+                name: name.to_string(),
+                known: known(&backends),
+                fix: "add it with `arbiter backend add NAME --provider ... --model ...`, or use a known one",
+            });
+        }
+    }
     problems
 }
 
@@ -184,6 +299,38 @@ mod tests {
                 "defaults: attempt_budget_usd is 0: an attempt with nothing to spend cannot run; give it an amount or leave it out"
             ]
         );
+    }
+
+    #[test]
+    fn defaults_that_cannot_work_and_names_nobody_defines_are_found() {
+        let d = parse(
+            r#"{"id": "p", "name": "P", "defaults": {"candidates": 0, "max_attempts": 0, "timeout_seconds": 0,
+                "strategy": "fastest", "runners": ["nosuch"], "backend": "gpt9"},
+                "tasks": [{"id": "A", "title": "a", "runners": ["command", "ghost"]}]}"#,
+            Syntax::Json,
+        )
+        .unwrap();
+        let text: Vec<String> = check(&d, &[]).iter().map(|p| p.to_string()).collect();
+        for field in ["candidates", "max_attempts", "timeout_seconds"] {
+            assert!(text.contains(&format!("defaults: {field} is 0: use at least 1, or leave it out")), "{text:#?}");
+        }
+        assert!(text.iter().any(|t| t.contains("'fastest' is not a strategy: use one of tournament")), "{text:#?}");
+        let config =
+            crate::settings::ConfigFile::parse("[runners.fast]\nkind = \"command\"\ncommand = \"x\"\n", "c").unwrap();
+        let names: Vec<String> = check_names(&d, &config).iter().map(|p| p.to_string()).collect();
+        assert_eq!(names.len(), 3, "{names:#?}");
+        assert!(names[0].starts_with("defaults: no runner named 'nosuch' (known: command, builtin,"), "{names:#?}");
+        assert!(names[0].contains("fast"), "{names:#?}");
+        assert!(names[1].starts_with("task A: no runner named 'ghost'"), "{names:#?}");
+        assert!(names[2].starts_with("defaults: no backend named 'gpt9' (known: none)"), "{names:#?}");
+    }
+
+    #[test]
+    fn task_ids_are_safe_parts_of_a_ref_name() {
+        assert!(task_id_ok("api/users:create") && task_id_ok("T1.2"));
+        for bad in ["a..b", "a/.b", "a//b", "a/", "x.lock", "a.", "-a", "/a", "a\0b", "a b"] {
+            assert!(!task_id_ok(bad), "{bad:?} accepted");
+        }
     }
 
     #[test]

@@ -39,9 +39,17 @@ pub fn parse(text: &str, syntax: Syntax) -> Result<PlanSpec, ParseError> {
         Syntax::Toml => {
             let table: toml::Table =
                 toml::from_str(text).map_err(|e| ParseError(format!("not valid TOML: {}", e.to_string().trim())))?;
+            if let Some((path, value)) = non_finite(&table, "") {
+                return Err(ParseError(format!(
+                    "{path}: {value} is not a number a plan can use; write an amount such as \"2.50\", or leave {path} out"
+                )));
+            }
             serde_json::to_value(table).map_err(|e| ParseError(format!("cannot read the TOML: {e}")))?
         }
     };
+    if let Some(path) = nul_byte(&value, "") {
+        return Err(ParseError(format!("{path} holds a NUL byte (\\u0000), which no plan text may hold; remove it")));
+    }
     if !value.is_object() {
         return Err(ParseError(
             "a plan is an object with `id`, `name` and `tasks` (or Whilly's `project` and `tasks`)".into(),
@@ -53,6 +61,37 @@ pub fn parse(text: &str, syntax: Syntax) -> Result<PlanSpec, ParseError> {
     }
     let raw: RawPlan = from_value(value)?;
     ours(raw)
+}
+
+/// The path of the first string (or key) of `value` holding a NUL byte: no store keeps one
+/// (Postgres refuses it) and no branch or file name can hold one.
+fn nul_byte(value: &Value, path: &str) -> Option<String> {
+    let at = |p: &str| if p.is_empty() { "the plan".to_string() } else { p.to_string() };
+    match value {
+        Value::String(s) if s.contains('\0') => Some(at(path)),
+        Value::Array(items) => items.iter().enumerate().find_map(|(i, v)| nul_byte(v, &format!("{path}[{i}]"))),
+        Value::Object(map) => map.iter().find_map(|(k, v)| {
+            let here = if path.is_empty() { k.clone() } else { format!("{path}.{k}") };
+            if k.contains('\0') { Some(at(path)) } else { nul_byte(v, &here) }
+        }),
+        _ => None,
+    }
+}
+
+/// The first `nan` or `inf` in `table` (TOML has them, JSON does not: converted, they would
+/// become `null`, which reads as "no limit" for a budget), with its path.
+fn non_finite(table: &toml::Table, prefix: &str) -> Option<(String, String)> {
+    fn walk(value: &toml::Value, path: String) -> Option<(String, String)> {
+        match value {
+            toml::Value::Float(f) if !f.is_finite() => Some((path, f.to_string().to_lowercase())),
+            toml::Value::Table(t) => non_finite(t, &path),
+            toml::Value::Array(items) => items.iter().enumerate().find_map(|(i, v)| walk(v, format!("{path}[{i}]"))),
+            _ => None,
+        }
+    }
+    table
+        .iter()
+        .find_map(|(key, value)| walk(value, if prefix.is_empty() { key.clone() } else { format!("{prefix}.{key}") }))
 }
 
 fn from_value<T: for<'de> Deserialize<'de>>(value: Value) -> Result<T, ParseError> {
@@ -337,6 +376,33 @@ mod tests {
         assert_eq!(once, again);
         assert!(once.ends_with("}\n"));
         assert!(once.find("\"id\": \"calc\"").unwrap() < once.find("\"tasks\"").unwrap());
+    }
+
+    /// TOML's `nan` and `inf` became JSON's `null`, which read as "no limit"; a NUL byte got
+    /// as far as Postgres, which refused it with exit 3.
+    #[test]
+    fn non_numbers_and_nul_bytes_are_refused_with_where_they_are() {
+        for (value, shown) in [("nan", "nan"), ("-inf", "-inf"), ("+inf", "inf")] {
+            let text = format!("id = \"p\"\nname = \"P\"\nbudget_usd = {value}\ntasks = []\n");
+            let err = parse(&text, Syntax::Toml).unwrap_err().to_string();
+            assert_eq!(
+                err,
+                format!(
+                    "budget_usd: {shown} is not a number a plan can use; write an amount such as \"2.50\", or leave budget_usd out"
+                )
+            );
+        }
+        let text = "id = \"p\"\nname = \"P\"\n[[tasks]]\nid = \"a\"\ntitle = \"t\"\nattempt_budget_usd = nan\n";
+        assert!(parse(text, Syntax::Toml).unwrap_err().to_string().starts_with("tasks[0].attempt_budget_usd: nan"));
+        let err = parse(r#"{"id": "p\u0000x", "name": "P", "tasks": []}"#, Syntax::Json).unwrap_err().to_string();
+        assert!(err.starts_with("id holds a NUL byte"), "{err}");
+        let err = parse(
+            r#"{"id": "p", "name": "P", "tasks": [{"id": "a", "title": "t", "verify": ["x\u0000"]}]}"#,
+            Syntax::Json,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.starts_with("tasks[0].verify[0] holds a NUL byte"), "{err}");
     }
 
     #[test]

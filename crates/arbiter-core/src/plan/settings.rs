@@ -6,12 +6,34 @@ use crate::plan::{PlanSpec, TaskSpec};
 use crate::settings::{ConfigFile, FlagOverrides, RunSettings};
 
 /// What a `plan run` says for every task, over the plan's defaults (the task's own values
-/// still win).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// still win). A Whilly file names no runner: these flags are how it runs as it is.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct RunOverrides {
     /// `--no-verify`: tasks without verify commands run, and their winners are committed
     /// unverified.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub no_verify: bool,
+    /// `--runner`: comma-separated, assigned round-robin.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub runner: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub candidates: Option<u32>,
+    /// `--command`: the `command` runner's command.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub backend: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeout_seconds: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub strategy: Option<String>,
+}
+
+impl RunOverrides {
+    /// Whether the run says nothing over the plan.
+    pub fn is_empty(&self) -> bool {
+        *self == RunOverrides::default()
+    }
 }
 
 /// The run settings of one task: the repository's configuration under the plan's defaults
@@ -25,17 +47,21 @@ pub fn task_settings(
     let d = &plan.defaults;
     let verify = task.verify_with(d);
     let no_verify = verify.is_empty() && (run.no_verify || d.no_verify == Some(true));
-    let runners = if task.runners.is_empty() { &d.runners } else { &task.runners };
+    let runner = if !task.runners.is_empty() {
+        Some(task.runners.join(","))
+    } else {
+        run.runner.clone().or_else(|| (!d.runners.is_empty()).then(|| d.runners.join(",")))
+    };
     let flags = FlagOverrides {
-        candidates: task.candidates.or(d.candidates),
-        timeout_seconds: task.timeout_seconds.or(d.timeout_seconds),
+        candidates: task.candidates.or(run.candidates).or(d.candidates),
+        timeout_seconds: task.timeout_seconds.or(run.timeout_seconds).or(d.timeout_seconds),
         verify,
         no_verify,
-        runner: (!runners.is_empty()).then(|| runners.join(",")),
-        command: task.command.clone().or_else(|| d.command.clone()),
-        backend: d.backend.clone(),
+        runner,
+        command: task.command.clone().or_else(|| run.command.clone()).or_else(|| d.command.clone()),
+        backend: run.backend.clone().or_else(|| d.backend.clone()),
         apply: Some("none".into()),
-        strategy: d.strategy.clone(),
+        strategy: run.strategy.clone().or_else(|| d.strategy.clone()),
         ..Default::default()
     };
     let settings = RunSettings::resolve(config, flags).map_err(|e| e.to_string())?;
@@ -46,6 +72,36 @@ pub fn task_settings(
 mod tests {
     use super::*;
     use crate::plan::file::{Syntax, parse};
+
+    #[test]
+    fn the_run_s_flags_go_over_the_plan_s_defaults_and_under_the_task_s_own_values() {
+        let config = ConfigFile::parse("[run]\ntimeout_seconds = 99\ncandidates = 7\n", "c").unwrap();
+        let plan = parse(
+            r#"{"id": "p", "name": "P", "defaults": {"candidates": 2, "command": "./plan.sh", "timeout_seconds": 50},
+                "tasks": [{"id": "a", "title": "A", "verify": ["make a"]},
+                          {"id": "b", "title": "B", "candidates": 5, "command": "./own.sh", "runners": ["command"], "verify": ["make b"]}]}"#,
+            Syntax::Json,
+        )
+        .unwrap();
+        let run = RunOverrides {
+            runner: Some("command".into()),
+            candidates: Some(3),
+            command: Some("./run.sh".into()),
+            timeout_seconds: Some(30),
+            strategy: Some("escalate".into()),
+            ..Default::default()
+        };
+        let a = task_settings(&config, &plan, &plan.tasks[0], &run).unwrap();
+        assert_eq!((a.candidates.value, a.timeout_seconds.value), (3, 30));
+        assert_eq!(a.command.value.as_deref(), Some("./run.sh"));
+        assert_eq!(a.strategy.value.as_str(), "escalate");
+        let b = task_settings(&config, &plan, &plan.tasks[1], &run).unwrap();
+        assert_eq!((b.candidates.value, b.timeout_seconds.value), (5, 30));
+        assert_eq!(b.command.value.as_deref(), Some("./own.sh"));
+        let plain = task_settings(&config, &plan, &plan.tasks[0], &RunOverrides::default()).unwrap();
+        assert_eq!((plain.candidates.value, plain.timeout_seconds.value), (2, 50));
+        assert!(!run.is_empty() && RunOverrides::default().is_empty());
+    }
 
     #[test]
     fn task_settings_layer_task_over_plan_over_config() {
@@ -68,7 +124,7 @@ mod tests {
                 .contains("--command")
         );
         // --no-verify applies only to tasks without verify commands of their own.
-        let run = RunOverrides { no_verify: true };
+        let run = RunOverrides { no_verify: true, ..Default::default() };
         assert!(!task_settings(&config, &plan, &plan.tasks[0], &run).unwrap().unverified.value);
         let bare = PlanSpec {
             defaults: crate::plan::TaskDefaults { command: Some("./a.sh".into()), ..Default::default() },
