@@ -301,3 +301,93 @@ fn configuration_errors_are_said_where_they_are_and_flags_win() {
     many.assert_code(2);
     assert!(many.stderr.contains("at most 64 candidates"), "{}", many.stderr);
 }
+
+/// `arbiter apply` defects: `--commit --force` committed the user's unrelated staged files
+/// with the winner, and a patch applied already was refused as one that does not apply.
+#[test]
+fn apply_commits_the_winner_only_and_knows_a_patch_it_applied() {
+    let repo = python_repo(AGENT_FIX);
+    let run = repo.arbiter(&[
+        "run",
+        "--task",
+        "Fix add",
+        "--command",
+        "./agent.sh",
+        "--candidates",
+        "1",
+        "--verify",
+        VERIFY_PY,
+        "--apply",
+        "none",
+    ]);
+    run.assert_code(0);
+    // The user's own work, staged, and unrelated to the run.
+    repo.write("NOTES.md", "my notes\n");
+    repo.git(&["add", "NOTES.md"]);
+    let applied = repo.arbiter(&["apply", "latest", "--commit", "--force"]);
+    applied.assert_code(0);
+    let committed = repo.git(&["show", "--name-only", "--format=", "HEAD"]);
+    assert_eq!(committed.trim(), "calc.py", "the commit holds more than the winner: {committed}");
+    assert_eq!(repo.status(), vec!["A  NOTES.md".to_string()], "the user's staged file is no longer staged");
+
+    // Again: the repository holds it already (committed), and says so.
+    let again = repo.arbiter(&["apply", "latest"]);
+    again.assert_code(0);
+    assert!(again.stdout.contains("is applied already"), "{}", again.stdout);
+    // Applied to the working tree only, then applied again: the same.
+    repo.git(&["reset", "--hard", "HEAD~1"]);
+    repo.arbiter(&["apply", "latest"]).assert_code(0);
+    let twice = repo.arbiter(&["apply", "latest"]);
+    twice.assert_code(0);
+    assert!(twice.stdout.contains("is applied already"), "{}", twice.stdout);
+    assert_eq!(repo.status(), vec![" M calc.py".to_string()]);
+}
+
+/// `runs resume` applied the winner onto a working tree the user had changed since the run
+/// was interrupted. Now it finishes the run and leaves the tree alone, saying how to apply
+/// later; following that (commit the change, `arbiter apply`) works.
+#[test]
+fn resume_does_not_apply_onto_a_tree_changed_meanwhile() {
+    let scratch = tempfile::tempdir().unwrap();
+    let marker = scratch.path().join("hold");
+    let started = scratch.path().join("started");
+    std::fs::write(&marker, "").unwrap();
+    let repo = python_repo(&format!(
+        "set -e\ntouch {started}\nwhile [ -e {marker} ]; do sleep 0.1; done\nsed -i 's/return a - b/return a + b/' calc.py\n",
+        started = started.display(),
+        marker = marker.display()
+    ));
+    repo.allow_writes(scratch.path());
+    let mut child = repo
+        .arbiter_cmd(&[
+            "run",
+            "--task",
+            "Fix add",
+            "--command",
+            "./agent.sh",
+            "--candidates",
+            "1",
+            "--verify",
+            VERIFY_PY,
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(wait_until(std::time::Duration::from_secs(60), || started.exists()), "the agent never started");
+    child.kill().unwrap();
+    let _ = child.wait();
+    std::fs::remove_file(&marker).unwrap();
+    repo.write("README.md", "# calc, edited while the run was stopped\n");
+    let resumed = repo.arbiter(&["runs", "resume", "latest"]);
+    let said = format!("{}{}", resumed.stdout, resumed.stderr);
+    assert!(said.contains("the working tree changed during the run") && said.contains("arbiter apply"), "{said}");
+    assert!(
+        std::fs::read_to_string(repo.path().join("calc.py")).unwrap().contains("return a - b"),
+        "applied onto a changed tree"
+    );
+    // The hint: commit (or stash) the change, then apply.
+    repo.commit_all("the edit");
+    repo.arbiter(&["apply", "latest"]).assert_code(0);
+    assert!(std::fs::read_to_string(repo.path().join("calc.py")).unwrap().contains("return a + b"));
+}

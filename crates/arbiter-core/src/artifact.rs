@@ -470,6 +470,9 @@ pub struct ApplyRecord {
     pub created_branch: bool,
     pub commit: Option<String>,
     pub applied: bool,
+    /// The working tree held the patch already: nothing was changed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub already_applied: bool,
     pub rolled_back: bool,
     pub error: Option<String>,
 }

@@ -25,6 +25,12 @@ pub enum MaterializeError {
     Git(#[from] GitError),
 }
 
+impl From<std::io::Error> for MaterializeError {
+    fn from(e: std::io::Error) -> Self {
+        MaterializeError::Git(GitError::Io(e))
+    }
+}
+
 /// Summarizes dirty paths for an error message.
 pub fn describe_paths(paths: &[String]) -> String {
     let shown: Vec<&str> = paths.iter().take(5).map(String::as_str).collect();
@@ -75,6 +81,23 @@ pub async fn commit_to_new_branch(
 pub struct ApplyResult {
     pub created_branch: bool,
     pub commit: Option<String>,
+    /// The working tree held the patch already (applied before, or committed): nothing
+    /// was changed.
+    pub already_applied: bool,
+}
+
+/// Whether the working tree of `repo` holds `patch` already: it does not apply, and
+/// reversed it does.
+async fn holds_already(repo: &Git, patch: &Path) -> bool {
+    let check = |reverse: bool| async move {
+        let mut args = vec![std::ffi::OsStr::new("apply"), std::ffi::OsStr::new("--check")];
+        if reverse {
+            args.push(std::ffi::OsStr::new("--reverse"));
+        }
+        args.push(patch.as_os_str());
+        repo.run(args).await.is_ok()
+    };
+    !check(false).await && check(true).await
 }
 
 /// A failed `arbiter apply`, after rollback.
@@ -82,6 +105,16 @@ pub struct ApplyResult {
 pub struct ApplyFailure {
     pub error: MaterializeError,
     pub rolled_back: bool,
+}
+
+/// Commits `patch` on top of `head` (the checked-out commit, whose working tree and index
+/// hold the patch already) and moves the checked-out branch to that commit.
+async fn commit_patch_only(repo: &Git, head: &str, patch: &Path, message: &str) -> Result<String, MaterializeError> {
+    let scratch = tempfile::tempdir()?;
+    let commit = capture::commit_patch(repo, head, patch, &scratch.path().join("index"), message).await?;
+    // The old value makes the update fail if HEAD moved meanwhile.
+    repo.run(["update-ref", "-m", "arbiter apply", "HEAD", commit.as_str(), head]).await?;
+    Ok(commit)
 }
 
 /// `arbiter apply`: optionally switches to a new branch, applies the patch to the working
@@ -97,6 +130,11 @@ pub async fn apply_run_patch(
     force: bool,
 ) -> Result<ApplyResult, ApplyFailure> {
     let fail = |error: MaterializeError| ApplyFailure { error, rolled_back: false };
+    // Applied before (`arbiter apply` twice, or a run that applied it): said, not refused
+    // as a patch that does not apply, nor as uncommitted changes (they are its own).
+    if branch.is_none() && holds_already(repo, patch).await {
+        return Ok(ApplyResult { already_applied: true, ..Default::default() });
+    }
     if !force {
         let mut dirty = repo.dirty_paths().await.map_err(|e| fail(e.into()))?;
         dirty.retain(|d| !tooling.contains(d));
@@ -130,15 +168,22 @@ pub async fn apply_run_patch(
         args.push(p);
         repo.run(args).await?;
         match commit_message {
-            Some(message) => {
-                let mut args = Vec::new();
-                if !repo.has_identity().await {
-                    args.extend(["-c", "user.name=arbiter", "-c", "user.email=arbiter@localhost"]);
+            // The commit holds the patch and nothing else: files the user staged for
+            // something of their own (allowed with --force) stay staged, uncommitted.
+            Some(message) => match commit_patch_only(repo, &original_head, patch, message).await {
+                Ok(commit) => Ok(Some(commit)),
+                Err(e) => {
+                    let _ = repo
+                        .run([
+                            std::ffi::OsStr::new("apply"),
+                            std::ffi::OsStr::new("--index"),
+                            std::ffi::OsStr::new("--reverse"),
+                            p,
+                        ])
+                        .await;
+                    Err(e)
                 }
-                args.extend(["commit", "--quiet", "--no-verify", "-m", message]);
-                repo.run(args).await?;
-                Ok(Some(repo.resolve_commit("HEAD").await?))
-            }
+            },
             None => Ok(None),
         }
     }

@@ -45,6 +45,7 @@ pub async fn apply(repo: Option<&Path>, args: &ApplyArgs) -> Result<u8, CliError
         created_branch: result.as_ref().map(|r| r.created_branch).unwrap_or(false),
         commit: result.as_ref().ok().and_then(|r| r.commit.clone()),
         applied: result.is_ok(),
+        already_applied: result.as_ref().is_ok_and(|r| r.already_applied),
         rolled_back: result.as_ref().err().map(|f| f.rolled_back).unwrap_or(false),
         error: result.as_ref().err().map(|f| f.error.to_string()),
     };
@@ -55,6 +56,15 @@ pub async fn apply(repo: Option<&Path>, args: &ApplyArgs) -> Result<u8, CliError
         println!("{}", serde_json::to_string_pretty(&json!(record)).unwrap_or_default());
     }
     match result {
+        Ok(r) if r.already_applied => {
+            if !args.json {
+                println!(
+                    "{winner} of run {id} is applied already: the working tree holds its changes{}; nothing was changed",
+                    if args.commit { " (commit them yourself if they are not committed)" } else { "" }
+                );
+            }
+            Ok(exit::SUCCESS)
+        }
         Ok(r) => {
             if !args.json {
                 println!(

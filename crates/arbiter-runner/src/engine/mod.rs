@@ -278,9 +278,10 @@ impl Engine {
         for id in pruned.iter().filter(|id| *id != run_id) {
             let _ = self.store.finish_run(id, RunStatus::Interrupted, None, None).await;
         }
+        let events_path = run_dir.path().join(paths::EVENTS);
         let events = EventLog::new(
             run_id.clone(),
-            JsonLines::open(&run_dir.path().join(paths::EVENTS))?,
+            JsonLines::open(&events_path)?,
             self.store.clone(),
             self.clock.clone(),
             self.observer.clone(),
@@ -363,7 +364,7 @@ impl Engine {
             settings,
             events,
             state,
-            allow_dirty: true,
+            allow_dirty: resume::started_allowing_dirty(&events_path),
             unit: None,
         });
         resume::charge_kept(&ctx, kept.values()).await;
@@ -429,9 +430,10 @@ impl Engine {
         let canaries = crate::canary::plan_for(&repo, &base_commit, &settings.verify.value).await;
         let started = started.unwrap_or_else(|| self.clock.now());
         let run_dir = RunDir::create(ws.run_dir(&run_id))?;
+        let events_path = run_dir.path().join(paths::EVENTS);
         let events = EventLog::new(
             run_id.clone(),
-            JsonLines::open(&run_dir.path().join(paths::EVENTS))?,
+            JsonLines::open(&events_path)?,
             self.store.clone(),
             self.clock.clone(),
             self.observer.clone(),

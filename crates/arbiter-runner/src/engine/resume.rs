@@ -182,6 +182,17 @@ pub(super) fn last_event_seq(events_file: &Path) -> u64 {
         .unwrap_or(0)
 }
 
+/// Whether the run was started with `--allow-dirty` (its `run_started` event says): only
+/// then may its winner go onto a working tree with uncommitted changes when it is resumed.
+pub(super) fn started_allowing_dirty(events_file: &Path) -> bool {
+    std::fs::read_to_string(events_file)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|v| v["kind"] == "run_started")
+        .is_some_and(|v| v["data"]["allow_dirty"] == true)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
