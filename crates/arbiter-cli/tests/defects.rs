@@ -377,6 +377,17 @@ fn resume_does_not_apply_onto_a_tree_changed_meanwhile() {
     assert!(wait_until(std::time::Duration::from_secs(60), || started.exists()), "the agent never started");
     child.kill().unwrap();
     let _ = child.wait();
+    // Its process is gone: `runs list` says it was interrupted (not `running` forever)
+    // and how to continue it.
+    let listed = repo.arbiter(&["runs", "list"]);
+    listed.assert_code(0);
+    assert!(listed.stdout.contains("interrupted") && !listed.stdout.contains("running"), "{}", listed.stdout);
+    assert!(listed.stdout.contains("`arbiter runs resume "), "{}", listed.stdout);
+    let json = repo.arbiter(&["runs", "list", "--json"]);
+    assert!(json.stdout.contains("\"status\": \"interrupted\""), "{}", json.stdout);
+    let none = repo.arbiter(&["runs", "list", "--limit", "0"]);
+    none.assert_code(2);
+    assert!(none.stderr.contains("--limit 0 lists nothing"), "{}", none.stderr);
     std::fs::remove_file(&marker).unwrap();
     repo.write("README.md", "# calc, edited while the run was stopped\n");
     let resumed = repo.arbiter(&["runs", "resume", "latest"]);

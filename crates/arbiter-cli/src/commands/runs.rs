@@ -4,6 +4,7 @@ use std::path::Path;
 
 use arbiter_core::artifact::{RankingArtifact, RunState, SelectionArtifact, paths};
 use arbiter_core::cost::CostSummary;
+use arbiter_core::status::RunStatus;
 use arbiter_core::task::shorten;
 use arbiter_core::time::human_duration;
 use arbiter_runner::rundir::RunDir;
@@ -13,9 +14,22 @@ use crate::context::{RepoContext, read_artifact};
 use crate::error::{CliError, exit};
 
 pub async fn list(repo: Option<&Path>, limit: u32, as_json: bool) -> Result<u8, CliError> {
+    if limit == 0 {
+        return Err(CliError::usage("--limit 0 lists nothing: give at least 1 (the default is 20)"));
+    }
     let ctx = RepoContext::locate(repo).await?;
     let store = ctx.store().await?;
-    let runs = store.list_runs(limit).await?;
+    let mut runs = store.list_runs(limit).await?;
+    // A run still `running` whose process is gone was interrupted (killed, or the machine
+    // went down): said so, and how to continue it.
+    let mut interrupted = Vec::new();
+    for r in runs.iter_mut().filter(|r| r.status == RunStatus::Running) {
+        let pid = read_artifact::<RunState>(Path::new(&r.run_dir), paths::STATE).map(|s| s.pid as i32).unwrap_or(0);
+        if !arbiter_runner::process::process_alive(pid) {
+            r.status = RunStatus::Interrupted;
+            interrupted.push(r.id.to_string());
+        }
+    }
     if as_json {
         let rows: Vec<_> = runs
             .iter()
@@ -46,6 +60,12 @@ pub async fn list(repo: Option<&Path>, limit: u32, as_json: bool) -> Result<u8, 
             r.candidates,
             duration,
             shorten(&r.task_title, 60)
+        );
+    }
+    if let Some(first) = interrupted.first() {
+        println!(
+            "\n{} run(s) were interrupted: their arbiter is gone. `arbiter runs resume {first}` continues one (finished candidates are kept).",
+            interrupted.len()
         );
     }
     Ok(0)
