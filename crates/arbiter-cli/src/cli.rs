@@ -377,6 +377,10 @@ pub enum PlanCommand {
         /// Skip the tasks the gate rejects (the events record why).
         #[arg(long)]
         strict: bool,
+        /// Whose decision rules judge the tasks: arbiter (ALLOW, WARN, REJECT) or whilly
+        /// (Whilly's own: ALLOW or REJECT); see docs/plans.md.
+        #[arg(long, default_value = "arbiter", value_name = "RULES", value_parser = ["arbiter", "whilly"])]
+        gate: String,
         /// Also change tasks the file changes (not only add new ones), and the plan's header.
         #[arg(long)]
         update: bool,
@@ -393,6 +397,10 @@ pub enum PlanCommand {
     Export {
         /// The plan's id.
         id: String,
+        /// arbiter (the canonical file, byte-stable) or whilly (a tasks.json Whilly imports,
+        /// with each task's status).
+        #[arg(long, default_value = "arbiter", value_name = "FORMAT", value_parser = ["arbiter", "whilly"])]
+        format: String,
         /// Write to this file instead of standard output.
         #[arg(long, short, value_name = "FILE")]
         output: Option<PathBuf>,

@@ -1034,3 +1034,118 @@ fn a_plan_with_push_sends_its_branch_to_origin_and_never_forces() {
     );
     assert!(failed.stderr.contains("pushing arbiter/diamond to locked"), "{}", failed.stderr);
 }
+
+/// Whilly's plans as they are: a v3 file without `plan_id`, statuses `done`, `in_progress`
+/// and `skipped`, shell test steps and sentences. The sentences become manual checks (the
+/// import says which), nothing stops the run for them, the run's flags give the runner a
+/// Whilly file does not name (recorded in the plan's events), `--gate whilly` applies
+/// Whilly's own rules, and `plan export --format whilly` writes a file that imports back.
+#[test]
+fn whilly_plans_run_as_they_are() {
+    let (repo, log) = plan_repo("  W-1) echo one > one.txt ;;\n  W-2) echo two > two.txt ;;");
+    repo.write(
+        "tasks.json",
+        r#"{"project": "Whilly Demo", "prd_file": "PRD.md", "agent_instructions": "be brief", "tasks": [
+          {"id": "W-1", "phase": "1", "priority": "high", "status": "pending", "description": "Write one.txt holding the word one",
+           "dependencies": [], "key_files": ["one.txt"], "acceptance_criteria": ["one.txt holds one"],
+           "test_steps": ["test -s one.txt", "Open one.txt and confirm it reads well"], "prd_requirement": "R1"},
+          {"id": "W-2", "priority": "medium", "status": "in_progress", "description": "Write two.txt after one.txt exists",
+           "dependencies": ["W-1"], "acceptance_criteria": ["two.txt holds two"],
+           "test_steps": ["Run the tests and confirm the endpoint returns 200"]},
+          {"id": "W-3", "priority": "low", "status": "done", "description": "Set up the repository layout",
+           "dependencies": []},
+          {"id": "W-4", "priority": "low", "status": "skipped", "description": "Nothing to do here any more",
+           "dependencies": []}
+        ]}"#,
+    );
+    let imported = repo.arbiter(&["plan", "import", "tasks.json"]);
+    imported.assert_code(0);
+    assert!(
+        imported
+            .stdout
+            .contains("Whilly test steps: 1 command(s) run as verify commands, 2 sentence(s) kept as manual checks"),
+        "{}",
+        imported.stdout
+    );
+    assert!(
+        imported.stdout.contains("check   W-2: Run the tests and confirm the endpoint returns 200"),
+        "{}",
+        imported.stdout
+    );
+    let status = status_json(&repo, "whilly-demo", &[]);
+    let of = |id: &str| status["tasks"].as_array().unwrap().iter().find(|t| t["id"] == id).unwrap()["status"].clone();
+    assert_eq!((of("W-3"), of("W-4")), (json!("done"), json!("skipped")));
+    assert_eq!(of("W-2"), json!("blocked"), "in_progress in the file starts afresh");
+
+    // No runner in the file: the run's flags give it. W-2 has no verify command (a sentence
+    // only): --no-verify says it may be committed unverified.
+    let command = format!("./agent.sh {}", log.display());
+    let run = repo.arbiter(&[
+        "plan",
+        "run",
+        "whilly-demo",
+        "--runner",
+        "command",
+        "--command",
+        &command,
+        "--candidates",
+        "1",
+        "--no-verify",
+    ]);
+    run.assert_code(0);
+    assert_eq!(integrated_tasks(&repo, "arbiter/whilly-demo"), vec!["W-1", "W-2"]);
+    let said = events(&repo, "whilly-demo", &[]);
+    let overrides = said.iter().find(|e| e["kind"] == "run_overrides").expect("a run_overrides event");
+    assert_eq!(overrides["data"]["overrides"]["runner"], "command", "{overrides:#}");
+    assert_eq!(overrides["data"]["overrides"]["candidates"], 1, "{overrides:#}");
+    // The agents saw the sentence as a check to meet.
+    let prompts: Vec<String> = repo
+        .run_dirs()
+        .iter()
+        .filter_map(|d| std::fs::read_to_string(d.join("candidates/c01/prompt.md")).ok())
+        .collect();
+    assert!(
+        prompts.iter().any(|p| p.contains("Run the tests and confirm the endpoint returns 200 (a check to meet")),
+        "{prompts:#?}"
+    );
+
+    // Back to Whilly: statuses, test steps, the requirement; and in again, the same plan.
+    let exported = repo.arbiter(&["plan", "export", "whilly-demo", "--format", "whilly"]);
+    exported.assert_code(0);
+    let w: Value = serde_json::from_str(&exported.stdout).unwrap();
+    assert_eq!(w["project"], "Whilly Demo");
+    let task = |id: &str| w["tasks"].as_array().unwrap().iter().find(|t| t["id"] == id).unwrap().clone();
+    assert_eq!(task("W-1")["status"], "DONE");
+    assert_eq!(task("W-4")["status"], "SKIPPED");
+    assert_eq!(task("W-1")["test_steps"], json!(["test -s one.txt", "Open one.txt and confirm it reads well"]));
+    assert_eq!(task("W-1")["prd_requirement"], "R1");
+    let mut back = w.clone();
+    back["plan_id"] = json!("whilly-again");
+    repo.write("again.json", back.to_string());
+    repo.arbiter(&["plan", "import", "again.json"]).assert_code(0);
+    let again = repo.arbiter(&["plan", "export", "whilly-again"]).stdout;
+    let first = repo.arbiter(&["plan", "export", "whilly-demo"]).stdout;
+    assert_eq!(again.replace("whilly-again", "whilly-demo"), first, "the round trip changed the plan");
+
+    // Whilly's gate rejects what arbiter's only warns about.
+    repo.write(
+        "gate.json",
+        r#"{"project": "Gate", "plan_id": "gate", "tasks": [
+          {"id": "G-1", "priority": "low", "status": "pending", "description": "A description of twenty-odd characters",
+           "acceptance_criteria": ["it is done"], "test_steps": []}]}"#,
+    );
+    let ours = repo.arbiter(&["plan", "apply", "gate.json", "--strict"]);
+    ours.assert_code(0);
+    assert!(ours.stdout.contains("WARN    G-1: missing a verify command"), "{}", ours.stdout);
+    repo.write(
+        "gate.json",
+        std::fs::read_to_string(repo.path().join("gate.json")).unwrap().replace("\"gate\"", "\"gate-w\""),
+    );
+    let theirs = repo.arbiter(&["plan", "apply", "gate.json", "--strict", "--gate", "whilly"]);
+    theirs.assert_code(0);
+    assert!(
+        theirs.stdout.contains("REJECT  G-1: decision gate refused: missing test_steps — skipped (--strict)"),
+        "{}",
+        theirs.stdout
+    );
+}

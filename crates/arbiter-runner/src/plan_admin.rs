@@ -52,6 +52,8 @@ pub struct PlanImport {
     pub apply: Option<bool>,
     /// `--adopt-branch`: hand this existing branch (the plan's integration branch) over.
     pub adopt_branch: Option<String>,
+    /// Whose decision rules judge the tasks of an apply (`--gate`).
+    pub gate: gate::Rules,
 }
 
 /// What an import did.
@@ -357,7 +359,7 @@ impl PlanAdmin for LocalPlanAdmin {
     async fn import(&self, import: &PlanImport) -> Result<Imported, AdminError> {
         let spec = &import.spec;
         let verdicts: Vec<GateResult> = match import.apply {
-            Some(_) => spec.tasks.iter().map(|t| gate::evaluate(t, &spec.defaults)).collect(),
+            Some(_) => spec.tasks.iter().map(|t| import.gate.evaluate(t, &spec.defaults)).collect(),
             None => Vec::new(),
         };
         let skip: Vec<(String, String)> = if import.apply == Some(true) {

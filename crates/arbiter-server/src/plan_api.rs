@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 
 use arbiter_core::money::Usd;
 use arbiter_core::plan::file::{Syntax, parse};
+use arbiter_core::plan::gate::Rules;
 use arbiter_core::plan::spec::ImportedStatus;
 use arbiter_core::plan::state::TaskStatus;
 use arbiter_runner::plan_admin::{NewPlan, PlanImport};
@@ -31,6 +32,9 @@ pub struct ImportRequest {
     /// With `apply`: skip the tasks the gate rejects.
     #[serde(default)]
     pub strict: bool,
+    /// With `apply`: whose decision rules judge the tasks, `arbiter` (default) or `whilly`.
+    #[serde(default, skip_serializing_if = "Rules::is_default")]
+    pub gate: Rules,
     /// Hand this existing branch (the plan's integration branch) over to the plan.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub adopt_branch: Option<String>,
@@ -48,6 +52,7 @@ impl ImportRequest {
             mode: import.mode,
             apply: import.apply.is_some(),
             strict: import.apply == Some(true),
+            gate: import.gate,
             adopt_branch: import.adopt_branch.clone(),
             imported_status: import
                 .spec
@@ -80,6 +85,7 @@ impl ImportRequest {
             mode: self.mode,
             apply: self.apply.then_some(self.strict),
             adopt_branch: self.adopt_branch,
+            gate: self.gate,
         })
     }
 }
@@ -180,7 +186,13 @@ mod tests {
           {"id": "D-2", "priority": "low", "status": "done", "description": "Done elsewhere", "dependencies": ["D-1"]}]}"#;
         let mut spec = parse(text, Syntax::Json).unwrap();
         spec.repository = Some("/srv/demo".into());
-        let import = PlanImport { spec, mode: ImportMode::Update, apply: Some(true), adopt_branch: Some("b".into()) };
+        let import = PlanImport {
+            spec,
+            mode: ImportMode::Update,
+            apply: Some(true),
+            adopt_branch: Some("b".into()),
+            gate: Rules::Whilly,
+        };
         let wire = serde_json::to_string(&ImportRequest::of(&import)).unwrap();
         let back: ImportRequest = serde_json::from_str(&wire).unwrap();
         assert_eq!(back.into_import().unwrap(), import);
@@ -193,6 +205,7 @@ mod tests {
             mode: ImportMode::Add,
             apply: false,
             strict: false,
+            gate: Rules::Arbiter,
             adopt_branch: None,
             imported_status: BTreeMap::new(),
         };

@@ -77,7 +77,7 @@ fn plan_spec(id: &str, repo: &str, ids: &[String]) -> Result<arbiter_core::plan:
 async fn import(admin: &RemotePlanAdmin, id: &str, repo: &str, ids: &[String]) -> Result<(), CliError> {
     let spec = plan_spec(id, repo, ids)?;
     admin
-        .import(&PlanImport { spec, mode: ImportMode::Add, apply: None, adopt_branch: None })
+        .import(&PlanImport { spec, mode: ImportMode::Add, apply: None, adopt_branch: None, gate: Default::default() })
         .await
         .map_err(admin_error)?;
     Ok(())

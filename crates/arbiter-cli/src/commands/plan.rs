@@ -19,12 +19,14 @@ use std::time::Duration;
 use arbiter_core::Clock;
 use arbiter_core::money::Usd;
 use arbiter_core::plan::dag;
-use arbiter_core::plan::file::{Syntax, parse};
+use arbiter_core::plan::file::{Format, Syntax, read};
+use arbiter_core::plan::gate::Rules;
 use arbiter_core::plan::settings::{RunOverrides, task_settings};
 use arbiter_core::plan::spec::export;
 use arbiter_core::plan::state::TaskStatus;
 use arbiter_core::plan::{PlanSpec, TaskSpec};
 use arbiter_core::settings::{FlagOverrides, RunSettings};
+use arbiter_core::task::shorten;
 use arbiter_runner::SystemClock;
 use arbiter_runner::coordinator::PlanRepositories;
 use arbiter_runner::git::Git;
@@ -186,14 +188,20 @@ pub async fn plan(repo: Option<&Path>, cmd: &PlanCommand) -> Result<u8, CliError
     match cmd {
         PlanCommand::Schema | PlanCommand::Run { .. } => Ok(exit::SUCCESS),
         PlanCommand::Import { file, update, adopt_branch, json, .. } => {
-            import(&plans, file, mode(*update), None, adopt_branch.as_deref(), *json).await
+            import(&plans, file, mode(*update), None, Rules::Arbiter, adopt_branch.as_deref(), *json).await
         }
-        PlanCommand::Apply { file, strict, update, adopt_branch, json, .. } => {
-            import(&plans, file, mode(*update), Some(*strict), adopt_branch.as_deref(), *json).await
+        PlanCommand::Apply { file, strict, gate, update, adopt_branch, json, .. } => {
+            let rules = Rules::parse(gate).unwrap_or_default();
+            import(&plans, file, mode(*update), Some(*strict), rules, adopt_branch.as_deref(), *json).await
         }
-        PlanCommand::Export { id, output, .. } => {
+        PlanCommand::Export { id, output, format, .. } => {
             let view = admin.view(id).await?.view;
-            let text = export(&view.spec());
+            let text = if format == "whilly" {
+                let status_of = |task: &str| view.tasks.iter().find(|t| t.spec.id == task).map(|t| t.status);
+                arbiter_core::plan::whilly::export(&view.spec(), &status_of)
+            } else {
+                export(&view.spec())
+            };
             match output {
                 Some(path) => std::fs::write(path, &text)
                     .map_err(|e| CliError::environment(format!("cannot write {}: {e}", path.display())))?,
@@ -423,19 +431,25 @@ fn branch_error(e: BranchError) -> CliError {
     if e.is_usage() { CliError::usage(e) } else { CliError::environment(e) }
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn import(
     plans: &Plans,
     file: &Path,
     mode: ImportMode,
     apply: Option<bool>,
+    gate: Rules,
     adopt: Option<&str>,
     as_json: bool,
 ) -> Result<u8, CliError> {
     let text = std::fs::read_to_string(file)
         .map_err(|e| CliError::usage(format!("cannot read the plan file {}: {e}", file.display())))?;
-    let mut spec = parse(&text, Syntax::of_path(&file.display().to_string()))
-        .map_err(|e| CliError::usage(format!("{}: {e}", file.display())))?;
     let dir: Option<PathBuf> = file.canonicalize().ok().and_then(|p| p.parent().map(Path::to_path_buf));
+    // A Whilly test step is a command when its program is there: on PATH, or in the
+    // repository (the plan's, else the file's, else this one).
+    let repo_root = plans.ctx.as_ref().map(|c| c.workspace.repo_root().to_path_buf());
+    let program_exists = |word: &str| program_exists(word, repo_root.as_deref().or(dir.as_deref()));
+    let (mut spec, format) = read(&text, Syntax::of_path(&file.display().to_string()), &program_exists)
+        .map_err(|e| CliError::usage(format!("{}: {e}", file.display())))?;
     spec.repository = plans.repository(spec.repository.as_deref(), dir.as_deref())?;
     if let (false, Some(ctx)) = (plans.remote, &plans.ctx) {
         let problems = arbiter_core::plan::check::check_names(&spec, &ctx.config()?);
@@ -446,7 +460,7 @@ async fn import(
             .into());
         }
     }
-    let import = PlanImport { spec, mode, apply, adopt_branch: adopt.map(str::to_string) };
+    let import = PlanImport { spec, mode, apply, adopt_branch: adopt.map(str::to_string), gate };
     let Imported { report, adopted_branch: adopted, verdicts } = plans.admin.import(&import).await?;
     let spec = &import.spec;
     if as_json {
@@ -456,6 +470,9 @@ async fn import(
         });
         println!("{}", pretty(&v));
         return Ok(exit::SUCCESS);
+    }
+    if format == Format::Whilly {
+        print_step_classes(spec);
     }
     let what = if report.created_plan { "Created" } else { "Updated" };
     println!(
@@ -492,6 +509,33 @@ async fn import(
         );
     }
     Ok(exit::SUCCESS)
+}
+
+/// How a Whilly file's test steps were read: commands run as verify commands, sentences
+/// became manual checks (shown to the agents and the judges).
+fn print_step_classes(spec: &PlanSpec) {
+    let commands: usize = spec.tasks.iter().map(|t| t.verify.len()).sum();
+    let checks: usize = spec.tasks.iter().map(|t| t.manual_checks.len()).sum();
+    println!(
+        "Whilly test steps: {commands} command(s) run as verify commands, {checks} sentence(s) kept as manual checks for the agents and the judges"
+    );
+    for t in spec.tasks.iter().filter(|t| !t.manual_checks.is_empty()) {
+        for c in &t.manual_checks {
+            println!("  check   {}: {}", t.id, shorten(c, 100));
+        }
+    }
+}
+
+/// Whether a test step's first word names a program: a path (relative to `repo`) that
+/// exists, or an executable file in a directory of `PATH`.
+fn program_exists(word: &str, repo: Option<&Path>) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    let executable = |p: &Path| p.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
+    if word.contains('/') {
+        let path = Path::new(word);
+        return if path.is_absolute() { path.exists() } else { repo.is_some_and(|r| r.join(path).exists()) };
+    }
+    std::env::var_os("PATH").is_some_and(|paths| std::env::split_paths(&paths).any(|d| executable(&d.join(word))))
 }
 
 fn view_json(view: &PlanView) -> serde_json::Value {
@@ -825,6 +869,7 @@ fn describe(p: &Progress) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use arbiter_core::plan::file::parse;
 
     /// The field names a parser error lists as expected (`expected one of `a`, `b``).
     fn accepted_fields(json: &str) -> Vec<String> {

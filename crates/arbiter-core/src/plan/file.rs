@@ -9,7 +9,7 @@
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::spec::{ImportedStatus, PlanSpec, Priority, TaskDefaults, TaskSpec};
+use super::spec::{PlanSpec, Priority, TaskDefaults, TaskSpec};
 use crate::money::Usd;
 use crate::task::shorten;
 
@@ -32,8 +32,28 @@ impl Syntax {
 #[error("{0}")]
 pub struct ParseError(pub String);
 
-/// Reads a plan file's text.
+/// Which format a plan file was in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    Arbiter,
+    /// Whilly's `tasks.json` (`project` and `tasks`).
+    Whilly,
+}
+
+/// Reads a plan file's text; a Whilly file's test steps are all taken as commands (see
+/// [`read`] for telling commands from sentences).
 pub fn parse(text: &str, syntax: Syntax) -> Result<PlanSpec, ParseError> {
+    read(text, syntax, &|_| true).map(|(spec, _)| spec)
+}
+
+/// Reads a plan file's text, and which format it was in. A Whilly test step is a verify
+/// command when its program exists (`program_exists` answers for a name on `PATH` or a path
+/// in the repository, see [`super::whilly::is_command`]), else an acceptance check.
+pub fn read(
+    text: &str,
+    syntax: Syntax,
+    program_exists: &dyn Fn(&str) -> bool,
+) -> Result<(PlanSpec, Format), ParseError> {
     let value: Value = match syntax {
         Syntax::Json => serde_json::from_str(text).map_err(|e| ParseError(format!("not valid JSON: {e}")))?,
         Syntax::Toml => {
@@ -56,11 +76,11 @@ pub fn parse(text: &str, syntax: Syntax) -> Result<PlanSpec, ParseError> {
         ));
     }
     if value.get("project").is_some() && value.get("name").is_none() {
-        let raw: WhillyPlan = from_value(value)?;
-        return whilly(raw);
+        let raw: super::whilly::WhillyPlan = from_value(value)?;
+        return Ok((super::whilly::into_spec(raw, program_exists)?, Format::Whilly));
     }
     let raw: RawPlan = from_value(value)?;
-    ours(raw)
+    Ok((ours(raw)?, Format::Arbiter))
 }
 
 /// The path of the first string (or key) of `value` holding a NUL byte: no store keeps one
@@ -172,6 +192,8 @@ struct RawTask {
     #[serde(default)]
     verify: Vec<String>,
     #[serde(default)]
+    manual_checks: Vec<String>,
+    #[serde(default)]
     dependencies: Vec<String>,
     #[serde(default)]
     key_files: Vec<String>,
@@ -186,7 +208,7 @@ struct RawTask {
     requirement: Option<String>,
 }
 
-fn priority_of(task: &str, value: Option<&str>) -> Result<Priority, ParseError> {
+pub(super) fn priority_of(task: &str, value: Option<&str>) -> Result<Priority, ParseError> {
     match value {
         None => Ok(Priority::Medium),
         Some(v) => Priority::parse(v).ok_or_else(|| {
@@ -199,7 +221,7 @@ fn priority_of(task: &str, value: Option<&str>) -> Result<Priority, ParseError> 
 }
 
 /// A title from the first line of a description.
-fn title_from(description: &str, id: &str) -> String {
+pub(super) fn title_from(description: &str, id: &str) -> String {
     description.lines().map(str::trim).find(|l| !l.is_empty()).map_or_else(|| id.to_string(), |l| shorten(l, 72))
 }
 
@@ -214,6 +236,7 @@ fn ours(raw: RawPlan) -> Result<PlanSpec, ParseError> {
                 description: t.description,
                 acceptance_criteria: t.acceptance_criteria,
                 verify: t.verify,
+                manual_checks: t.manual_checks,
                 dependencies: t.dependencies,
                 key_files: t.key_files,
                 candidates: t.candidates,
@@ -253,90 +276,6 @@ fn ours(raw: RawPlan) -> Result<PlanSpec, ParseError> {
             strategy: d.strategy,
             no_verify: d.no_verify,
         },
-        tasks,
-    })
-}
-
-/// Whilly's `tasks.json`: unknown keys are ignored (as Whilly does).
-#[derive(Deserialize)]
-struct WhillyPlan {
-    project: String,
-    plan_id: Option<String>,
-    tasks: Vec<WhillyTask>,
-}
-
-#[derive(Deserialize)]
-struct WhillyTask {
-    id: String,
-    status: String,
-    priority: String,
-    description: String,
-    #[serde(default)]
-    dependencies: Vec<String>,
-    #[serde(default)]
-    key_files: Vec<String>,
-    #[serde(default)]
-    acceptance_criteria: Vec<String>,
-    #[serde(default)]
-    test_steps: Vec<String>,
-    #[serde(default)]
-    prd_requirement: String,
-}
-
-/// Whilly's plan id falls back on `project`; ours must be a safe name, so the project is
-/// turned into one (`My Project` → `my-project`).
-fn slug(s: &str) -> String {
-    let mut out = String::new();
-    for c in s.trim().chars() {
-        if c.is_ascii_alphanumeric() {
-            out.push(c.to_ascii_lowercase());
-        } else if !out.ends_with('-') {
-            out.push('-');
-        }
-    }
-    out.trim_matches('-').to_string()
-}
-
-fn whilly(raw: WhillyPlan) -> Result<PlanSpec, ParseError> {
-    let id = raw.plan_id.filter(|p| !p.trim().is_empty()).unwrap_or_else(|| slug(&raw.project));
-    let tasks = raw
-        .tasks
-        .into_iter()
-        .map(|t| {
-            let imported_status = match t.status.trim().to_ascii_lowercase().as_str() {
-                "done" => Some(ImportedStatus::Done),
-                "skipped" => Some(ImportedStatus::Skipped),
-                _ => None,
-            };
-            Ok(TaskSpec {
-                priority: priority_of(&t.id, Some(&t.priority))?,
-                title: title_from(&t.description, &t.id),
-                description: t.description,
-                acceptance_criteria: t.acceptance_criteria,
-                verify: t.test_steps,
-                dependencies: t.dependencies,
-                key_files: t.key_files,
-                candidates: None,
-                runners: Vec::new(),
-                command: None,
-                timeout_seconds: None,
-                max_attempts: None,
-                attempt_budget_usd: None,
-                requirement: Some(t.prd_requirement).filter(|r| !r.trim().is_empty()),
-                imported_status,
-                id: t.id,
-            })
-        })
-        .collect::<Result<Vec<_>, ParseError>>()?;
-    Ok(PlanSpec {
-        integration_branch: PlanSpec::default_branch(&id),
-        name: raw.project,
-        id,
-        repository: None,
-        base_ref: "HEAD".into(),
-        budget_usd: None,
-        push: false,
-        defaults: TaskDefaults::default(),
         tasks,
     })
 }
@@ -433,25 +372,5 @@ priority = "critical"
         assert!(e.0.contains("tasks[0]") && e.0.contains("key_file"), "{e}");
         let e = parse("[1]", Syntax::Json).unwrap_err();
         assert!(e.0.contains("a plan is an object"), "{e}");
-    }
-
-    #[test]
-    fn whilly_tasks_json_is_accepted_as_it_is() {
-        let w = r#"{"project": "Demo Project", "tasks": [
-          {"id": "DEMO-001", "priority": "HIGH", "status": "pending",
-           "description": "Create DEMO-HELLO.md with a greeting\nsecond line", "dependencies": [],
-           "key_files": ["DEMO-HELLO.md"], "acceptance_criteria": ["DEMO-HELLO.md exists"],
-           "test_steps": ["test -s DEMO-HELLO.md"], "prd_requirement": "demo-step-1", "phase": "p1"},
-          {"id": "DEMO-002", "priority": "low", "status": "done", "description": "Already there",
-           "dependencies": ["DEMO-001"]}
-        ]}"#;
-        let p = parse(w, Syntax::Json).unwrap();
-        assert_eq!(p.id, "demo-project");
-        assert_eq!(p.name, "Demo Project");
-        assert_eq!(p.tasks[0].verify, vec!["test -s DEMO-HELLO.md".to_string()]);
-        assert_eq!(p.tasks[0].title, "Create DEMO-HELLO.md with a greeting");
-        assert_eq!(p.tasks[0].requirement.as_deref(), Some("demo-step-1"));
-        assert_eq!(p.tasks[1].imported_status, Some(ImportedStatus::Done));
-        assert!(!export(&p).contains("imported_status"), "a file status is never exported");
     }
 }

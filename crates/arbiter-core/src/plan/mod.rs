@@ -5,7 +5,9 @@
 //! - [`file`]: reading plan files (JSON or TOML) into a spec, with every problem named.
 //! - [`check`]: every problem of a plan (ids, duplicates, unknown dependencies, cycles).
 //! - [`dag`]: dependency order, depths and cycles (with their path).
-//! - [`gate`]: the decision gate (ALLOW / WARN / REJECT) over a task's definition.
+//! - [`gate`]: the decision gate (ALLOW / WARN / REJECT) over a task's definition, by
+//!   arbiter's rules or Whilly's.
+//! - [`whilly`]: Whilly's `tasks.json` both ways, and which of its test steps are commands.
 //! - [`state`]: task and attempt states, their guarded transitions, and retry backoff.
 //!
 //! Executing a plan (claims, leases, budgets) is the store's and the runner's business; the
@@ -18,5 +20,6 @@ pub mod gate;
 pub mod settings;
 pub mod spec;
 pub mod state;
+pub mod whilly;
 
 pub use spec::{PlanSpec, Priority, TaskDefaults, TaskSpec};

@@ -105,6 +105,10 @@ pub struct TaskSpec {
     /// Run as gates, not only shown to the agent.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub verify: Vec<String>,
+    /// Checks written as sentences (a Whilly test step that is no command): shown to the
+    /// agents and the judges with the acceptance criteria, never run.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub manual_checks: Vec<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub dependencies: Vec<String>,
     /// Files (or directories) the task works on: tasks whose key files overlap never run
@@ -232,10 +236,16 @@ impl TaskSpec {
         p
     }
 
-    /// The success criteria of its tournament: the acceptance criteria, one per line.
+    /// The success criteria of its tournament: the acceptance criteria and the checks
+    /// written as sentences, one per line.
     pub fn success_criteria(&self) -> Option<String> {
-        (!self.acceptance_criteria.is_empty())
-            .then(|| self.acceptance_criteria.iter().map(|c| format!("- {c}")).collect::<Vec<_>>().join("\n"))
+        let lines: Vec<String> = self
+            .acceptance_criteria
+            .iter()
+            .map(|c| format!("- {c}"))
+            .chain(self.manual_checks.iter().map(|c| format!("- {c} (a check to meet; no command runs it)")))
+            .collect();
+        (!lines.is_empty()).then(|| lines.join("\n"))
     }
 
     /// A copy without what only matters the first time (for comparing re-imports).
@@ -289,6 +299,7 @@ mod tests {
             description: String::new(),
             acceptance_criteria: vec![],
             verify: vec!["make lint".into(), "make test".into()],
+            manual_checks: vec![],
             dependencies: vec![],
             key_files: vec![],
             priority: Priority::Medium,
