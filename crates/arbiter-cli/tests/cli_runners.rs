@@ -824,3 +824,36 @@ fn a_plan_task_s_spending_reaches_the_plan_while_it_runs_and_is_charged_once() {
     assert_eq!(after["tasks"][0]["status"], "ready", "{after:#}");
     assert!(!fakes.records_dir().join("c01.finished").exists(), "the agent was stopped");
 }
+
+/// Agent CLIs on a backend call it themselves: three ran at once on a backend with
+/// `max_parallel = 1`. Now each holds one of the backend's places while it runs.
+#[test]
+fn cli_candidates_on_a_backend_keep_to_its_max_parallel() {
+    let fakes = FakeClis::new();
+    let repo = calc_repo(
+        "[runners.codex]\nkind = \"codex\"\nmodel = \"slow\"\nbackend = \"single\"\n\
+         [backends.single]\nprovider = \"openai-compatible\"\nmodel = \"slow\"\nbase_url = \"http://127.0.0.1:9/v1\"\n\
+         max_parallel = 1\n",
+    );
+    let run = arbiter_with(
+        &repo,
+        &fakes,
+        &run_args("codex", &["--candidates", "3", "--parallel", "3", "--verify", VERIFY_PY, "--no-judge"]),
+        &[],
+    );
+    run.assert_code(0);
+    let events = read_json_lines(&repo.run_dir().join("runtime_events.jsonl"));
+    let mut running = 0;
+    for e in &events {
+        match e["kind"].as_str() {
+            Some("agent_started") => {
+                running += 1;
+                assert!(running <= 1, "two agents on a max_parallel = 1 backend at once: {events:#?}");
+            }
+            Some("agent_finished") => running -= 1,
+            _ => {}
+        }
+    }
+    let started = events.iter().filter(|e| e["kind"] == "agent_started").count();
+    assert_eq!(started, 3, "{events:#?}");
+}

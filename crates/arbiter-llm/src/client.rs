@@ -163,6 +163,16 @@ impl LlmClient {
         }
     }
 
+    /// Takes one of `endpoint`'s `max_parallel` places until the permit is dropped, for a
+    /// caller that talks to the endpoint itself (an agent CLI on a backend): it and the
+    /// calls made through this client stay within the limit together.
+    pub async fn hold(&self, endpoint: &Endpoint) -> Result<tokio::sync::OwnedSemaphorePermit, LlmError> {
+        self.limiter(endpoint)?.acquire_owned().await.map_err(|_| LlmError::Config {
+            endpoint: endpoint.name.clone(),
+            message: "its concurrency limit was closed".into(),
+        })
+    }
+
     fn limiter(&self, endpoint: &Endpoint) -> Result<Arc<Semaphore>, LlmError> {
         let permits = endpoint.max_parallel;
         if permits == 0 {

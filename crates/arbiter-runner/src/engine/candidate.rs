@@ -265,6 +265,20 @@ pub(super) async fn skip_candidate(ctx: &RunCtx, index: usize, why: String) -> C
 
 /// One candidate from worktree to captured, gated patch; its results are saved for a
 /// resume. `restart` is how a resumed run starts an unfinished candidate again.
+/// An agent CLI on a backend calls it itself, past arbiter's model client: while it runs it
+/// holds one of the backend's `max_parallel` places, so no more of them run at once than
+/// the backend allows (arbiter's own calls to it wait their turn too).
+async fn backend_place(
+    ctx: &RunCtx,
+    spec: &arbiter_core::settings::RunnerSpec,
+    chain: &[String],
+) -> Option<tokio::sync::OwnedSemaphorePermit> {
+    let arbiter_core::settings::RunnerKind::Agent(_) = &spec.kind else { return None };
+    let models = ctx.models.as_deref()?;
+    let endpoint = models.endpoints.get(chain.first()?)?;
+    models.client.hold(endpoint).await.ok()
+}
+
 pub(super) async fn run_candidate(ctx: &RunCtx, index: usize, restart: Option<Restart>) -> CandidateRun {
     let run = run_candidate_steps(ctx, index, restart).await;
     resume::save(ctx, &run);
@@ -369,9 +383,12 @@ async fn run_candidate_steps(ctx: &RunCtx, index: usize, restart: Option<Restart
         budget: ctx.budget.clone(),
         resume_session: restart.and_then(|r| r.session),
     };
+    let backend_place = backend_place(ctx, &spec, &chain).await;
     ctx.set_candidate_status(&id, CandidateStatus::Running, None).await;
     ctx.events.emit(EventKind::AgentStarted, Some(&id), json!({"runner": label, "kind": runner.kind()})).await;
-    match runner.run(&agent_ctx).await {
+    let ran = runner.run(&agent_ctx).await;
+    drop(backend_place);
+    match ran {
         Ok(report) => {
             run.agent = report.outcome;
             run.calls = report.calls;
