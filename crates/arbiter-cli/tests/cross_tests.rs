@@ -137,3 +137,57 @@ fn cross_tests_are_skipped_with_a_reason_when_nobody_wrote_a_test() {
         "{matrix:#}"
     );
 }
+
+/// With the verify command on a virtualenv's interpreter (`/venv/bin/python3 -m pytest`),
+/// cross-tests ran `python3 -m pytest`, and every pooled test failed everywhere with "No
+/// module named pytest", its author's tree included: the evidence was lost. They run the
+/// way the verify command runs the tests now. (pytest from the venv `.ci/run` installs.)
+#[test]
+fn cross_tests_run_with_the_interpreter_of_the_verify_command() {
+    let venv = std::env::var_os("ARBITER_PYTEST_VENV").map(std::path::PathBuf::from).unwrap_or_else(|| {
+        std::path::PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cache/arbiter-ci/frameworks/pytest")
+    });
+    let python = venv.join("bin/python3");
+    let has_pytest = std::process::Command::new(&python)
+        .args(["-m", "pytest", "--version"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !has_pytest {
+        assert!(std::env::var_os("CI").is_none(), "CI must have pytest at {}", python.display());
+        skip(
+            "cross_tests_run_with_the_interpreter_of_the_verify_command",
+            "no pytest venv (bash .ci/run installs one)",
+        );
+        return;
+    }
+    let agent = AGENT_OVERFIT_OR_REAL.replace(
+        "import unittest\n\nfrom calc import add\n\n\nclass AddMore(unittest.TestCase):\n    def test_other_numbers(self):\n        self.assertEqual(add(10, 5), 15)\n\n\nif __name__ == \"__main__\":\n    unittest.main()\n",
+        "from calc import add\n\n\ndef test_other_numbers():\n    assert add(10, 5) == 15\n",
+    );
+    let repo = python_repo(&agent);
+    repo.write(".gitignore", "__pycache__/\n.pytest_cache/\n");
+    repo.commit_all("ignore pytest's cache");
+    repo.arbiter(&["init"]).assert_code(0);
+    let verify = format!("{} -m pytest -q test_calc.py", python.display());
+    let run = repo.arbiter(&[
+        "run",
+        "--task",
+        "Fix add",
+        "--candidates",
+        "3",
+        "--command",
+        "./agent.sh",
+        "--verify",
+        &verify,
+        "--apply",
+        "none",
+    ]);
+    run.assert_code(0);
+    let dir = repo.run_dir();
+    let matrix = read_json(&dir.join("comparisons/cross_tests.json"));
+    let t = &matrix["tests"][0];
+    assert_eq!(t["command"], format!("{} -m pytest -q test_add_more.py", python.display()), "{matrix:#}");
+    assert_eq!(t["results"]["c02"]["passed"], true, "its author's tree passes it: {t:#}");
+    assert_eq!(t["discriminating"], true, "{t:#}");
+    assert_eq!(read_json(&dir.join("selection.json"))["winner"], "c02");
+}

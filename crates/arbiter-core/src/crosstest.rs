@@ -31,16 +31,50 @@ pub struct CrossTestRule {
     pub command: String,
 }
 
-/// The Python command when a verify command runs pytest, and otherwise.
-const PYTEST: &str = "python3 -m pytest -q {path}";
+/// The Python command when no verify command says how the tests run.
 const UNITTEST: &str = "python3 -m unittest {path}";
 
+/// How the verify commands run Python's tests, as a template for one file: the same
+/// interpreter and runner (`/venv/bin/python3 -m pytest`, `poetry run pytest`, `pytest`,
+/// `python -m unittest`, with any `NAME=value` before them), so that a pooled test runs
+/// where its author's verify command found pytest. `None` when no verify command runs
+/// pytest or unittest plainly enough to tell (then `python3 -m unittest`).
+fn python_template(verify: &[String]) -> Option<String> {
+    verify.iter().find_map(|v| {
+        // The part of a compound command (`cd x && ...`, `a; b`) that runs the tests.
+        let part = v.split(['&', '|', ';']).map(str::trim).find(|p| p.contains("pytest") || p.contains("unittest"))?;
+        if part.contains(['"', '\'', '`', '$', '(', '<', '>']) {
+            return None;
+        }
+        let words: Vec<&str> = part.split_whitespace().collect();
+        let runner = |w: &str| {
+            let name = w.rsplit('/').next().unwrap_or(w);
+            name == "pytest" || name == "py.test"
+        };
+        let (end, pytest) = words.iter().enumerate().find_map(|(i, w)| {
+            if runner(w) {
+                Some((i, true))
+            } else if *w == "-m" {
+                match words.get(i + 1) {
+                    Some(&"pytest") => Some((i + 1, true)),
+                    Some(&"unittest") => Some((i + 1, false)),
+                    _ => None,
+                }
+            } else {
+                None
+            }
+        })?;
+        let prefix = words[..=end].join(" ");
+        Some(if pytest { format!("{prefix} -q {{path}}") } else { format!("{prefix} {{path}}") })
+    })
+}
+
 /// The built-in rules, per language, in the order they are tried. Python test files run
-/// with pytest when a verify command uses pytest, and with unittest otherwise.
+/// the way the verify commands run the tests (see [`python_template`]), else with unittest.
 pub fn default_rules(verify: &[String]) -> Vec<CrossTestRule> {
-    let python = if verify.iter().any(|v| v.contains("pytest")) { PYTEST } else { UNITTEST };
+    let python = python_template(verify).unwrap_or_else(|| UNITTEST.to_string());
     let rule = |pattern: &str, command: &str| CrossTestRule { pattern: pattern.into(), command: command.into() };
-    let mut rules = vec![rule("**/test_*.py", python), rule("**/*_test.py", python)];
+    let mut rules = vec![rule("**/test_*.py", &python), rule("**/*_test.py", &python)];
     rules.push(rule("tests/*.rs", "cargo test --quiet --test {stem}"));
     rules.push(rule("**/*_test.go", "go test ./{dir}"));
     for ext in ["js", "jsx", "ts", "tsx", "mjs", "cjs"] {
@@ -307,7 +341,27 @@ mod tests {
             assert_eq!(rule_for(&rules, path).map(|r| r.command.as_str()), expected, "{path}");
         }
         let pytest = default_rules(&["python3 -m pytest -q".into()]);
-        assert_eq!(rule_for(&pytest, "test_a.py").map(|r| r.command.as_str()), Some(PYTEST));
+        assert_eq!(rule_for(&pytest, "test_a.py").map(|r| r.command.as_str()), Some("python3 -m pytest -q {path}"));
+    }
+
+    /// Cross-tests ran `python3 -m pytest` whatever the verify commands named: with
+    /// `--verify '/venv/bin/python3 -m pytest …'` every pooled test failed everywhere with
+    /// "No module named pytest". They run the way the verify commands do now.
+    #[test]
+    fn python_tests_run_with_the_verify_command_s_interpreter_and_runner() {
+        let template = |v: &str| rule_for(&default_rules(&[v.to_string()]), "tests/test_x.py").unwrap().command.clone();
+        for (verify, expected) in [
+            ("/venv/bin/python3 -m pytest -x tests/", "/venv/bin/python3 -m pytest -q {path}"),
+            (".venv/bin/pytest tests", ".venv/bin/pytest -q {path}"),
+            ("poetry run pytest -x", "poetry run pytest -q {path}"),
+            ("PYTHONPATH=src pytest", "PYTHONPATH=src pytest -q {path}"),
+            ("cd . && uv run python -m pytest", "uv run python -m pytest -q {path}"),
+            ("python3.12 -m unittest discover -s tests", "python3.12 -m unittest {path}"),
+            ("make test", "python3 -m unittest {path}"),
+            ("\"$PY\" -m pytest", "python3 -m unittest {path}"),
+        ] {
+            assert_eq!(template(verify), expected, "{verify}");
+        }
     }
 
     #[test]
