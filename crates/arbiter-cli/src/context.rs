@@ -103,6 +103,7 @@ impl RepoContext {
             }
             None => {
                 std::fs::create_dir_all(self.workspace.dir())?;
+                self.workspace.exclude_from_git(&self.git).await?;
                 let sqlite = Arc::new(SqliteStore::open(&self.workspace.db_path()).await?);
                 Ok((sqlite.clone(), sqlite))
             }

@@ -402,3 +402,36 @@ fn resume_does_not_apply_onto_a_tree_changed_meanwhile() {
     repo.arbiter(&["apply", "latest"]).assert_code(0);
     assert!(std::fs::read_to_string(repo.path().join("calc.py")).unwrap().contains("return a + b"));
 }
+
+/// `plan apply` (or `backend add`, which writes `.arbiter/config.toml`) before `arbiter init`
+/// left `.arbiter/` out of git's exclude list: it showed up as untracked work, one
+/// `git add -A` away from a commit.
+#[test]
+fn arbiter_s_directory_is_never_untracked_work_even_before_init() {
+    for first in ["plan", "backend"] {
+        let repo = TestRepo::new();
+        repo.write("README.md", "x\n");
+        repo.commit_all("init");
+        if first == "plan" {
+            repo.write("plan.json", r#"{"id": "p", "name": "P", "tasks": [{"id": "a", "title": "Write the thing"}]}"#);
+            repo.git(&["add", "plan.json"]);
+            repo.git(&["commit", "-qm", "plan"]);
+            repo.arbiter(&["plan", "apply", "plan.json"]).assert_code(0);
+        } else {
+            let add = repo
+                .arbiter_cmd(&["backend", "add", "b", "--provider", "openai", "--model", "m", "--api-key-stdin"])
+                .stdin(Stdio::piped())
+                .spawn()
+                .and_then(|mut child| {
+                    use std::io::Write;
+                    child.stdin.take().expect("stdin").write_all(b"sk-before-init-0123456789")?;
+                    child.wait_with_output()
+                })
+                .unwrap();
+            Run::from_output(add).assert_code(0);
+            assert!(repo.arbiter_dir().join("config.toml").exists());
+        }
+        assert!(repo.arbiter_dir().is_dir(), "{first}: no .arbiter/");
+        assert_eq!(repo.status(), Vec::<String>::new(), "{first}: .arbiter/ is untracked work");
+    }
+}

@@ -50,6 +50,12 @@ impl Timestamp {
         format!("{:04}{:02}{:02}T{:02}{:02}{:02}Z", c.year, c.month, c.day, c.hour, c.minute, c.second)
     }
 
+    /// Whole seconds from `now` until this time, rounded up (a wait of 4.2 s is "5 s", as a
+    /// wait of 5 s configured reads), 0 once it has passed.
+    pub fn seconds_after(self, now: Timestamp) -> i64 {
+        ((self.0 - now.0).max(0) as u64).div_ceil(1_000_000) as i64
+    }
+
     /// Milliseconds elapsed from `earlier` to `self` (never negative).
     pub fn millis_since(self, earlier: Timestamp) -> u64 {
         ((self.0 - earlier.0).max(0) / 1000) as u64
@@ -97,6 +103,16 @@ pub fn human_duration(ms: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A retry 5 s away, seen a few microseconds later, read "4 s" (the docs say 5).
+    #[test]
+    fn waits_round_up_to_the_second() {
+        let now = Timestamp(1_000_000_000);
+        assert_eq!(Timestamp(now.0 + 5_000_000 - 300).seconds_after(now), 5);
+        assert_eq!(Timestamp(now.0 + 5_000_000).seconds_after(now), 5);
+        assert_eq!(Timestamp(now.0 + 1).seconds_after(now), 1);
+        assert_eq!(Timestamp(now.0 - 10).seconds_after(now), 0);
+    }
 
     #[test]
     fn renders_known_instants() {

@@ -75,20 +75,28 @@ impl Workspace {
             fs::write(self.config_path(), DEFAULT_CONFIG_TOML)?;
             report.created_config = true;
         }
+        report.added_exclude = self.exclude_from_git(git).await?;
+        Ok(report)
+    }
+
+    /// Adds `.arbiter/` to `.git/info/exclude` unless it is there; whether it added it.
+    /// Every command that creates `.arbiter/` calls it, `init` or not (a store opened before
+    /// `arbiter init` must not show up as untracked work).
+    pub async fn exclude_from_git(&self, git: &Git) -> Result<bool, GitError> {
         let common = git.facts().await?.common_dir;
         let exclude = common.join("info").join("exclude");
         let current = fs::read_to_string(&exclude).unwrap_or_default();
-        if !current.lines().any(|l| l.trim() == "/.arbiter/" || l.trim() == ".arbiter/" || l.trim() == ".arbiter") {
-            fs::create_dir_all(exclude.parent().unwrap_or(&common))?;
-            let mut text = current;
-            if !text.is_empty() && !text.ends_with('\n') {
-                text.push('\n');
-            }
-            text.push_str("# arbiter's runs, worktrees and database\n.arbiter/\n");
-            fs::write(&exclude, text)?;
-            report.added_exclude = true;
+        if current.lines().any(|l| l.trim() == "/.arbiter/" || l.trim() == ".arbiter/" || l.trim() == ".arbiter") {
+            return Ok(false);
         }
-        Ok(report)
+        fs::create_dir_all(exclude.parent().unwrap_or(&common))?;
+        let mut text = current;
+        if !text.is_empty() && !text.ends_with('\n') {
+            text.push('\n');
+        }
+        text.push_str("# arbiter's runs, worktrees and database\n.arbiter/\n");
+        fs::write(&exclude, text)?;
+        Ok(true)
     }
 
     /// Removes the worktrees an older arbiter left in `.arbiter/worktrees/` and git's

@@ -15,7 +15,7 @@ use crate::error::CliError;
 pub async fn backend(repo: Option<&Path>, cmd: &BackendCommand) -> Result<u8, CliError> {
     let ctx = RepoContext::locate(repo).await?;
     match cmd {
-        BackendCommand::Add(args) => add(&ctx, args),
+        BackendCommand::Add(args) => add(&ctx, args).await,
         BackendCommand::List { json } => list(&ctx, *json),
         BackendCommand::Show { name, json } => show(&ctx, name, *json),
         BackendCommand::Remove { name } => remove(&ctx, name),
@@ -35,7 +35,7 @@ fn parse_price(flag: &str, text: &Option<String>) -> Result<Option<Usd>, CliErro
     }
 }
 
-fn add(ctx: &RepoContext, a: &BackendAddArgs) -> Result<u8, CliError> {
+async fn add(ctx: &RepoContext, a: &BackendAddArgs) -> Result<u8, CliError> {
     let section = BackendSection {
         provider: a.provider.clone(),
         model: a.model.clone(),
@@ -70,6 +70,8 @@ fn add(ctx: &RepoContext, a: &BackendAddArgs) -> Result<u8, CliError> {
     } else {
         None
     };
+    // .arbiter/config.toml is never something `git add -A` picks up, even before `arbiter init`.
+    ctx.workspace.exclude_from_git(&ctx.git).await?;
     config_file::put_backend(&ctx.workspace.config_path(), &a.name, &section)?;
     let secrets_path = ctx.secrets_path();
     let mut secrets = config_file::read_secrets(&secrets_path)?;

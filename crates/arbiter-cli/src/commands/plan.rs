@@ -616,11 +616,11 @@ fn note(view: &PlanView, t: &TaskRecord, now: arbiter_core::time::Timestamp) -> 
             format!("blocked by {}", w.join(", "))
         }
         TaskStatus::Running => match (&t.lease_owner, t.lease_expires) {
-            (Some(w), Some(e)) => format!("held by {w}, lease for {}s more", (e.0 - now.0).max(0) / 1_000_000),
+            (Some(w), Some(e)) => format!("held by {w}, lease for {}s more", e.seconds_after(now)),
             _ => String::new(),
         },
         TaskStatus::Ready if t.not_before > now => {
-            format!("retry in {}s: {}", (t.not_before.0 - now.0) / 1_000_000, t.reason.clone().unwrap_or_default())
+            format!("retry in {}s: {}", t.not_before.seconds_after(now), t.reason.clone().unwrap_or_default())
         }
         TaskStatus::Done => t.run_id.as_ref().map(|r| format!("run {r}")).unwrap_or_default(),
         _ => t.reason.clone().unwrap_or_default(),
@@ -848,7 +848,7 @@ fn describe(p: &Progress) -> String {
             short(commit)
         ),
         Progress::Failed { task, reason, retry_at: Some(at) } => {
-            let wait = (at.0 - SystemClock.now().0).max(0) / 1_000_000;
+            let wait = at.seconds_after(SystemClock.now());
             format!("{task}: attempt failed: {reason}; retrying in {wait}s")
         }
         Progress::Failed { task, reason, retry_at: None } => format!("{task}: failed: {reason}"),
