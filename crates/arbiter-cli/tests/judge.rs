@@ -281,3 +281,71 @@ printf 'import unittest\nfrom calc import add\n\n\nclass More(unittest.TestCase)
     assert!(!repo.path().join("test_more.py").exists());
     assert_eq!(repo.status(), Vec::<String>::new());
 }
+
+/// Reviews ran only when the evidence could not separate the top candidates. Now every
+/// survivor is reviewed whenever a `review` backend is configured — here the evidence
+/// decides (one candidate's fix has a test of its own that the other fails) — and the
+/// report and the viewer say what risks remain, the winner first.
+#[test]
+fn every_survivor_is_reviewed_and_the_risks_that_remain_are_reported_winner_first() {
+    let repo = python_repo(
+        r##"set -e
+sed -i 's/return a - b/return a + b/' calc.py
+if [ "$ARBITER_CANDIDATE_INDEX" = 1 ]; then
+  printf 'import unittest\nfrom calc import add\n\n\nclass More(unittest.TestCase):\n    def test_more(self):\n        self.assertEqual(add(10, 5), 15)\n' > test_more.py
+  echo "# add adds" >> README.md
+fi
+"##,
+    );
+    repo.arbiter(&["init"]).assert_code(0);
+    let review = |risk: &str| {
+        json!({"summary": format!("reviewed: {risk}"), "likely_correct": true, "confidence": 0.7, "risks": [risk],
+               "evidence_gaps": ["negative numbers are not tested"], "scores": {"correctness": 0.9, "risk": 0.2, "minimality": 0.8}})
+    };
+    let mock = MockLlm::start(&json!({"responses": [
+        {"match": {"contains": "Candidate c01"}, "tool_calls": [{"name": "review", "arguments": review("c01 risk: only the sign changed")}], "repeat": true},
+        {"match": {"contains": "Candidate c02"}, "tool_calls": [{"name": "review", "arguments": review("c02 risk: README edited too")}], "repeat": true},
+    ]}));
+    repo.arbiter(&[
+        "backend",
+        "add",
+        "reviewer",
+        "--provider",
+        "openai-compatible",
+        "--model",
+        "r",
+        "--base-url",
+        &mock.openai_url(),
+        "--roles",
+        "review",
+    ])
+    .assert_code(0);
+    let dir = run(&repo);
+    assert!(
+        dir.join("reviews/c01.json").exists() && dir.join("reviews/c02.json").exists(),
+        "not every survivor was reviewed"
+    );
+    let events = read_json_lines(&dir.join("runtime_events.jsonl"));
+    let decision = events.iter().find(|e| e["kind"] == "review_decision").expect("a review_decision event");
+    assert_eq!(decision["data"]["ran"], true, "{decision:#}");
+    let winner = read_json(&dir.join("selection.json"))["winner"].as_str().unwrap_or_default().to_string();
+    let loser = if winner == "c01" { "c02" } else { "c01" };
+    let report = std::fs::read_to_string(dir.join("final_report.md")).unwrap();
+    let section = &report[report.find("## Risks that remain").expect("a Risks that remain section")..];
+    let at = |s: &str| section.find(s).unwrap_or_else(|| panic!("{s} missing from:\n{section}"));
+    assert!(
+        at(&format!("### {winner} (the winner) — likely correct, confidence 0.70"))
+            < at(&format!("### {loser} — likely correct"))
+    );
+    assert!(
+        section.contains(&format!("- Risk: {winner} risk"))
+            && section.contains("- Evidence gap: negative numbers are not tested")
+    );
+    let viewer = std::fs::read_to_string(dir.join("viewer/index.html")).unwrap();
+    assert!(
+        viewer.contains("<h2>Risks that remain</h2>") && viewer.contains(&format!("{winner} (the winner)")),
+        "the viewer"
+    );
+    // Reviews inform; the pairwise judge was not needed.
+    assert_eq!(read_json(&dir.join("comparisons/pairwise.json")), json!([]));
+}

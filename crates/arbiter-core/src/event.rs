@@ -32,6 +32,8 @@ pub enum EventKind {
     CandidateFinished,
     /// Whether the pairwise judge ran, and why (or why not).
     JudgeDecision,
+    /// Whether the surviving candidates got their risk reviews, and why (or why not).
+    ReviewDecision,
     /// The cross-test matrix was built (or why not).
     CrossTests,
     /// An escalation stopped at a candidate that passed its gates.
@@ -70,6 +72,7 @@ impl EventKind {
             Self::GatesSealed => "gates_sealed",
             Self::CandidateFinished => "candidate_finished",
             Self::JudgeDecision => "judge_decision",
+            Self::ReviewDecision => "review_decision",
             Self::CrossTests => "cross_tests",
             Self::EscalationStopped => "escalation_stopped",
             Self::BudgetExceeded => "budget_exceeded",

@@ -21,6 +21,40 @@ pub struct ReportInput<'a> {
     pub pairs: &'a [crate::pairwise::PairRecord],
     /// The cross-test matrix (`None` in runs recorded before it existed).
     pub cross_tests: Option<&'a crate::crosstest::CrossTestMatrix>,
+    /// The risk reviews of the surviving candidates (empty when no reviewer is configured).
+    pub reviews: &'a [crate::review::ReviewArtifact],
+}
+
+impl ReportInput<'_> {
+    /// The reviews for "Risks that remain": the winner's first, then by rank.
+    pub fn risks_in_order(&self) -> Vec<&crate::review::ReviewArtifact> {
+        let rank = |id: &crate::ids::CandidateId| {
+            let winner = self.selection.winner.as_ref() == Some(id);
+            let rank = self.ranking.candidates.iter().find(|c| c.candidate_id == *id).map_or(usize::MAX, |c| c.rank);
+            (!winner, rank)
+        };
+        let mut ordered: Vec<&crate::review::ReviewArtifact> = self.reviews.iter().collect();
+        ordered.sort_by_key(|r| rank(&r.candidate_id));
+        ordered
+    }
+}
+
+/// One review's heading: who, and what the reviewer concluded.
+pub fn review_heading(r: &crate::review::ReviewArtifact, winner: Option<&crate::ids::CandidateId>) -> String {
+    let who = if winner == Some(&r.candidate_id) {
+        format!("{} (the winner)", r.candidate_id)
+    } else {
+        r.candidate_id.to_string()
+    };
+    match &r.review {
+        Some(v) => format!(
+            "{who} — {}, confidence {:.2}{}",
+            if v.likely_correct { "likely correct" } else { "likely not correct" },
+            v.confidence,
+            r.backend.as_ref().map(|b| format!(" ({b})")).unwrap_or_default()
+        ),
+        None => format!("{who} — no review: {}", r.fallback.as_deref().unwrap_or("none was obtained")),
+    }
 }
 
 /// Renders `final_report.md`.
@@ -223,6 +257,9 @@ pub fn render_markdown(r: &ReportInput<'_>) -> String {
         let _ = writeln!(out);
     }
 
+    if !r.reviews.is_empty() {
+        risks_section(&mut out, r);
+    }
     let _ = writeln!(out, "## Files\n");
     let _ = writeln!(out, "- `selection.json` — the decision, with a reason for every candidate");
     let _ = writeln!(out, "- `comparisons/ranking.json` — every ranking feature of every candidate");
@@ -237,6 +274,33 @@ pub fn render_markdown(r: &ReportInput<'_>) -> String {
         let _ = writeln!(out, "\nApply later with `arbiter apply {}`.", s.run_id);
     }
     out
+}
+
+/// "Risks that remain": what the reviewers think could still be wrong with each surviving
+/// candidate, the winner first.
+fn risks_section(out: &mut String, r: &ReportInput<'_>) {
+    let _ = writeln!(out, "## Risks that remain\n");
+    let _ = writeln!(
+        out,
+        "What the reviewers (role `review`) think could still be wrong with each surviving candidate, the winner first. Reviews inform; they do not rank.\n"
+    );
+    for review in r.risks_in_order() {
+        let _ = writeln!(out, "### {}\n", review_heading(review, r.selection.winner.as_ref()));
+        let Some(v) = &review.review else { continue };
+        if !v.summary.trim().is_empty() {
+            let _ = writeln!(out, "{}\n", v.summary.trim());
+        }
+        if v.risks.is_empty() && v.evidence_gaps.is_empty() {
+            let _ = writeln!(out, "- No risk named.");
+        }
+        for risk in &v.risks {
+            let _ = writeln!(out, "- Risk: {risk}");
+        }
+        for gap in &v.evidence_gaps {
+            let _ = writeln!(out, "- Evidence gap: {gap}");
+        }
+        let _ = writeln!(out);
+    }
 }
 
 fn cross_test_section(out: &mut String, m: &crate::crosstest::CrossTestMatrix) {

@@ -149,6 +149,9 @@ pub fn render_html(r: &ReportInput<'_>, patches: &[(CandidateId, String)]) -> St
         }
         let _ = write!(h, "</table></section>");
     }
+    if !r.reviews.is_empty() {
+        risks(&mut h, r);
+    }
 
     side_by_side(&mut h, r, patches);
     for c in &r.ranking.candidates {
@@ -220,6 +223,33 @@ pub fn render_html(r: &ReportInput<'_>, patches: &[(CandidateId, String)]) -> St
     }
     let _ = writeln!(h, "</main></body></html>");
     h
+}
+
+/// "Risks that remain": each surviving candidate's review, the winner first.
+fn risks(h: &mut String, r: &ReportInput<'_>) {
+    let _ = write!(
+        h,
+        "<section><h2>Risks that remain</h2><p>What the reviewers (role <code>review</code>) think could still be wrong with each surviving candidate, the winner first. Reviews inform; they do not rank.</p>"
+    );
+    for review in r.risks_in_order() {
+        let _ = write!(h, "<h3>{}</h3>", escape(&crate::report::review_heading(review, r.selection.winner.as_ref())));
+        let Some(v) = &review.review else { continue };
+        if !v.summary.trim().is_empty() {
+            let _ = write!(h, "<p>{}</p>", escape(v.summary.trim()));
+        }
+        let _ = write!(h, "<ul>");
+        if v.risks.is_empty() && v.evidence_gaps.is_empty() {
+            let _ = write!(h, "<li>No risk named.</li>");
+        }
+        for risk in &v.risks {
+            let _ = write!(h, "<li><b>Risk:</b> {}</li>", escape(risk));
+        }
+        for gap in &v.evidence_gaps {
+            let _ = write!(h, "<li><b>Evidence gap:</b> {}</li>", escape(gap));
+        }
+        let _ = write!(h, "</ul>");
+    }
+    let _ = write!(h, "</section>");
 }
 
 /// The test × tree matrix of the cross-tests, or why they did not run.

@@ -151,7 +151,14 @@ pub(super) async fn finish(
         Judged::default()
     } else {
         ctx.update_state(|s| s.phase = "judging".into());
-        judge_if_needed(ctx, &runs, &mut facts, &mut decision, policy, &cross).await
+        let mut judged = judge_if_needed(ctx, &runs, &mut facts, &mut decision, policy, &cross).await;
+        if !ctx.cancel.is_cancelled() {
+            ctx.update_state(|s| s.phase = "reviewing".into());
+            let (reviews, calls) = review_survivors(ctx, &runs, &decision, &cross).await;
+            judged.reviews = reviews;
+            judged.calls.extend(calls);
+        }
+        judged
     };
     interrupted |= ctx.cancel.is_cancelled();
     if interrupted {
@@ -235,6 +242,7 @@ pub(super) async fn finish(
         cost: &cost,
         pairs: &judged.pairs,
         cross_tests: Some(&cross),
+        reviews: &judged.reviews,
     };
     ctx.run_dir.write_text(paths::REPORT, &render_markdown(&report_input))?;
     let patches: Vec<(CandidateId, String)> = runs.iter().map(|r| (r.id.clone(), r.patch_text.clone())).collect();
@@ -329,6 +337,7 @@ async fn materialize_winner(ctx: &RunCtx, winner: &CandidateId) -> Materializati
 #[derive(Default)]
 struct Judged {
     pairs: Vec<arbiter_core::pairwise::PairRecord>,
+    reviews: Vec<arbiter_core::review::ReviewArtifact>,
     calls: Vec<arbiter_core::cost::CallRecord>,
     budget_stopped: bool,
 }
@@ -370,11 +379,11 @@ async fn judge_if_needed(
 ) -> Judged {
     const SHORTLIST: usize = 4;
     let mut judged = Judged::default();
-    let models = ctx.models.as_ref().filter(|m| !m.judges.is_empty() || !m.reviewers.is_empty());
+    let models = ctx.models.as_ref().filter(|m| !m.judges.is_empty());
     let eligible: Vec<&selection::RankedCandidate> = decision.ranking.iter().filter(|r| r.eligible).collect();
     let cross_passed = |r: &selection::RankedCandidate| r.cross_tests.map_or(0, |c| c.passed);
     let skip = if models.is_none() {
-        Some("no judge is configured (no backend with the selection or review role, or --no-judge)".to_string())
+        Some("no judge is configured (no backend with the selection role, or --no-judge)".to_string())
     } else if eligible.len() < 2 {
         Some("fewer than two eligible candidates".to_string())
     } else if eligible.iter().all(|r| r.normalized_hash == eligible[0].normalized_hash) {
@@ -397,34 +406,11 @@ async fn judge_if_needed(
         ctx.events.emit(EventKind::JudgeDecision, None, json!({"ran": false, "reason": skip})).await;
         return judged;
     };
-    // Judging runs: every survivor gets a risk review (reviews run only here, where the
-    // evidence cannot decide), and the best four by the evidence are compared.
-    let survivors: Vec<judge::JudgeInput> = eligible
-        .iter()
-        .filter_map(|r| runs.iter().find(|run| run.id == r.candidate_id))
-        .map(|run| judge::JudgeInput {
-            id: run.id.clone(),
-            diff: arbiter_core::patch::normalized_for_review(&run.patch_text),
-            evidence: evidence_words(run, cross),
-        })
-        .collect();
+    // Judging runs: the best four by the evidence are compared.
+    let survivors = judge_inputs(runs, &eligible, cross);
     let shortlist = &survivors[..survivors.len().min(SHORTLIST)];
     let judges = judge::Judges { client: &models.client, task: &ctx.task, budget: &ctx.budget, cancel: &ctx.cancel };
-    if !models.reviewers.is_empty() {
-        let (reviews, calls) = judges.review_all(&models.reviewers, &survivors).await;
-        for r in &reviews {
-            let rel = format!("{}/{}.json", paths::REVIEWS, r.candidate_id);
-            if let Err(e) = ctx.run_dir.write_json(&rel, r) {
-                ctx.events.emit(EventKind::Warning, None, json!({"message": format!("cannot write {rel}: {e}")})).await;
-            }
-        }
-        judged.calls.extend(calls);
-    }
-    let result = if models.judges.is_empty() {
-        judge::JudgeRun::default()
-    } else {
-        judges.compare_all(&models.judges, shortlist).await
-    };
+    let result = judges.compare_all(&models.judges, shortlist).await;
     let outcomes: Vec<_> = result.pairs.iter().map(|p| p.outcome.clone()).collect();
     let copeland = arbiter_core::pairwise::copeland(&outcomes);
     let strength = arbiter_core::pairwise::bradley_terry(&outcomes, 200);
@@ -462,6 +448,68 @@ async fn judge_if_needed(
     judged.calls.extend(result.calls);
     judged.pairs = result.pairs;
     judged
+}
+
+/// What a judge or a reviewer is shown of each of `ranked`, in that order.
+fn judge_inputs(
+    runs: &[CandidateRun],
+    ranked: &[&selection::RankedCandidate],
+    cross: &CrossTestMatrix,
+) -> Vec<judge::JudgeInput> {
+    ranked
+        .iter()
+        .filter_map(|r| runs.iter().find(|run| run.id == r.candidate_id))
+        .map(|run| judge::JudgeInput {
+            id: run.id.clone(),
+            diff: arbiter_core::patch::normalized_for_review(&run.patch_text),
+            evidence: evidence_words(run, cross),
+        })
+        .collect()
+}
+
+/// Every surviving (eligible) candidate's risk review, whenever the `review` role has
+/// backends, judging or not: what could still be wrong with each, for the report's "Risks
+/// that remain". Reviews inform; they do not rank. Each is written to `reviews/<id>.json`;
+/// the `review_decision` event says whether they ran, and why not.
+async fn review_survivors(
+    ctx: &RunCtx,
+    runs: &[CandidateRun],
+    decision: &Decision,
+    cross: &CrossTestMatrix,
+) -> (Vec<arbiter_core::review::ReviewArtifact>, Vec<arbiter_core::cost::CallRecord>) {
+    let Some(models) = ctx.models.as_ref().filter(|m| !m.reviewers.is_empty()) else {
+        return Default::default();
+    };
+    let eligible: Vec<&selection::RankedCandidate> = decision.ranking.iter().filter(|r| r.eligible).collect();
+    let skip = if eligible.is_empty() {
+        Some("no candidate survived to be reviewed".to_string())
+    } else if ctx.budget.exhausted() {
+        Some(format!("{}; no reviewer was asked", ctx.budget.reached_reason()))
+    } else {
+        None
+    };
+    if let Some(reason) = skip {
+        ctx.events.emit(EventKind::ReviewDecision, None, json!({"ran": false, "reason": reason})).await;
+        return Default::default();
+    }
+    let survivors = judge_inputs(runs, &eligible, cross);
+    let judges = judge::Judges { client: &models.client, task: &ctx.task, budget: &ctx.budget, cancel: &ctx.cancel };
+    let (reviews, calls) = judges.review_all(&models.reviewers, &survivors).await;
+    for r in &reviews {
+        let rel = format!("{}/{}.json", paths::REVIEWS, r.candidate_id);
+        if let Err(e) = ctx.run_dir.write_json(&rel, r) {
+            ctx.events.emit(EventKind::Warning, None, json!({"message": format!("cannot write {rel}: {e}")})).await;
+        }
+    }
+    let fallbacks = reviews.iter().filter(|r| r.review.is_none()).count();
+    ctx.events
+        .emit(
+            EventKind::ReviewDecision,
+            None,
+            json!({"ran": true, "reviewed": survivors.iter().map(|s| s.id.to_string()).collect::<Vec<_>>(), "fallbacks": fallbacks}),
+        )
+        .await;
+    (reviews, calls)
 }
 
 /// How the run spent its candidates and money: the order they were tried in with their
