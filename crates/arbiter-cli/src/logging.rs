@@ -1,5 +1,6 @@
-//! Log lines of the long-running commands (`arbiter serve`, `arbiter worker run`) with
-//! `tracing`, on stderr: human lines (coloured on a terminal) or JSON, one object per line.
+//! Log lines with `tracing`, on stderr. The long-running commands (`arbiter serve`,
+//! `arbiter worker run`): human lines (coloured on a terminal) or JSON, one object per line.
+//! Every other command: warnings as `arbiter: warning: ...` lines, above its live progress.
 //! Never a token: what is logged is what the code names, and no secret is ever named.
 
 /// Log lines on stderr, at `ARBITER_LOG` (error, warn, info, debug, trace; default info).
@@ -13,4 +14,60 @@ pub fn init(format: &str) {
     } else {
         builder.with_ansi(crate::terminal::stderr_colour()).try_init()
     };
+}
+
+/// For every other command: what the libraries report through `tracing` (a file that could
+/// not be written, a store that could not record an event) as `arbiter: warning: ...` lines
+/// above the live progress, at warning level and up (`ARBITER_LOG` lowers or raises it).
+pub fn init_notes() {
+    use tracing_subscriber::Layer as _;
+    use tracing_subscriber::filter::LevelFilter;
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    let level =
+        std::env::var("ARBITER_LOG").ok().and_then(|l| l.parse::<LevelFilter>().ok()).unwrap_or(LevelFilter::WARN);
+    // Arbiter's own reports only: a dependency's (sqlx's slow statements) is not the user's news.
+    let ours = tracing_subscriber::filter::filter_fn(move |m| m.target().starts_with("arbiter") && *m.level() <= level);
+    let _ = tracing_subscriber::registry().with(Notes.with_filter(ours)).try_init();
+}
+
+/// A layer writing each event as one line through [`crate::console`].
+struct Notes;
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Notes {
+    fn on_event(&self, event: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
+        let mut text = NoteText::default();
+        event.record(&mut text);
+        let level = match *event.metadata().level() {
+            tracing::Level::ERROR => "error",
+            tracing::Level::WARN => "warning",
+            _ => "note",
+        };
+        crate::console::line(&format!("arbiter: {level}: {}{}", text.message, text.fields));
+    }
+}
+
+/// An event's message, then its other fields as `; name: value`.
+#[derive(Default)]
+struct NoteText {
+    message: String,
+    fields: String,
+}
+
+impl tracing::field::Visit for NoteText {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        if field.name() == "message" {
+            self.message = format!("{value:?}");
+        } else {
+            self.fields.push_str(&format!("; {}: {value:?}", field.name()));
+        }
+    }
+
+    fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
+        if field.name() == "message" {
+            self.message = value.to_string();
+        } else {
+            self.fields.push_str(&format!("; {}: {value}", field.name()));
+        }
+    }
 }

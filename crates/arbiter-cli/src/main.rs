@@ -3,6 +3,7 @@
 mod cli;
 mod commands;
 mod config_file;
+mod console;
 mod context;
 mod error;
 mod invocation;
@@ -40,6 +41,11 @@ fn main() -> ExitCode {
             "arbiter: error: `arbiter {name}` does not use a database: --database-url is for init, run, runs, apply, plan and serve"
         );
         return ExitCode::from(error::exit::USAGE);
+    }
+    // The long-running commands set up their own logging.
+    let logs_itself = matches!(&cli.command, Command::Serve(_) | Command::Worker(cli::WorkerCommand::Run { .. }));
+    if !logs_itself {
+        logging::init_notes();
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,

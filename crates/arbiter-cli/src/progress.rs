@@ -2,7 +2,6 @@
 //! otherwise. It only reads the run's events; it never decides anything.
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::time::{Duration, Instant};
 
 use arbiter_core::event::{Event, EventKind};
@@ -24,23 +23,23 @@ pub async fn render(mut rx: UnboundedReceiver<Event>) {
     let start = Instant::now();
     let mut lines: BTreeMap<String, Line> = BTreeMap::new();
     let mut baseline = String::new();
-    let mut drawn = 0usize;
     let mut tick = tokio::time::interval(Duration::from_millis(200));
     loop {
         tokio::select! {
             ev = rx.recv() => {
                 let Some(ev) = ev else { break };
                 if !live && let Some(text) = log_line(&ev) {
-                    eprintln!("[{:>6}] {text}", human_duration(start.elapsed().as_millis() as u64));
+                    crate::console::line(&format!("[{:>6}] {text}", human_duration(start.elapsed().as_millis() as u64)));
                 }
                 apply(&mut lines, &mut baseline, &ev);
-                if live { drawn = draw(&lines, &baseline, drawn); }
+                if live { draw(&lines, &baseline); }
             }
-            _ = tick.tick(), if live => { drawn = draw(&lines, &baseline, drawn); }
+            _ = tick.tick(), if live => { draw(&lines, &baseline); }
         }
     }
     if live {
-        draw(&lines, &baseline, drawn);
+        draw(&lines, &baseline);
+        crate::console::release_block();
     }
 }
 
@@ -98,15 +97,11 @@ fn apply(lines: &mut BTreeMap<String, Line>, baseline: &mut String, ev: &Event) 
     }
 }
 
-fn draw(lines: &BTreeMap<String, Line>, baseline: &str, previously: usize) -> usize {
-    let mut err = std::io::stderr().lock();
-    if previously > 0 {
-        let _ = write!(err, "\x1b[{previously}A");
-    }
-    let mut n = 0;
+/// The live block: the baseline's line and one per candidate.
+fn draw(lines: &BTreeMap<String, Line>, baseline: &str) {
+    let mut block = Vec::new();
     if !baseline.is_empty() {
-        let _ = writeln!(err, "\x1b[2K  {baseline}");
-        n += 1;
+        block.push(format!("  {baseline}"));
     }
     let width = lines.values().map(|l| l.runner.chars().count()).max().unwrap_or(0).max(7);
     for (id, l) in lines {
@@ -115,11 +110,9 @@ fn draw(lines: &BTreeMap<String, Line>, baseline: &str, previously: usize) -> us
             .or_else(|| l.started.map(|s| s.elapsed()))
             .map(|d| human_duration(d.as_millis() as u64))
             .unwrap_or_default();
-        let _ = writeln!(err, "\x1b[2K  {id} {:<width$} {:<12} {:>7}  {}", l.runner, l.state, elapsed, l.detail);
-        n += 1;
+        block.push(format!("  {id} {:<width$} {:<12} {:>7}  {}", l.runner, l.state, elapsed, l.detail));
     }
-    let _ = err.flush();
-    n
+    crate::console::draw_block(&block);
 }
 
 /// How a candidate ended, in words.

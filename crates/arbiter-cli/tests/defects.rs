@@ -435,3 +435,37 @@ fn arbiter_s_directory_is_never_untracked_work_even_before_init() {
         assert_eq!(repo.status(), Vec::<String>::new(), "{first}: .arbiter/ is untracked work");
     }
 }
+
+/// The runner library printed warnings straight to stderr, garbling the live progress.
+/// Libraries never print: they return values, emit events, or log through `tracing`, which
+/// the CLI writes above its progress. (The sandbox's roles are processes of their own, whose
+/// stderr is theirs.)
+#[test]
+fn library_crates_never_print() {
+    let crates = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut found = Vec::new();
+    for lib in ["arbiter-core", "arbiter-runner", "arbiter-store", "arbiter-llm", "arbiter-agents", "arbiter-server"] {
+        let mut dirs = vec![crates.join(lib).join("src")];
+        while let Some(dir) = dirs.pop() {
+            for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+                let path = entry.path();
+                if path.is_dir() {
+                    dirs.push(path);
+                    continue;
+                }
+                if path.extension().is_none_or(|e| e != "rs") {
+                    continue;
+                }
+                let text = std::fs::read_to_string(&path).unwrap();
+                // Test modules close the files they are in.
+                let code = text.split("#[cfg(test)]").next().unwrap_or("");
+                for (n, line) in code.lines().enumerate() {
+                    if ["println!(", "eprintln!(", "print!(", "eprint!(", "dbg!("].iter().any(|m| line.contains(m)) {
+                        found.push(format!("{}:{}: {}", path.display(), n + 1, line.trim()));
+                    }
+                }
+            }
+        }
+    }
+    assert!(found.is_empty(), "library code prints (log with tracing, or return it):\n{}", found.join("\n"));
+}

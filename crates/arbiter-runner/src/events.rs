@@ -89,7 +89,7 @@ impl EventLog {
             if let Err(e) = inner.file.append(&event)
                 && !inner.store_error_reported
             {
-                eprintln!("arbiter: warning: cannot append to runtime_events.jsonl: {e}");
+                tracing::warn!("cannot append to runtime_events.jsonl: {e}");
                 inner.store_error_reported = true;
             }
             event
@@ -99,7 +99,7 @@ impl EventLog {
         {
             let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
             if !inner.store_error_reported {
-                eprintln!("arbiter: warning: cannot record events in the database: {e}");
+                tracing::warn!("cannot record events in the database: {e}");
                 inner.store_error_reported = true;
             }
         }

@@ -101,8 +101,8 @@ impl RunDir {
     /// seal is missing (`arbiter runs verify` then says so).
     pub fn seal_or_warn(&self, run_id: &RunId) {
         if let Err(e) = self.seal(run_id) {
-            eprintln!(
-                "arbiter: warning: cannot write {}: {e}; the run directory is not sealed",
+            tracing::warn!(
+                "cannot write {}: {e}; the run directory is not sealed",
                 self.path.join(paths::MANIFEST).display()
             );
         }

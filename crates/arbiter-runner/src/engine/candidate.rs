@@ -166,7 +166,7 @@ pub(super) async fn run_baseline(ctx: &RunCtx) -> BaselineRun {
     if !ctx.cancel.is_cancelled()
         && let Err(e) = ctx.run_dir.write_json(paths::BASELINE, &baseline)
     {
-        eprintln!("arbiter: warning: cannot write baseline.json: {e}");
+        tracing::warn!("cannot write baseline.json: {e}");
     }
     ctx.events
         .emit(

@@ -823,7 +823,7 @@ impl RunCtx {
             return;
         }
         if let Err(e) = self.run_dir.write_json(paths::STATE, &*state) {
-            eprintln!("arbiter: warning: cannot write state.json: {e}");
+            tracing::warn!("cannot write state.json: {e}");
         }
     }
 

@@ -83,7 +83,7 @@ pub(super) fn save(ctx: &RunCtx, run: &CandidateRun) {
     };
     let rel = format!("{}/{}/{}", paths::CANDIDATES, run.id, paths::RESULT);
     if let Err(e) = ctx.run_dir.write_json(&rel, &saved) {
-        eprintln!("arbiter: warning: cannot write {rel}: {e} (a resume would run this candidate again)");
+        tracing::warn!("cannot write {rel}: {e} (a resume would run this candidate again)");
     }
 }
 
