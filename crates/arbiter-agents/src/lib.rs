@@ -37,7 +37,7 @@ mod reported_cost;
 mod tool_effects;
 
 pub use agent::CliAgent;
-pub use clis::{invocation, parse_all, parser};
+pub use clis::{invocation, parse_all, parser, telemetry};
 pub use ending::{AgentEnding, ending};
 pub use event::{AgentEvent, EXCERPT_LIMIT, FinalStatus, StreamParser};
 pub use invocation::{

@@ -419,6 +419,11 @@ fn villani_code_arguments_keep_the_key_off_argv() {
             "mock",
             "--auto-approve",
             "--no-stream",
+            // Its own telemetry, in the agent home: read after it exits.
+            "--debug",
+            "trace",
+            "--debug-dir",
+            "/runs/r1/candidates/c1/agent-home/villani-debug",
             "--extra-flag",
             "--",
             "Fix add in calc.py"

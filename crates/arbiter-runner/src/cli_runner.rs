@@ -619,6 +619,9 @@ impl AgentRunner for CliRunner {
         };
         let (exit, ()) = tokio::join!(running, watch.follow(&done));
         let exit = exit?;
+        // What the CLI recorded beyond its output (villani-code's debug trace), before its
+        // home goes.
+        watch.take(arbiter_agents::telemetry(self.agent, &home)).await;
         if let Some(e) = watch.error.take() {
             return Err(e.into());
         }

@@ -11,6 +11,7 @@ pub(crate) mod codex;
 pub(crate) mod gemini;
 pub(crate) mod opencode;
 pub(crate) mod villani_code;
+pub(crate) mod villani_trace;
 
 use crate::agent::CliAgent;
 use crate::event::{AgentEvent, StreamParser};
@@ -37,6 +38,16 @@ pub fn parser(agent: CliAgent) -> Box<dyn StreamParser> {
         CliAgent::Aider => Box::new(aider::Parser::default()),
         CliAgent::OpenCode => Box::new(opencode::Parser::default()),
         CliAgent::VillaniCode => Box::new(villani_code::Parser::default()),
+    }
+}
+
+/// What `agent` recorded of its run beyond its output, read once it has exited from its
+/// agent home `home`: villani-code's debug trace (its commands, tool calls, edits and token
+/// usage); nothing for the CLIs whose output says it all.
+pub fn telemetry(agent: CliAgent, home: &std::path::Path) -> Vec<AgentEvent> {
+    match agent {
+        CliAgent::VillaniCode => villani_trace::read(home).map(|f| villani_trace::events(&f)).unwrap_or_default(),
+        _ => Vec::new(),
     }
 }
 

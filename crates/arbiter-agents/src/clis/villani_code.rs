@@ -15,7 +15,9 @@
 //!
 //! Output: with `--auto-approve` a first line `Auto-approval: ON`, then the text blocks of
 //! the final response printed through Rich. Nothing structured; the exit code (0 unless an
-//! exception escaped) is the verdict, and the printed text is the final message.
+//! exception escaped) is the verdict, and the printed text is the final message. What it
+//! did comes from its own debug trace (`--debug trace`, into the agent home), read once it
+//! exits (see `villani_trace`).
 
 use crate::agent::CliAgent;
 use crate::event::{AgentEvent, StreamParser};
@@ -43,6 +45,8 @@ pub(crate) fn invocation(spec: &InvocationSpec) -> Invocation {
     }
     inv.option("--model", spec.model.as_deref());
     inv.args(["--auto-approve", "--no-stream"]);
+    let debug_dir = spec.home_path(super::villani_trace::DEBUG_DIR);
+    inv.args(["--debug", "trace", "--debug-dir", debug_dir.as_str()]);
     inv.args(spec.extra_args.iter().cloned());
     // After `--` the instruction is positional even if it starts with a dash.
     inv.arg("--");
