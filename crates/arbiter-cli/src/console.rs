@@ -1,46 +1,53 @@
-//! The one writer of the terminal's stderr while a command runs: the live progress block
-//! (redrawn in place) and the lines that go above it — warnings and notes from anywhere in
-//! arbiter, which the libraries send through `tracing`, never by printing. A line written
-//! while the block is on screen erases the block first; the next draw puts it back below.
-//! Without a live block, lines are plain lines.
+//! The one writer of stderr while a command runs: the live progress block (on a terminal,
+//! through indicatif, each line cut to the terminal's width so nothing wraps) and the lines
+//! that go above it — warnings and notes from anywhere in arbiter, which the libraries send
+//! through `tracing`, never by printing. Without a live block, lines are plain lines.
 
-use std::io::Write;
 use std::sync::Mutex;
 
-/// How many lines of the live block are on screen.
-static BLOCK: Mutex<usize> = Mutex::new(0);
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+/// The live block, while one is drawn.
+struct Live {
+    multi: MultiProgress,
+    bars: Vec<ProgressBar>,
+}
+
+static LIVE: Mutex<Option<Live>> = Mutex::new(None);
 
 /// Writes `text` as a line of its own, above the live block if one is drawn.
 pub fn line(text: &str) {
-    let mut drawn = BLOCK.lock().unwrap_or_else(|p| p.into_inner());
-    let mut err = std::io::stderr().lock();
-    if *drawn > 0 {
-        // Up to the block's first line, and clear from there down.
-        let _ = write!(err, "\x1b[{}A\x1b[0J", *drawn);
-        *drawn = 0;
+    let live = LIVE.lock().unwrap_or_else(|p| p.into_inner());
+    match live.as_ref() {
+        Some(l) => {
+            let _ = l.multi.println(text);
+        }
+        None => eprintln!("{text}"),
     }
-    let _ = writeln!(err, "{text}");
-    let _ = err.flush();
 }
 
-/// Draws the live block in place of the one on screen.
+/// Shows `lines` as the live block (line `i` in the block's `i`-th row).
 pub fn draw_block(lines: &[String]) {
-    let mut drawn = BLOCK.lock().unwrap_or_else(|p| p.into_inner());
-    let mut err = std::io::stderr().lock();
-    if *drawn > 0 {
-        let _ = write!(err, "\x1b[{}A", *drawn);
+    let mut live = LIVE.lock().unwrap_or_else(|p| p.into_inner());
+    let l = live.get_or_insert_with(|| Live {
+        multi: MultiProgress::with_draw_target(ProgressDrawTarget::stderr_with_hz(10)),
+        bars: Vec::new(),
+    });
+    while l.bars.len() < lines.len() {
+        let bar = l.multi.add(ProgressBar::new_spinner());
+        bar.set_style(ProgressStyle::with_template("{wide_msg}").unwrap_or_else(|_| ProgressStyle::default_spinner()));
+        l.bars.push(bar);
     }
-    for l in lines {
-        let _ = writeln!(err, "\x1b[2K{l}");
+    for (bar, text) in l.bars.iter().zip(lines) {
+        bar.set_message(text.clone());
     }
-    if lines.len() < *drawn {
-        let _ = write!(err, "\x1b[0J");
-    }
-    *drawn = lines.len();
-    let _ = err.flush();
 }
 
-/// Leaves the block on screen as it is: what follows goes below it.
+/// Leaves the block on screen as it last was: what follows goes below it.
 pub fn release_block() {
-    *BLOCK.lock().unwrap_or_else(|p| p.into_inner()) = 0;
+    if let Some(l) = LIVE.lock().unwrap_or_else(|p| p.into_inner()).take() {
+        for bar in &l.bars {
+            bar.finish();
+        }
+    }
 }
