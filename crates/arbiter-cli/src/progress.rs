@@ -1,10 +1,12 @@
 //! Progress on stderr: one live line per candidate on a terminal, plain log lines
-//! otherwise. It only reads the run's events; it never decides anything.
+//! otherwise. It only reads the run's events — the ones it shows through their typed
+//! payloads (`arbiter_core::event::EventData`), so a renamed field does not compile — and
+//! never decides anything.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use arbiter_core::event::{Event, EventKind};
+use arbiter_core::event::{AgentFinished, BaselineFinished, CandidateFinished, CandidateQueued, Event, EventKind, GateFinished};
 use arbiter_core::time::human_duration;
 use tokio::sync::mpsc::UnboundedReceiver;
 
@@ -44,23 +46,17 @@ pub async fn render(mut rx: UnboundedReceiver<Event>) {
 }
 
 fn apply(lines: &mut BTreeMap<String, Line>, baseline: &mut String, ev: &Event) {
-    let d = &ev.data;
     if ev.kind == EventKind::BaselineStarted {
         *baseline = "baseline: running verify commands on the base".into();
     }
-    if ev.kind == EventKind::BaselineFinished {
-        let results = d["results"].as_array().cloned().unwrap_or_default();
-        let failing = results.iter().filter(|r| r["passed"] == false).count();
-        *baseline = match d["error"].as_str() {
-            Some(e) => format!("baseline: could not run ({e})"),
-            None => format!("baseline: {} of {} verify command(s) fail on the base", failing, results.len()),
-        };
+    if let Some(b) = ev.data_as::<BaselineFinished>() {
+        *baseline = baseline_line(&b);
     }
     let Some(id) = &ev.candidate else { return };
     let line = lines.entry(id.to_string()).or_default();
     match ev.kind {
         EventKind::CandidateQueued => {
-            line.runner = d["runner"].as_str().unwrap_or("").to_string();
+            line.runner = ev.data_as::<CandidateQueued>().map(|q| q.runner).unwrap_or_default();
             line.state = "queued".into();
         }
         EventKind::CandidatePreparing => {
@@ -70,26 +66,27 @@ fn apply(lines: &mut BTreeMap<String, Line>, baseline: &mut String, ev: &Event) 
         EventKind::AgentStarted => line.state = "running".into(),
         EventKind::AgentFinished => line.state = "evaluating".into(),
         EventKind::GateFinished => {
-            let mark = if d["passed"] == true { "✓" } else { "✗" };
-            line.detail.push_str(mark);
+            let passed = ev.data_as::<GateFinished>().is_some_and(|g| g.passed);
+            line.detail.push_str(if passed { "✓" } else { "✗" });
         }
         EventKind::CandidateFinished => {
-            line.state = d["status"].as_str().unwrap_or("done").to_string();
+            let Some(done) = ev.data_as::<CandidateFinished>() else { return };
+            line.state = done.status.as_str().to_string();
             line.ended = line.started.map(|s| s.elapsed());
             let mut detail = Vec::new();
-            if d["patch_empty"] == true {
+            if done.patch_empty == Some(true) {
                 detail.push("empty patch".to_string());
-            } else if d["applies_cleanly"] == false {
+            } else if done.applies_cleanly == Some(false) {
                 detail.push("patch does not apply".into());
             }
-            if let Some(total) = d["gates_total"].as_u64().filter(|t| *t > 0) {
-                detail.push(format!("gates {}/{}", d["gates_passed"].as_u64().unwrap_or(0), total));
+            if let Some(total) = done.gates_total.filter(|t| *t > 0) {
+                detail.push(format!("gates {}/{}", done.gates_passed.unwrap_or(0), total));
             }
-            if let Some(skip) = d["gates_skipped"].as_str() {
+            if let Some(skip) = done.gates_skipped {
                 detail.push(format!("gates skipped: {skip}"));
             }
-            if let Some(err) = d["error"].as_str() {
-                detail.push(err.to_string());
+            if let Some(err) = done.error {
+                detail.push(err);
             }
             line.detail = detail.join(", ");
         }
@@ -113,6 +110,18 @@ fn draw(lines: &BTreeMap<String, Line>, baseline: &str) {
         block.push(format!("  {id} {:<width$} {:<12} {:>7}  {}", l.runner, l.state, elapsed, l.detail));
     }
     crate::console::draw_block(&block);
+}
+
+/// The baseline's line: how many verify commands fail on the base, or why none ran.
+fn baseline_line(b: &BaselineFinished) -> String {
+    match &b.error {
+        Some(e) => format!("baseline: could not run ({e})"),
+        None => format!(
+            "baseline: {} of {} verify command(s) fail on the base",
+            b.results.iter().filter(|r| !r.passed).count(),
+            b.results.len()
+        ),
+    }
 }
 
 /// How a candidate ended, in words.
@@ -141,39 +150,22 @@ fn log_line(ev: &Event) -> Option<String> {
         ),
         EventKind::LeftoversPruned => format!("pruned worktrees left by crashed runs: {}", d["runs"]),
         EventKind::BaselineStarted => "baseline: running verify commands on the base".into(),
-        EventKind::BaselineFinished => {
-            let results = d["results"].as_array().cloned().unwrap_or_default();
-            format!(
-                "baseline: {} of {} verify command(s) fail on the base",
-                results.iter().filter(|r| r["passed"] == false).count(),
-                results.len()
-            )
-        }
+        EventKind::BaselineFinished => baseline_line(&ev.data_as::<BaselineFinished>()?),
         EventKind::CandidatePreparing => format!("{who} preparing ({})", d["runner"].as_str().unwrap_or("")),
         EventKind::SetupFinished => format!("{who} setup exited {}", d["exit_code"]),
         EventKind::AgentStarted => format!("{who} agent started"),
         EventKind::AgentFinished => {
-            if d["timed_out"] == true {
-                format!(
-                    "{who} agent timed out after {} and was killed",
-                    human_duration(d["duration_ms"].as_u64().unwrap_or(0))
-                )
-            } else if d["cancelled"] == true {
-                format!("{who} agent cancelled")
-            } else if d["exit_code"].is_null() && !d["signal"].is_null() {
-                format!(
-                    "{who} agent crashed (killed by signal {}) after {}",
-                    d["signal"],
-                    human_duration(d["duration_ms"].as_u64().unwrap_or(0))
-                )
-            } else if let Some(limit) = d["limit_reached"].as_str() {
-                format!("{who} agent stopped at a limit: {limit}")
-            } else {
-                format!(
-                    "{who} agent exited {} after {}",
-                    d["exit_code"],
-                    human_duration(d["duration_ms"].as_u64().unwrap_or(0))
-                )
+            let a = ev.data_as::<AgentFinished>()?;
+            let took = human_duration(a.duration_ms);
+            match (a.exit_code, a.signal) {
+                _ if a.timed_out => format!("{who} agent timed out after {took} and was killed"),
+                _ if a.cancelled => format!("{who} agent cancelled"),
+                (None, Some(signal)) => format!("{who} agent crashed (killed by signal {signal}) after {took}"),
+                _ if a.limit_reached.is_some() => {
+                    format!("{who} agent stopped at a limit: {}", a.limit_reached.unwrap_or_default())
+                }
+                (Some(code), _) => format!("{who} agent exited {code} after {took}"),
+                (None, None) => format!("{who} agent ended after {took}"),
             }
         }
         EventKind::ModelFallback => format!(
@@ -194,12 +186,13 @@ fn log_line(ev: &Event) -> Option<String> {
                 ", does NOT apply"
             }
         ),
-        EventKind::GateFinished => format!(
-            "{who} verify `{}`: {}",
-            d["command"].as_str().unwrap_or(""),
-            if d["passed"] == true { "passed" } else { "failed" }
-        ),
-        EventKind::CandidateFinished => format!("{who} {}", candidate_end(d["status"].as_str().unwrap_or(""))),
+        EventKind::GateFinished => {
+            let g = ev.data_as::<GateFinished>()?;
+            format!("{who} verify `{}`: {}", g.command, if g.passed { "passed" } else { "failed" })
+        }
+        EventKind::CandidateFinished => {
+            format!("{who} {}", candidate_end(ev.data_as::<CandidateFinished>()?.status.as_str()))
+        }
         EventKind::SelectionMade => format!("selection: {}", d["summary"].as_str().unwrap_or("")),
         EventKind::Materialized if d["applied"] == false => "winner not applied (--apply none)".into(),
         EventKind::Materialized => format!("applied winner ({})", d["mode"].as_str().unwrap_or("")),

@@ -6,7 +6,7 @@
 use std::sync::{Arc, Mutex};
 
 use arbiter_core::Clock;
-use arbiter_core::event::{Event, EventKind};
+use arbiter_core::event::{Event, EventData, EventKind};
 use arbiter_core::ids::{CandidateId, RunId};
 use arbiter_store::Store;
 use tokio::sync::mpsc::UnboundedSender;
@@ -73,6 +73,11 @@ impl EventLog {
     pub async fn emit(&self, kind: EventKind, candidate: Option<&CandidateId>, data: serde_json::Value) {
         let at = self.clock.now();
         self.record(Event { seq: 0, run_id: self.run_id.clone(), at, kind, candidate: candidate.cloned(), data }).await;
+    }
+
+    /// Records an event whose payload is typed (see [`EventData`]).
+    pub async fn emit_data<T: EventData>(&self, candidate: Option<&CandidateId>, data: &T) {
+        self.emit(T::KIND, candidate, serde_json::to_value(data).unwrap_or_default()).await;
     }
 
     /// Records an event another log recorded first (a candidate unit's): as it happened,

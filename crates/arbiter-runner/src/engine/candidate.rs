@@ -9,7 +9,7 @@ use std::time::Duration;
 use arbiter_core::artifact::{AgentOutcome, Baseline, PatchEvidence, RunnerSummary, SCHEMA_VERSION, paths};
 use arbiter_core::canary::{self, CanaryCheck};
 use arbiter_core::crosstest::{AuthoredTest, rule_for};
-use arbiter_core::event::EventKind;
+use arbiter_core::event::{AgentFinished, BaselineFinished, BaselineResult, CandidateFinished, EventKind, GateFinished};
 use arbiter_core::gate::CommandOutcome;
 use arbiter_core::ids::CandidateId;
 use arbiter_core::limits::{self, ChangedFile};
@@ -168,16 +168,15 @@ pub(super) async fn run_baseline(ctx: &RunCtx) -> BaselineRun {
     {
         tracing::warn!("cannot write baseline.json: {e}");
     }
-    ctx.events
-        .emit(
-            EventKind::BaselineFinished,
-            None,
-            json!({
-                "error": baseline.error,
-                "results": baseline.commands.iter().map(|c| json!({"command": c.command, "passed": c.passed(), "exit_code": c.exit_code})).collect::<Vec<_>>(),
-            }),
-        )
-        .await;
+    let finished = BaselineFinished {
+        error: baseline.error.clone(),
+        results: baseline
+            .commands
+            .iter()
+            .map(|c| BaselineResult { command: c.command.clone(), passed: c.passed(), exit_code: c.exit_code })
+            .collect(),
+    };
+    ctx.events.emit_data(None, &finished).await;
     BaselineRun { baseline, tree: kept }
 }
 
@@ -256,9 +255,8 @@ pub(super) async fn skip_candidate(ctx: &RunCtx, index: usize, why: String) -> C
     run.status = CandidateStatus::Skipped;
     run.not_run = Some(why);
     ctx.set_candidate_status(&run.id, run.status, None).await;
-    ctx.events
-        .emit(EventKind::CandidateFinished, Some(&run.id), json!({"status": run.status, "reason": run.not_run}))
-        .await;
+    let finished = CandidateFinished { reason: run.not_run.clone(), ..CandidateFinished::with_status(run.status) };
+    ctx.events.emit_data(Some(&run.id), &finished).await;
     resume::save(ctx, &run);
     run
 }
@@ -401,13 +399,17 @@ async fn run_candidate_steps(ctx: &RunCtx, index: usize, restart: Option<Restart
             run.setup_error = Some(e.to_string());
         }
     }
-    ctx.events
-        .emit(
-            EventKind::AgentFinished,
-            Some(&id),
-            json!({"exit_code": run.agent.exit_code, "signal": run.agent.signal, "timed_out": run.agent.timed_out, "cancelled": run.agent.cancelled, "duration_ms": run.agent.duration_ms, "limit_reached": run.agent.limit_reached, "failure": run.agent.failure}),
-        )
-        .await;
+    let a = &run.agent;
+    let finished = AgentFinished {
+        exit_code: a.exit_code,
+        signal: a.signal,
+        timed_out: a.timed_out,
+        cancelled: a.cancelled,
+        duration_ms: a.duration_ms,
+        limit_reached: a.limit_reached.clone(),
+        failure: a.failure.clone(),
+    };
+    ctx.events.emit_data(Some(&id), &finished).await;
     if run.agent.cancelled && !ctx.cancel.is_cancelled() && ctx.budget.exhausted() {
         // Stopped by the budget, not by the user: evaluated on its patch so far.
         run.agent.cancelled = false;
@@ -444,20 +446,15 @@ async fn run_candidate_steps(ctx: &RunCtx, index: usize, restart: Option<Restart
     }
     ctx.set_candidate_status(&id, run.status, run.agent.exit_code).await;
     let gates_passed = run.gate_outcomes.iter().filter(|o| o.passed()).count();
-    ctx.events
-        .emit(
-            EventKind::CandidateFinished,
-            Some(&id),
-            json!({
-                "status": run.status,
-                "patch_empty": run.patch.as_ref().map(|p| p.empty),
-                "applies_cleanly": run.patch.as_ref().map(|p| p.applies_cleanly),
-                "gates_passed": gates_passed,
-                "gates_total": run.gate_outcomes.len(),
-                "gates_skipped": run.gates_skipped,
-            }),
-        )
-        .await;
+    let finished = CandidateFinished {
+        patch_empty: run.patch.as_ref().map(|p| p.empty),
+        applies_cleanly: run.patch.as_ref().map(|p| p.applies_cleanly),
+        gates_passed: Some(gates_passed),
+        gates_total: Some(run.gate_outcomes.len()),
+        gates_skipped: run.gates_skipped.clone(),
+        ..CandidateFinished::with_status(run.status)
+    };
+    ctx.events.emit_data(Some(&id), &finished).await;
     run
 }
 
@@ -467,9 +464,8 @@ async fn ended_before_agent(ctx: &RunCtx, mut run: CandidateRun, status: Candida
     run.status = status;
     run.setup_error = Some(why);
     ctx.set_candidate_status(&run.id, run.status, None).await;
-    ctx.events
-        .emit(EventKind::CandidateFinished, Some(&run.id), json!({"status": run.status, "error": run.setup_error}))
-        .await;
+    let finished = CandidateFinished { error: run.setup_error.clone(), ..CandidateFinished::with_status(run.status) };
+    ctx.events.emit_data(Some(&run.id), &finished).await;
     run
 }
 
@@ -683,13 +679,15 @@ pub(super) async fn gate_candidate(
     match run_verify(&gates, &gate_run).await {
         Ok(outcomes) => {
             for o in &outcomes {
-                ctx.events
-                    .emit(
-                        EventKind::GateFinished,
-                        Some(&run.id),
-                        json!({"command": o.command, "passed": o.passed(), "exit_code": o.exit_code, "timed_out": o.timed_out, "duration_ms": o.duration_ms, "canary": o.canary.as_ref().map(|c| c.verdict)}),
-                    )
-                    .await;
+                let finished = GateFinished {
+                    command: o.command.clone(),
+                    passed: o.passed(),
+                    exit_code: o.exit_code,
+                    timed_out: o.timed_out,
+                    duration_ms: o.duration_ms,
+                    canary: o.canary.as_ref().map(|c| c.verdict),
+                };
+                ctx.events.emit_data(Some(&run.id), &finished).await;
             }
             if outcomes.len() < verify.len() {
                 run.gates_skipped = Some("the run was interrupted".into());
@@ -760,13 +758,13 @@ pub(super) async fn gate_kept(ctx: &RunCtx, mut run: CandidateRun) -> CandidateR
     }
     ctx.set_candidate_status(&run.id, run.status, run.agent.exit_code).await;
     let gates_passed = run.gate_outcomes.iter().filter(|o| o.passed()).count();
-    ctx.events
-        .emit(
-            EventKind::CandidateFinished,
-            Some(&run.id),
-            json!({"status": run.status, "gates_passed": gates_passed, "gates_total": run.gate_outcomes.len(), "gates_skipped": run.gates_skipped}),
-        )
-        .await;
+    let finished = CandidateFinished {
+        gates_passed: Some(gates_passed),
+        gates_total: Some(run.gate_outcomes.len()),
+        gates_skipped: run.gates_skipped.clone(),
+        ..CandidateFinished::with_status(run.status)
+    };
+    ctx.events.emit_data(Some(&run.id), &finished).await;
     resume::save(ctx, &run);
     run
 }

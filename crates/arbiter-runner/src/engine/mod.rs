@@ -535,7 +535,7 @@ impl Engine {
         }
         for i in 0..settings.candidates.value as usize {
             let id = CandidateId::from_index(i);
-            events.emit(EventKind::CandidateQueued, Some(&id), json!({"runner": settings.label_for(i)})).await;
+            events.emit_data(Some(&id), &arbiter_core::event::CandidateQueued { runner: settings.label_for(i) }).await;
         }
         Ok(self.assemble(RunParts {
             run_id,

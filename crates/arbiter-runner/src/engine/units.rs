@@ -18,13 +18,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use arbiter_core::artifact::{RunState, SCHEMA_VERSION, SettingsSnapshot, paths};
-use arbiter_core::event::{Event, EventKind};
+use arbiter_core::event::{CandidateQueued, Event};
 use arbiter_core::ids::{CandidateId, RunId};
 use arbiter_core::money::Usd;
 use arbiter_core::settings::RunSettings;
 use arbiter_core::status::{CandidateStatus, RunStatus};
 use arbiter_core::task::Task;
-use serde_json::json;
 
 use super::candidate::{run_candidate, skip_candidate};
 use super::{CandidateRun, Engine, EngineError, NewRun, RunOutcome, RunParts, drive, resume};
@@ -104,7 +103,7 @@ impl Engine {
             allow_dirty: true,
             unit: Some(id.clone()),
         }));
-        ctx.events.emit(EventKind::CandidateQueued, Some(&id), json!({"runner": ctx.settings.label_for(index)})).await;
+        ctx.events.emit_data(Some(&id), &CandidateQueued { runner: ctx.settings.label_for(index) }).await;
         let run = run_candidate(&ctx, index, None).await;
         let cost = run.calls.iter().filter_map(|c| c.cost).sum();
         Ok(CandidateUnitOutcome { id, status: run.status, dir: cdir, cost, interrupted: ctx.cancel.is_cancelled() })
