@@ -6,7 +6,9 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use arbiter_core::event::{AgentFinished, BaselineFinished, CandidateFinished, CandidateQueued, Event, EventKind, GateFinished};
+use arbiter_core::event::{
+    AgentFinished, BaselineFinished, CandidateFinished, CandidateQueued, Event, EventKind, GateFinished,
+};
 use arbiter_core::time::human_duration;
 use tokio::sync::mpsc::UnboundedReceiver;
 

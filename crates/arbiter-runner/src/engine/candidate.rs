@@ -9,7 +9,9 @@ use std::time::Duration;
 use arbiter_core::artifact::{AgentOutcome, Baseline, PatchEvidence, RunnerSummary, SCHEMA_VERSION, paths};
 use arbiter_core::canary::{self, CanaryCheck};
 use arbiter_core::crosstest::{AuthoredTest, rule_for};
-use arbiter_core::event::{AgentFinished, BaselineFinished, BaselineResult, CandidateFinished, EventKind, GateFinished};
+use arbiter_core::event::{
+    AgentFinished, BaselineFinished, BaselineResult, CandidateFinished, EventKind, GateFinished,
+};
 use arbiter_core::gate::CommandOutcome;
 use arbiter_core::ids::CandidateId;
 use arbiter_core::limits::{self, ChangedFile};
