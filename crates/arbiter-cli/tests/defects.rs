@@ -469,3 +469,44 @@ fn library_crates_never_print() {
     }
     assert!(found.is_empty(), "library code prints (log with tracing, or return it):\n{}", found.join("\n"));
 }
+
+/// Build output stays out of the patch but not out of the tree the gates run in. A hostile
+/// candidate leaves a crafted `__pycache__/calc.*.pyc` — the fixed module, compiled against
+/// the unchanged source's size and time — so Python would import the fix while its patch
+/// changes only the README. Its gates run with the bytecode cache moved out of the tree:
+/// they see the source it did not fix, and it fails them.
+#[test]
+fn bytecode_a_candidate_left_in_its_tree_is_never_what_its_gates_import() {
+    let repo = python_repo(
+        r#"set -e
+python3 - <<'PY'
+import os, py_compile, shutil
+st = os.stat("calc.py")
+src = open("calc.py").read()
+open("calc.py", "w").write(src.replace("return a - b", "return a + b"))
+os.utime("calc.py", (st.st_atime, st.st_mtime))
+py_compile.compile("calc.py", doraise=True)
+open("calc.py", "w").write(src)
+os.utime("calc.py", (st.st_atime, st.st_mtime))
+PY
+echo "calc, now documented" >> README.md
+"#,
+    );
+    repo.arbiter(&["init"]).assert_code(0);
+    let run = repo.arbiter(&[
+        "run",
+        "--task",
+        "Fix add",
+        "--command",
+        "./agent.sh",
+        "--candidates",
+        "1",
+        "--verify",
+        VERIFY_PY,
+        "--apply",
+        "none",
+    ]);
+    let evidence = read_json(&repo.run_dir().join("candidates/c01/evidence.json"));
+    assert_eq!(evidence["gates"][0]["passed"], json!(false), "the crafted bytecode passed the gate: {evidence:#}");
+    assert_eq!(read_json(&repo.run_dir().join("selection.json"))["winner"], json!(null), "{}", run.stdout);
+}

@@ -61,7 +61,10 @@ fn plan_commands_read_as_they_did() {
     let status = repo.arbiter(&["plan", "status", "snap"]);
     status.assert_code(0);
     insta::assert_snapshot!("plan_status", normalized(&repo, &status.stdout));
-    repo.write("gate.json", WHILLY.replace("\"snap\"", "\"snap-gate\"").replace("Write two.txt once one.txt exists", "Write two"));
+    repo.write(
+        "gate.json",
+        WHILLY.replace("\"snap\"", "\"snap-gate\"").replace("Write two.txt once one.txt exists", "Write two"),
+    );
     let strict = repo.arbiter(&["plan", "apply", "gate.json", "--strict", "--gate", "whilly"]);
     strict.assert_code(0);
     insta::assert_snapshot!("plan_apply_whilly_gate", normalized(&repo, &strict.stdout));

@@ -40,21 +40,27 @@ const UNITTEST: &str = "python3 -m unittest {path}";
 /// where its author's verify command found pytest. `None` when no verify command runs
 /// pytest or unittest plainly enough to tell (then `python3 -m unittest`).
 fn python_template(verify: &[String]) -> Option<String> {
-    verify.iter().find_map(|v| {
-        // The part of a compound command (`cd x && ...`, `a; b`) that runs the tests.
-        let part = v.split(['&', '|', ';']).map(str::trim).find(|p| p.contains("pytest") || p.contains("unittest"))?;
+    verify.iter().flat_map(|v| v.split(['&', '|', ';'])).find_map(|part| {
+        let part = part.trim();
         if part.contains(['"', '\'', '`', '$', '(', '<', '>']) {
             return None;
         }
         let words: Vec<&str> = part.split_whitespace().collect();
-        let runner = |w: &str| {
-            let name = w.rsplit('/').next().unwrap_or(w);
-            name == "pytest" || name == "py.test"
+        let name = |w: &str| w.rsplit('/').next().unwrap_or(w).to_string();
+        // Only what runs the tests may come before the runner: assignments, a Python
+        // interpreter, a wrapper that runs a program (`poetry run`, `uv run`); never
+        // `pip install pytest`, whose `pytest` is no runner.
+        let leads_up = |before: &[&str]| {
+            before.iter().all(|w| {
+                let n = name(w);
+                w.contains('=') || n.starts_with("python") || WRAPPERS.contains(&n.as_str())
+            })
         };
         let (end, pytest) = words.iter().enumerate().find_map(|(i, w)| {
-            if runner(w) {
+            let n = name(w);
+            if (n == "pytest" || n == "py.test") && leads_up(&words[..i]) {
                 Some((i, true))
-            } else if *w == "-m" {
+            } else if *w == "-m" && leads_up(&words[..i]) {
                 match words.get(i + 1) {
                     Some(&"pytest") => Some((i + 1, true)),
                     Some(&"unittest") => Some((i + 1, false)),
@@ -68,6 +74,9 @@ fn python_template(verify: &[String]) -> Option<String> {
         Some(if pytest { format!("{prefix} -q {{path}}") } else { format!("{prefix} {{path}}") })
     })
 }
+
+/// Programs that run the program after them (with `run`): what may come before pytest.
+const WRAPPERS: &[&str] = &["poetry", "uv", "pipenv", "hatch", "pdm", "rye", "run", "env", "exec"];
 
 /// The built-in rules, per language, in the order they are tried. Python test files run
 /// the way the verify commands run the tests (see [`python_template`]), else with unittest.
@@ -358,6 +367,8 @@ mod tests {
             ("cd . && uv run python -m pytest", "uv run python -m pytest -q {path}"),
             ("python3.12 -m unittest discover -s tests", "python3.12 -m unittest {path}"),
             ("make test", "python3 -m unittest {path}"),
+            ("pip install pytest && pytest tests", "pytest -q {path}"),
+            ("uv run --with pytest pytest", "python3 -m unittest {path}"),
             ("\"$PY\" -m pytest", "python3 -m unittest {path}"),
         ] {
             assert_eq!(template(verify), expected, "{verify}");

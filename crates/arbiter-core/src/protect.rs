@@ -64,7 +64,7 @@ pub const DEFAULT_BUILD_OUTPUTS: &[&str] = &[
     "**/.next/**",
     "**/.turbo/**",
     "**/.parcel-cache/**",
-    "**/target/**",
+    "target/**",
     "**/.gradle/**",
     "**/.DS_Store",
 ];

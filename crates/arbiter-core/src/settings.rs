@@ -508,6 +508,9 @@ pub struct OutsideProgram {
     pub copy: String,
 }
 
+/// How to write a glob, for a setting that holds one that is not.
+const GLOB_FIX: &str = "write globs like \"tests/**\" or \"**/test_*.py\" (`*` within a name, `**` across directories, `[ab]`, `{a,b}`; escape a literal character with a backslash)";
+
 /// Whether an include entry names `.git` or `.arbiter` (or something inside them).
 pub fn names_private_dir(entry: &str) -> bool {
     let first = entry.trim().trim_start_matches("./").split('/').next().unwrap_or("");
@@ -695,6 +698,13 @@ impl RunSettings {
             });
         }
         let include = layer(non_empty(flags.include), run.include.clone(), Vec::new());
+        if let Some((bad, why)) = include.value.iter().find_map(|i| crate::protect::invalid_glob(i).map(|w| (i, w))) {
+            return Err(SettingsError::Invalid {
+                key: "include",
+                problem: format!("'{bad}' is not a path or a glob ({why})"),
+                fix: GLOB_FIX.into(),
+            });
+        }
         if let Some(bad) = include.value.iter().find(|i| names_private_dir(i)) {
             return Err(SettingsError::Invalid {
                 key: "include",
@@ -778,7 +788,7 @@ impl RunSettings {
             return Err(SettingsError::Invalid {
                 key,
                 problem: format!("'{bad}' is not a glob ({why})"),
-                fix: "write globs like \"tests/**\" or \"**/test_*.py\" (`*` within a name, `**` across directories, `[ab]`, `{a,b}`; escape a literal character with a backslash)".into(),
+                fix: GLOB_FIX.into(),
             });
         }
         let allow_test_changes = layer(flags.allow_test_changes.then_some(true), run.allow_test_changes, false);
@@ -811,6 +821,17 @@ impl RunSettings {
                 key: "cross_tests.rules",
                 problem: format!("a rule has an empty pattern or command ({:?} → {:?})", bad.pattern, bad.command),
                 fix: "give every [[cross_tests.rules]] a pattern and a command".into(),
+            });
+        }
+        if let Some((bad, why)) = cross_test_rules
+            .value
+            .iter()
+            .find_map(|r| crate::protect::invalid_glob(&r.pattern).map(|w| (&r.pattern, w)))
+        {
+            return Err(SettingsError::Invalid {
+                key: "cross_tests.rules",
+                problem: format!("pattern '{bad}' is not a glob ({why})"),
+                fix: GLOB_FIX.into(),
             });
         }
         Ok(RunSettings {

@@ -60,7 +60,10 @@ async fn unstage_added_outputs(worktree: &Git, base: &str, build_outputs: &[Stri
         list.push(0);
     }
     worktree
-        .run_with_input(["rm", "--cached", "--quiet", "--pathspec-from-file=-", "--pathspec-file-nul"], &list)
+        .run_with_input(
+            ["rm", "--cached", "--quiet", "--ignore-unmatch", "--pathspec-from-file=-", "--pathspec-file-nul"],
+            &list,
+        )
         .await
         .map(|_| ())
 }

@@ -67,6 +67,21 @@ pub async fn run_verify(gates: &[Gate<'_>], run: &GateRun<'_>) -> std::io::Resul
     Ok(outcomes)
 }
 
+/// The environment of a gate: the run's, with Python's bytecode cache moved out of the tree
+/// (into the workspace's own temporary directory, beside the tree). Bytecode a candidate
+/// left in its tree — build output, never part of its patch — is then never what the
+/// gates import: a crafted `.pyc` cannot pass a gate that its patch would fail.
+fn gate_env(run: &GateRun<'_>) -> Vec<(String, String)> {
+    let mut env = run.env.to_vec();
+    let beside = run.cwd.parent().map(|p| p.join("tmp")).filter(|t| t.is_dir());
+    if let Some(tmp) = beside
+        && !env.iter().any(|(k, _)| k == "PYTHONPYCACHEPREFIX")
+    {
+        env.push(("PYTHONPYCACHEPREFIX".into(), tmp.join("pycache").display().to_string()));
+    }
+    env
+}
+
 /// Runs one gate, its log `verify-<number>.log`.
 pub async fn run_gate(gate: &Gate<'_>, number: usize, run: &GateRun<'_>) -> std::io::Result<CommandOutcome> {
     std::fs::create_dir_all(run.log_dir)?;
@@ -78,7 +93,7 @@ pub async fn run_gate(gate: &Gate<'_>, number: usize, run: &GateRun<'_>) -> std:
     let cmd = ShellCommand {
         command: gate.canary.map_or(gate.command, |plan| plan.command.as_str()).to_string(),
         cwd: run.cwd.to_path_buf(),
-        env: run.env.to_vec(),
+        env: gate_env(run),
         stdout: log.clone(),
         stderr: log.clone(),
         timeout: run.timeout,

@@ -6,7 +6,7 @@
 
 use std::str::FromStr;
 
-use sqlx::postgres::PgConnectOptions;
+use sqlx::postgres::{PgConnectOptions, PgSslMode};
 
 use crate::StoreError;
 
@@ -44,10 +44,15 @@ impl PgUrl {
                 });
             }
         }
-        let options = PgConnectOptions::from_str(url).map_err(|e| StoreError::UnsupportedDatabase {
+        let mut options = PgConnectOptions::from_str(url).map_err(|e| StoreError::UnsupportedDatabase {
             problem: format!("the Postgres URL cannot be read: {}", scrub(e.to_string())),
             fix: SUPPORTED.into(),
         })?;
+        // libpq reads `sslmode=require` with a root certificate as `verify-ca`: the CA was
+        // given to be checked against (sqlx alone would accept any certificate).
+        if matches!(options.get_ssl_mode(), PgSslMode::Require) && query_has(url, "sslrootcert") {
+            options = options.ssl_mode(PgSslMode::VerifyCa);
+        }
         let location = format!(
             "postgres://{}@{}:{}/{}",
             options.get_username(),
@@ -62,6 +67,11 @@ impl PgUrl {
     pub fn scrub(&self, text: &str) -> String {
         scrub(text, &self.secrets)
     }
+}
+
+/// Whether `url`'s query names `key`.
+fn query_has(url: &str, key: &str) -> bool {
+    url.split_once('?').is_some_and(|(_, q)| q.split('&').any(|p| p.split('=').next() == Some(key)))
 }
 
 /// The password of `url`: after `user:` in its authority, and as its `password` parameter
@@ -152,6 +162,9 @@ mod tests {
     #[test]
     fn sslmode_is_read_as_libpq_reads_it() {
         assert!(PgUrl::parse("postgres://u@h/d?sslmode=verify-full").is_ok());
+        let mode = |url: &str| PgUrl::parse(url).unwrap().options.get_ssl_mode();
+        assert!(matches!(mode("postgres://u@h/d?sslmode=require"), PgSslMode::Require));
+        assert!(matches!(mode("postgres://u@h/d?sslmode=require&sslrootcert=/etc/ca.pem"), PgSslMode::VerifyCa));
         let Err(e) = PgUrl::parse("postgres://u:pw-in-url@h/d?sslmode=sometimes") else { panic!("accepted") };
         assert!(e.to_string().contains("sslmode") || e.to_string().contains("sometimes"), "{e}");
         assert!(!e.to_string().contains("pw-in-url"), "{e}");

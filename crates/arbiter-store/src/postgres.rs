@@ -33,7 +33,9 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// What to check, for a connection that failed with `problem`.
 fn connect_fix(problem: &str) -> &'static str {
     let p = problem.to_ascii_lowercase();
-    if p.contains("password") || p.contains("authentication") {
+    if p.contains("role \"") && p.contains("does not exist") {
+        "check the user in the database URL, or create it (createuser NAME)"
+    } else if p.contains("password") || p.contains("authentication") {
         "check the user and password in the database URL (ARBITER_DATABASE_URL or --database-url)"
     } else if p.contains("does not exist") {
         "check the database name in the URL, or create it (createdb NAME)"

@@ -533,7 +533,7 @@ fn program_exists(word: &str, repo: Option<&Path>) -> bool {
     let executable = |p: &Path| p.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
     if word.contains('/') {
         let path = Path::new(word);
-        return if path.is_absolute() { path.exists() } else { repo.is_some_and(|r| r.join(path).exists()) };
+        return if path.is_absolute() { executable(path) } else { repo.is_some_and(|r| executable(&r.join(path))) };
     }
     std::env::var_os("PATH").is_some_and(|paths| std::env::split_paths(&paths).any(|d| executable(&d.join(word))))
 }

@@ -21,11 +21,15 @@ pub async fn list(repo: Option<&Path>, limit: u32, as_json: bool) -> Result<u8, 
     let store = ctx.store().await?;
     let mut runs = store.list_runs(limit).await?;
     // A run still `running` whose process is gone was interrupted (killed, or the machine
-    // went down): said so, and how to continue it.
+    // went down): said so, and how to continue it. Only a run of this repository, whose
+    // state says which process owns it, can be told dead: another machine's run (a shared
+    // store), or one that has not written its state yet, stays `running`.
     let mut interrupted = Vec::new();
+    let runs_dir = ctx.workspace.runs_dir();
     for r in runs.iter_mut().filter(|r| r.status == RunStatus::Running) {
-        let pid = read_artifact::<RunState>(Path::new(&r.run_dir), paths::STATE).map(|s| s.pid as i32).unwrap_or(0);
-        if !arbiter_runner::process::process_alive(pid) {
+        let dir = Path::new(&r.run_dir);
+        let Ok(state) = read_artifact::<RunState>(dir, paths::STATE) else { continue };
+        if dir.starts_with(&runs_dir) && !arbiter_runner::process::process_alive(state.pid as i32) {
             r.status = RunStatus::Interrupted;
             interrupted.push(r.id.to_string());
         }

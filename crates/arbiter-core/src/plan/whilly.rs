@@ -43,21 +43,38 @@ struct WhillyTask {
     prd_requirement: String,
 }
 
-/// Words a shell runs wherever it runs: builtins and keywords a test step may start with.
+/// Shell builtins no sentence starts with.
+const SHELL_SYMBOLS: &[&str] = &["[", "[[", "!", ":", ".", "("];
+
+/// Shell builtins and keywords that are English words too ("test that ...", "set up ...",
+/// "export the CSV ..."): a command only with shell syntax in the step.
 const SHELL_WORDS: &[&str] = &[
-    "test", "[", "[[", "!", ":", ".", "cd", "true", "false", "echo", "printf", "export", "set", "exit", "if", "for",
-    "while", "until", "case", "command", "source", "eval", "exec", "read", "type", "env", "(",
+    "test", "cd", "true", "false", "echo", "printf", "export", "set", "exit", "if", "for", "while", "until", "case",
+    "command", "source", "eval", "exec", "read", "type", "env",
 ];
 
-/// Whether a test step is a command: its first word (after `NAME=value` assignments) is a
-/// shell word, or a program `program_exists` finds (a name on `PATH`, or a path such as
-/// `./run.sh` or `scripts/check` in the repository). Otherwise it is a sentence.
+/// Whether a test step is a command. Its first word (after `NAME=value` assignments) must
+/// be a shell builtin or a program `program_exists` finds (an executable on `PATH`, or an
+/// executable path such as `./run.sh` or `scripts/check` in the repository); and a step of
+/// more than four words — or one starting with a builtin that is also an English word —
+/// must show shell syntax (an option, a path, an assignment, a quote, an operator), or it
+/// reads as a sentence ("make sure the server starts", "test that it works"). In doubt, a
+/// step is a sentence: a manual check loses nothing, a sentence run as a command fails.
 pub fn is_command(step: &str, program_exists: &dyn Fn(&str) -> bool) -> bool {
-    let Some(first) = step.split_whitespace().find(|w| !is_assignment(w)) else {
+    let words: Vec<&str> = step.split_whitespace().collect();
+    let Some(first) = words.iter().copied().find(|w| !is_assignment(w)) else {
         return false;
     };
     let first = first.strip_prefix('(').filter(|w| !w.is_empty()).unwrap_or(first);
-    SHELL_WORDS.contains(&first) || program_exists(first)
+    let shell_syntax = words.iter().skip(1).any(|w| w.starts_with('-'))
+        || step.contains(['/', '=', '$', '|', '&', ';', '>', '<', '*', '"', '\'', '`']);
+    if SHELL_SYMBOLS.contains(&first) {
+        return true;
+    }
+    if SHELL_WORDS.contains(&first) {
+        return words.len() == 1 || shell_syntax;
+    }
+    program_exists(first) && (words.len() <= 4 || shell_syntax)
 }
 
 fn is_assignment(word: &str) -> bool {
@@ -224,6 +241,12 @@ mod tests {
             "Run the tests and confirm the endpoint returns 200",
             "Verify that the page shows the new column",
             "The CSV has a header row",
+            "export the CSV and check the header",
+            "set up the database",
+            "test that it works",
+            "read the logs",
+            "source code compiles",
+            "pytest passes on every supported version and nothing else breaks",
             "",
         ] {
             assert!(!is_command(step, &on_path), "{step}");

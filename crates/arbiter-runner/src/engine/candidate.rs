@@ -276,7 +276,11 @@ async fn backend_place(
     let arbiter_core::settings::RunnerKind::Agent(_) = &spec.kind else { return None };
     let models = ctx.models.as_deref()?;
     let endpoint = models.endpoints.get(chain.first()?)?;
-    models.client.hold(endpoint).await.ok()
+    // An interrupted run does not wait for a place.
+    tokio::select! {
+        place = models.client.hold(endpoint) => place.ok(),
+        _ = ctx.cancel.cancelled() => None,
+    }
 }
 
 pub(super) async fn run_candidate(ctx: &RunCtx, index: usize, restart: Option<Restart>) -> CandidateRun {
