@@ -33,6 +33,18 @@ fn normalized(repo: &TestRepo, text: &str) -> String {
                 && core.trim_end_matches(['m', 's']).chars().all(|c| c.is_ascii_digit() || c == '.' || c == 'm');
             if is_duration { format!("[DUR]{tail}") } else { word.to_string() }
         })
+        .collect::<String>()
+        // A duration's width varies (`975ms`, `1.2s`), and so does the padding after it.
+        .split("[DUR]")
+        .enumerate()
+        .map(|(i, part)| {
+            let rest = part.trim_start_matches(' ');
+            match i {
+                0 => part.to_string(),
+                _ if rest.starts_with('\n') || rest.is_empty() => format!("[DUR]{rest}"),
+                _ => format!("[DUR] {rest}"),
+            }
+        })
         .collect()
 }
 
