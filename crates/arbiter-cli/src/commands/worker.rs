@@ -321,6 +321,22 @@ fn write_token_file(file: &Path, token: &str) -> Result<(), CliError> {
     Ok(())
 }
 
+/// A worker's current work in words: what it holds (`plan/task/unit`), or that it waits
+/// for work.
+fn describe_work(work: &serde_json::Value) -> String {
+    match work {
+        serde_json::Value::Null => "-".into(),
+        serde_json::Value::Object(o) if o.contains_key("claiming") => "waiting for work".into(),
+        serde_json::Value::Array(held) if held.is_empty() => "waiting for work".into(),
+        serde_json::Value::Array(held) => held
+            .iter()
+            .map(|h| ["plan", "task", "unit"].iter().filter_map(|k| h[*k].as_str()).collect::<Vec<_>>().join("/"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        other => other.to_string(),
+    }
+}
+
 /// The workers as a table.
 fn table(workers: &[WorkerView]) -> String {
     if workers.is_empty() {
@@ -337,7 +353,7 @@ fn table(workers: &[WorkerView]) -> String {
                 "idle"
             };
             let list = |v: &[String]| if v.is_empty() { "-".to_string() } else { v.join(",") };
-            let work = if w.current_work.is_null() { "-".to_string() } else { w.current_work.to_string() };
+            let work = describe_work(&w.current_work);
             [
                 w.name.clone(),
                 w.id.clone(),
@@ -372,4 +388,17 @@ fn table(workers: &[WorkerView]) -> String {
         out.push_str(&line(r.iter().map(String::as_str).collect()));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn current_work_reads_as_words() {
+        assert_eq!(describe_work(&serde_json::json!({"claiming": "2"})), "waiting for work");
+        let held = serde_json::json!([{"plan": "calc", "task": "fix-add", "unit": "c01"}, {"plan": "calc", "task": "fix-mul", "unit": null}]);
+        assert_eq!(describe_work(&held), "calc/fix-add/c01, calc/fix-mul");
+        assert_eq!(describe_work(&serde_json::Value::Null), "-");
+    }
 }
