@@ -7,7 +7,9 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use arbiter_core::event::{
-    AgentFinished, BaselineFinished, CandidateFinished, CandidateQueued, Event, EventKind, GateFinished,
+    AgentFinished, BaselineFinished, CandidateFinished, CandidatePreparing, CandidateQueued, Event, EventKind,
+    GateFinished, LeftoversPruned, MaterializeFailed, Materialized, ModelFallback, PatchCaptured, RunStarted,
+    SelectionMade, SetupFinished, Warning,
 };
 use arbiter_core::time::human_duration;
 use tokio::sync::mpsc::UnboundedReceiver;
@@ -141,20 +143,34 @@ fn candidate_end(status: &str) -> String {
 }
 
 fn log_line(ev: &Event) -> Option<String> {
-    let d = &ev.data;
     let who = ev.candidate.as_ref().map(|c| c.to_string()).unwrap_or_else(|| "run".into());
     let text = match ev.kind {
-        EventKind::RunStarted => format!(
-            "run {} started: {} candidate(s), base {}",
-            ev.run_id,
-            d["candidates"],
-            d["base_commit"].as_str().map(|c| &c[..c.len().min(12)]).unwrap_or("")
-        ),
-        EventKind::LeftoversPruned => format!("pruned worktrees left by crashed runs: {}", d["runs"]),
+        EventKind::RunStarted => {
+            let r = ev.data_as::<RunStarted>()?;
+            let base = &r.base_commit[..r.base_commit.len().min(12)];
+            format!("run {} started: {} candidate(s), base {base}", ev.run_id, r.candidates)
+        }
+        EventKind::LeftoversPruned => {
+            format!("pruned worktrees left by crashed runs: {}", ev.data_as::<LeftoversPruned>()?.runs.join(", "))
+        }
         EventKind::BaselineStarted => "baseline: running verify commands on the base".into(),
         EventKind::BaselineFinished => baseline_line(&ev.data_as::<BaselineFinished>()?),
-        EventKind::CandidatePreparing => format!("{who} preparing ({})", d["runner"].as_str().unwrap_or("")),
-        EventKind::SetupFinished => format!("{who} setup exited {}", d["exit_code"]),
+        EventKind::CandidatePreparing => {
+            let p = ev.data_as::<CandidatePreparing>()?;
+            match (p.restart, p.runner) {
+                (true, _) if p.reuses_worktree == Some(true) => format!("{who} restarting in its own workspace"),
+                (true, _) => format!("{who} restarting in a fresh workspace"),
+                (false, runner) => format!("{who} preparing ({})", runner.unwrap_or_default()),
+            }
+        }
+        EventKind::SetupFinished => {
+            let s = ev.data_as::<SetupFinished>()?;
+            match s.exit_code {
+                _ if s.timed_out => format!("{who} setup timed out after {}", human_duration(s.duration_ms)),
+                Some(code) => format!("{who} setup exited {code}"),
+                None => format!("{who} setup was killed"),
+            }
+        }
         EventKind::AgentStarted => format!("{who} agent started"),
         EventKind::AgentFinished => {
             let a = ev.data_as::<AgentFinished>()?;
@@ -170,24 +186,24 @@ fn log_line(ev: &Event) -> Option<String> {
                 (None, None) => format!("{who} agent ended after {took}"),
             }
         }
-        EventKind::ModelFallback => format!(
-            "{who} backend {} failed ({}); {}",
-            d["from"].as_str().unwrap_or("?"),
-            d["reason"].as_str().unwrap_or(""),
-            d["to"].as_str().map(|t| format!("trying {t}")).unwrap_or_else(|| "no backend left".into())
-        ),
-        EventKind::PatchCaptured => format!(
-            "{who} patch: {} file(s), {} changed line(s){}",
-            d["files_changed"],
-            d["changed_lines"],
-            if d["empty"] == true {
-                ", empty"
-            } else if d["applies_cleanly"] == true {
-                ", applies cleanly"
-            } else {
-                ", does NOT apply"
-            }
-        ),
+        EventKind::ModelFallback => {
+            let f = ev.data_as::<ModelFallback>()?;
+            let next = f.to.map(|t| format!("trying {t}")).unwrap_or_else(|| "no backend left".into());
+            format!("{who} backend {} failed ({}); {next}", f.from, f.reason)
+        }
+        EventKind::PatchCaptured => {
+            let p = ev.data_as::<PatchCaptured>()?;
+            let how = match (p.empty, p.applies_cleanly) {
+                (Some(true), _) => ", empty",
+                (_, Some(true)) => ", applies cleanly",
+                _ => ", does NOT apply",
+            };
+            format!(
+                "{who} patch: {} file(s), {} changed line(s){how}",
+                p.files_changed.unwrap_or(0),
+                p.changed_lines.unwrap_or(0)
+            )
+        }
         EventKind::GateFinished => {
             let g = ev.data_as::<GateFinished>()?;
             format!("{who} verify `{}`: {}", g.command, if g.passed { "passed" } else { "failed" })
@@ -195,11 +211,16 @@ fn log_line(ev: &Event) -> Option<String> {
         EventKind::CandidateFinished => {
             format!("{who} {}", candidate_end(ev.data_as::<CandidateFinished>()?.status.as_str()))
         }
-        EventKind::SelectionMade => format!("selection: {}", d["summary"].as_str().unwrap_or("")),
-        EventKind::Materialized if d["applied"] == false => "winner not applied (--apply none)".into(),
-        EventKind::Materialized => format!("applied winner ({})", d["mode"].as_str().unwrap_or("")),
-        EventKind::MaterializeFailed => format!("could not apply winner: {}", d["error"].as_str().unwrap_or("")),
-        EventKind::Warning => format!("warning: {}", d["message"].as_str().unwrap_or("")),
+        EventKind::SelectionMade => format!("selection: {}", ev.data_as::<SelectionMade>()?.summary),
+        EventKind::Materialized => {
+            let m = ev.data_as::<Materialized>()?;
+            if m.applied { format!("applied winner ({})", m.mode) } else { "winner not applied (--apply none)".into() }
+        }
+        EventKind::MaterializeFailed => {
+            let MaterializeFailed(m) = ev.data_as::<MaterializeFailed>()?;
+            format!("could not apply winner: {}", m.error.unwrap_or_default())
+        }
+        EventKind::Warning => format!("warning: {}", ev.data_as::<Warning>()?.message),
         EventKind::RunInterrupted => "run interrupted".into(),
         _ => return None,
     };

@@ -240,6 +240,163 @@ impl EventData for CandidateFinished {
     const KIND: EventKind = EventKind::CandidateFinished;
 }
 
+/// `run_started`: what the run is, as it starts.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunStarted {
+    pub task: String,
+    pub base_ref: String,
+    pub base_commit: String,
+    pub candidates: u32,
+    pub parallel: u32,
+    #[serde(default)]
+    pub runners: Vec<String>,
+    #[serde(default)]
+    pub verify: Vec<String>,
+    #[serde(default)]
+    pub allow_dirty: bool,
+    #[serde(default)]
+    pub strategy: crate::strategy::Strategy,
+    #[serde(default)]
+    pub budget_usd: Option<crate::money::Usd>,
+    #[serde(default)]
+    pub sandbox: Option<crate::sandbox::Enforcement>,
+}
+
+impl EventData for RunStarted {
+    const KIND: EventKind = EventKind::RunStarted;
+}
+
+/// `leftovers_pruned`: the workspaces of crashed runs taken back.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LeftoversPruned {
+    pub runs: Vec<String>,
+}
+
+impl EventData for LeftoversPruned {
+    const KIND: EventKind = EventKind::LeftoversPruned;
+}
+
+/// `candidate_preparing`: a candidate's workspace is being made ready; for a resumed
+/// candidate, whether it continues in its own workspace and session.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct CandidatePreparing {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runner: Option<String>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub restart: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reuses_worktree: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+}
+
+impl EventData for CandidatePreparing {
+    const KIND: EventKind = EventKind::CandidatePreparing;
+}
+
+/// `setup_finished`: the setup command in a fresh workspace.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SetupFinished {
+    pub exit_code: Option<i32>,
+    #[serde(default)]
+    pub timed_out: bool,
+    #[serde(default)]
+    pub duration_ms: u64,
+}
+
+impl EventData for SetupFinished {
+    const KIND: EventKind = EventKind::SetupFinished;
+}
+
+/// `model_fallback`: a backend failed and the next of the chain was tried (`to`: none left).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ModelFallback {
+    pub from: String,
+    pub to: Option<String>,
+    pub reason: String,
+}
+
+impl EventData for ModelFallback {
+    const KIND: EventKind = EventKind::ModelFallback;
+}
+
+/// `patch_captured`: the candidate's patch (absent when none could be captured).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PatchCaptured {
+    pub empty: Option<bool>,
+    pub applies_cleanly: Option<bool>,
+    pub files_changed: Option<usize>,
+    pub changed_lines: Option<usize>,
+}
+
+impl EventData for PatchCaptured {
+    const KIND: EventKind = EventKind::PatchCaptured;
+}
+
+/// `selection_made`: the decision.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SelectionMade {
+    pub winner: Option<CandidateId>,
+    pub summary: String,
+    #[serde(default)]
+    pub eligible: usize,
+}
+
+impl EventData for SelectionMade {
+    const KIND: EventKind = EventKind::SelectionMade;
+}
+
+/// `materialized`: what was done with the winner.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Materialized {
+    pub mode: String,
+    pub applied: bool,
+    #[serde(default)]
+    pub commit: Option<String>,
+    #[serde(default)]
+    pub error: Option<String>,
+}
+
+impl EventData for Materialized {
+    const KIND: EventKind = EventKind::Materialized;
+}
+
+/// `materialize_failed`: the winner could not be applied (the same fields, `error` set).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct MaterializeFailed(pub Materialized);
+
+impl EventData for MaterializeFailed {
+    const KIND: EventKind = EventKind::MaterializeFailed;
+}
+
+/// `warning`: something the user should know that stopped nothing.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Warning {
+    pub message: String,
+    /// The violation it reports, when it reports one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub violation: Option<crate::selection::Violation>,
+    /// For protected files a candidate changed: which, and what the gates ran on instead
+    /// (each list there, empty or not, for such a warning; absent for any other).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protected_changes: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restored: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub removed: Option<Vec<String>>,
+}
+
+impl Warning {
+    pub fn new(message: impl Into<String>) -> Self {
+        Warning { message: message.into(), violation: None, protected_changes: None, restored: None, removed: None }
+    }
+}
+
+impl EventData for Warning {
+    const KIND: EventKind = EventKind::Warning;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

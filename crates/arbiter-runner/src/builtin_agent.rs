@@ -13,7 +13,6 @@ use std::time::Instant;
 
 use arbiter_core::artifact::AgentOutcome;
 use arbiter_core::cost::CallRecord;
-use arbiter_core::event::EventKind;
 use arbiter_llm::{ChatRequest, Endpoint, LlmClient, Message, ToolCall, ToolSpec, call_record, chat_with_fallback};
 use async_trait::async_trait;
 use serde_json::{Value, json};
@@ -144,10 +143,9 @@ impl AgentRunner for BuiltinRunner {
                 let reason = ctx.redactor.redact(&f.reason);
                 transcript.append(&json!({"type": "fallback", "from": f.from, "to": f.to, "reason": reason}))?;
                 ctx.events
-                    .emit(
-                        EventKind::ModelFallback,
+                    .emit_data(
                         Some(&ctx.candidate),
-                        json!({"from": f.from, "to": f.to, "reason": reason}),
+                        &arbiter_core::event::ModelFallback { from: f.from.clone(), to: f.to.clone(), reason },
                     )
                     .await;
             }

@@ -10,7 +10,8 @@ use arbiter_core::artifact::{AgentOutcome, Baseline, PatchEvidence, RunnerSummar
 use arbiter_core::canary::{self, CanaryCheck};
 use arbiter_core::crosstest::{AuthoredTest, rule_for};
 use arbiter_core::event::{
-    AgentFinished, BaselineFinished, BaselineResult, CandidateFinished, EventKind, GateFinished,
+    AgentFinished, BaselineFinished, BaselineResult, CandidateFinished, CandidatePreparing, EventKind, GateFinished,
+    PatchCaptured, SetupFinished, Warning,
 };
 use arbiter_core::gate::CommandOutcome;
 use arbiter_core::ids::CandidateId;
@@ -69,7 +70,14 @@ pub(super) async fn prepare_workspace(ctx: &RunCtx, who: Option<&CandidateId>, l
         .map_err(|e| format!("cannot start the setup command: {e}"))?;
         let _ = process::redact_file(&log, &ctx.redactor);
         ctx.events
-            .emit(EventKind::SetupFinished, who, json!({"exit_code": exit.code, "timed_out": exit.timed_out, "duration_ms": exit.duration.as_millis() as u64}))
+            .emit_data(
+                who,
+                &SetupFinished {
+                    exit_code: exit.code,
+                    timed_out: exit.timed_out,
+                    duration_ms: exit.duration.as_millis() as u64,
+                },
+            )
             .await;
         if !exit.success() {
             let rel = log.strip_prefix(ctx.run_dir.path()).unwrap_or(&log).display().to_string();
@@ -87,16 +95,11 @@ pub(super) async fn prepare_workspace(ctx: &RunCtx, who: Option<&CandidateId>, l
         if let Ok(changed) = slot.git().dirty_paths().await
             && !changed.is_empty()
         {
-            ctx.events
-                .emit(
-                    EventKind::Warning,
-                    who,
-                    json!({"message": format!(
-                        "the setup command changed files git does not ignore ({}); they become part of the patch; make setup write only ignored files (add them to .gitignore)",
-                        describe_paths(&changed)
-                    )}),
-                )
-                .await;
+            let message = format!(
+                "the setup command changed files git does not ignore ({}); they become part of the patch; make setup write only ignored files (add them to .gitignore)",
+                describe_paths(&changed)
+            );
+            ctx.events.emit_data(who, &Warning::new(message)).await;
         }
     }
     Ok(slot)
@@ -308,7 +311,7 @@ async fn run_candidate_steps(ctx: &RunCtx, index: usize, restart: Option<Restart
         return run;
     }
     ctx.set_candidate_status(&id, CandidateStatus::Preparing, None).await;
-    ctx.events.emit(EventKind::CandidatePreparing, Some(&id), json!({"runner": label})).await;
+    ctx.events.emit_data(Some(&id), &CandidatePreparing { runner: Some(label.clone()), ..Default::default() }).await;
 
     let cdir = match ctx.run_dir.candidate_dir(&id) {
         Ok(d) => d,
@@ -323,10 +326,14 @@ async fn run_candidate_steps(ctx: &RunCtx, index: usize, restart: Option<Restart
     if let Some(r) = &restart {
         resume::set_aside_output(&cdir);
         ctx.events
-            .emit(
-                EventKind::CandidatePreparing,
+            .emit_data(
                 Some(&id),
-                json!({"restart": true, "reuses_worktree": reused.is_some(), "session": r.session}),
+                &CandidatePreparing {
+                    runner: None,
+                    restart: true,
+                    reuses_worktree: Some(reused.is_some()),
+                    session: r.session.clone(),
+                },
             )
             .await;
     }
@@ -500,9 +507,7 @@ async fn capture_candidate(
     let text = match capture::capture_patch(&wt, &ctx.base_commit, &ctx.settings.build_outputs.value).await {
         Ok(t) => t,
         Err(e) => {
-            ctx.events
-                .emit(EventKind::Warning, Some(&run.id), json!({"message": format!("cannot capture the patch: {e}")}))
-                .await;
+            ctx.events.emit_data(Some(&run.id), &Warning::new(format!("cannot capture the patch: {e}"))).await;
             run.gates_skipped = Some("no patch could be captured".into());
             return None;
         }
@@ -519,9 +524,7 @@ async fn capture_candidate(
     };
     let patch_path = cdir.join(paths::PATCH);
     if let Err(e) = std::fs::write(&patch_path, &text) {
-        ctx.events
-            .emit(EventKind::Warning, Some(&run.id), json!({"message": format!("cannot write patch.diff: {e}")}))
-            .await;
+        ctx.events.emit_data(Some(&run.id), &Warning::new(format!("cannot write patch.diff: {e}"))).await;
         return None;
     }
     let stats = patch::stats(&text);
@@ -569,13 +572,13 @@ async fn capture_candidate(
         }
     }
     let p = run.patch.as_ref().map(|p| (p.empty, p.applies_cleanly, p.stats.files_changed, p.stats.weight()));
-    ctx.events
-        .emit(
-            EventKind::PatchCaptured,
-            Some(&run.id),
-            json!({"empty": p.map(|p| p.0), "applies_cleanly": p.map(|p| p.1), "files_changed": p.map(|p| p.2), "changed_lines": p.map(|p| p.3)}),
-        )
-        .await;
+    let captured = PatchCaptured {
+        empty: p.map(|p| p.0),
+        applies_cleanly: p.map(|p| p.1),
+        files_changed: p.map(|p| p.2),
+        changed_lines: p.map(|p| p.3),
+    };
+    ctx.events.emit_data(Some(&run.id), &captured).await;
     touched
 }
 
@@ -641,18 +644,18 @@ pub(super) async fn gate_candidate(
             done.push(format!("the configuration it added ({}) is removed", added.join(", ")));
         }
         if !run.protected_changes.is_empty() {
-            ctx.events
-                .emit(
-                    EventKind::Warning,
-                    Some(&run.id),
-                    json!({
-                        "message": format!("{} changed protected files ({}); for the gates, {}", run.id, run.protected_changes.join(", "), done.join(" and ")),
-                        "protected_changes": run.protected_changes,
-                        "restored": changed,
-                        "removed": added,
-                    }),
-                )
-                .await;
+            let warning = Warning {
+                protected_changes: Some(run.protected_changes.clone()),
+                restored: Some(changed.clone()),
+                removed: Some(added.clone()),
+                ..Warning::new(format!(
+                    "{} changed protected files ({}); for the gates, {}",
+                    run.id,
+                    run.protected_changes.join(", "),
+                    done.join(" and ")
+                ))
+            };
+            ctx.events.emit_data(Some(&run.id), &warning).await;
         }
         if !own_tests.is_empty() {
             ctx.events.emit(EventKind::GatesSealed, Some(&run.id), json!({"own_tests_taken_out": own_tests})).await;
@@ -790,13 +793,9 @@ async fn rebuild_tree(ctx: &RunCtx, run: &CandidateRun, cdir: &Path) -> Result<S
 
 /// Records what disqualifies a candidate, and says so in the events.
 async fn disqualify(ctx: &RunCtx, run: &mut CandidateRun, violation: Violation) {
-    ctx.events
-        .emit(
-            EventKind::Warning,
-            Some(&run.id),
-            json!({"message": format!("{}: {}", run.id, violation.describe()), "violation": violation}),
-        )
-        .await;
+    let warning =
+        Warning { violation: Some(violation.clone()), ..Warning::new(format!("{}: {}", run.id, violation.describe())) };
+    ctx.events.emit_data(Some(&run.id), &warning).await;
     run.violations.push(violation);
 }
 

@@ -10,7 +10,7 @@ use arbiter_core::artifact::{
 };
 use arbiter_core::cost::{self, CostSummary};
 use arbiter_core::crosstest::CrossTestMatrix;
-use arbiter_core::event::EventKind;
+use arbiter_core::event::{EventKind, Warning};
 use arbiter_core::gate::{self};
 use arbiter_core::ids::CandidateId;
 use arbiter_core::report::{ReportInput, render_markdown};
@@ -127,7 +127,14 @@ pub(super) async fn finish(
         evidence.push(e);
     }
     if let Some(err) = &baseline.error {
-        ctx.events.emit(EventKind::Warning, None, json!({"message": format!("the baseline could not run: {err}; every verify command must pass on each candidate")})).await;
+        ctx.events
+            .emit_data(
+                None,
+                &Warning::new(format!(
+                    "the baseline could not run: {err}; every verify command must pass on each candidate"
+                )),
+            )
+            .await;
     }
 
     let policy = policy(ctx);
@@ -184,10 +191,13 @@ pub(super) async fn finish(
             .await;
     }
     ctx.events
-        .emit(
-            EventKind::SelectionMade,
+        .emit_data(
             None,
-            json!({"winner": decision.winner, "summary": decision.summary, "eligible": decision.ranking.iter().filter(|r| r.eligible).count()}),
+            &arbiter_core::event::SelectionMade {
+                winner: decision.winner.clone(),
+                summary: decision.summary.clone(),
+                eligible: decision.ranking.iter().filter(|r| r.eligible).count(),
+            },
         )
         .await;
 
@@ -322,13 +332,17 @@ async fn materialize_winner(ctx: &RunCtx, winner: &CandidateId) -> Materializati
         Ok(commit) => Materialization { applied: mode != ApplyMode::None, mode, commit, error: None },
         Err(error) => Materialization { applied: false, mode, commit: None, error: Some(error) },
     };
-    ctx.events
-        .emit(
-            if m.error.is_some() { EventKind::MaterializeFailed } else { EventKind::Materialized },
-            Some(winner),
-            json!({"mode": m.mode.to_string(), "applied": m.applied, "commit": m.commit, "error": m.error}),
-        )
-        .await;
+    let done = arbiter_core::event::Materialized {
+        mode: m.mode.to_string(),
+        applied: m.applied,
+        commit: m.commit.clone(),
+        error: m.error.clone(),
+    };
+    if m.error.is_some() {
+        ctx.events.emit_data(Some(winner), &arbiter_core::event::MaterializeFailed(done)).await;
+    } else {
+        ctx.events.emit_data(Some(winner), &done).await;
+    }
     m
 }
 
@@ -498,7 +512,7 @@ async fn review_survivors(
     for r in &reviews {
         let rel = format!("{}/{}.json", paths::REVIEWS, r.candidate_id);
         if let Err(e) = ctx.run_dir.write_json(&rel, r) {
-            ctx.events.emit(EventKind::Warning, None, json!({"message": format!("cannot write {rel}: {e}")})).await;
+            ctx.events.emit_data(None, &Warning::new(format!("cannot write {rel}: {e}"))).await;
         }
     }
     let fallbacks = reviews.iter().filter(|r| r.review.is_none()).count();

@@ -24,7 +24,7 @@ use arbiter_core::artifact::{
 use arbiter_core::canary::{CanaryPlan, Planned};
 use arbiter_core::cost::{CallRecord, CostSummary};
 use arbiter_core::crosstest::AuthoredTest;
-use arbiter_core::event::{Event, EventKind};
+use arbiter_core::event::{Event, EventKind, Warning};
 use arbiter_core::gate::CommandOutcome;
 use arbiter_core::ids::{CandidateId, RunId};
 use arbiter_core::redact::{KnownSecrets, Redactor};
@@ -503,33 +503,35 @@ impl Engine {
                 .await?;
         }
         events
-            .emit(
-                EventKind::RunStarted,
+            .emit_data(
                 None,
-                json!({
-                    "task": task.title(),
-                    "base_ref": base_ref,
-                    "base_commit": base_commit,
-                    "candidates": settings.candidates.value,
-                    "parallel": state.settings.parallel,
-                    "runners": settings.runners.iter().map(|r| r.name.clone()).collect::<Vec<_>>(),
-                    "verify": settings.verify.value,
-                    "allow_dirty": allow_dirty,
-                    "strategy": settings.strategy.value,
-                    "budget_usd": settings.budget_usd.value,
-                    "sandbox": confinement.enforcement,
-                }),
+                &arbiter_core::event::RunStarted {
+                    task: task.title().to_string(),
+                    base_ref: base_ref.to_string(),
+                    base_commit: base_commit.to_string(),
+                    candidates: settings.candidates.value,
+                    parallel: state.settings.parallel,
+                    runners: settings.runners.iter().map(|r| r.name.clone()).collect(),
+                    verify: settings.verify.value.clone(),
+                    allow_dirty,
+                    strategy: settings.strategy.value,
+                    budget_usd: settings.budget_usd.value,
+                    sandbox: Some(confinement.enforcement.clone()),
+                },
             )
             .await;
         if !confinement.enforcement.filesystem {
-            events.emit(EventKind::Warning, None, json!({"message": confinement.enforcement.describe()})).await;
+            events.emit_data(None, &Warning::new(confinement.enforcement.describe())).await;
         }
         if !pruned.is_empty() {
             events
                 .emit(
                     EventKind::LeftoversPruned,
                     None,
-                    json!({"runs": pruned.iter().map(|r| r.to_string()).collect::<Vec<_>>()}),
+                    serde_json::to_value(arbiter_core::event::LeftoversPruned {
+                        runs: pruned.iter().map(|r| r.to_string()).collect(),
+                    })
+                    .unwrap_or_default(),
                 )
                 .await;
         }
