@@ -397,6 +397,208 @@ impl EventData for Warning {
     const KIND: EventKind = EventKind::Warning;
 }
 
+/// `worktree_created`: a workspace is ready at `path`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WorktreeCreated {
+    pub path: String,
+}
+
+impl EventData for WorktreeCreated {
+    const KIND: EventKind = EventKind::WorktreeCreated;
+}
+
+/// `include_copied`: the ignored files copied into a workspace, and the entries that matched
+/// nothing.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct IncludeCopied {
+    pub copied: Vec<String>,
+    #[serde(default)]
+    pub missing: Vec<String>,
+}
+
+impl EventData for IncludeCopied {
+    const KIND: EventKind = EventKind::IncludeCopied;
+}
+
+/// `baseline_started`: the verify commands about to run on the base.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct BaselineStarted {
+    pub commands: Vec<String>,
+}
+
+impl EventData for BaselineStarted {
+    const KIND: EventKind = EventKind::BaselineStarted;
+}
+
+/// `agent_started`: the candidate's agent is running.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AgentStarted {
+    pub runner: String,
+    pub kind: String,
+}
+
+impl EventData for AgentStarted {
+    const KIND: EventKind = EventKind::AgentStarted;
+}
+
+/// `gates_sealed`: the tests a candidate added, taken out of its tree for its gates.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct GatesSealed {
+    pub own_tests_taken_out: Vec<String>,
+}
+
+impl EventData for GatesSealed {
+    const KIND: EventKind = EventKind::GatesSealed;
+}
+
+/// `cross_tests`: whether the pooled tests ran, how many, and the scores.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CrossTests {
+    pub ran: bool,
+    /// Why they did not run.
+    pub reason: Option<String>,
+    #[serde(default)]
+    pub tests: usize,
+    #[serde(default)]
+    pub discriminating: usize,
+    #[serde(default)]
+    pub scores: std::collections::BTreeMap<CandidateId, crate::crosstest::CrossScore>,
+}
+
+impl EventData for CrossTests {
+    const KIND: EventKind = EventKind::CrossTests;
+}
+
+/// `judge_decision`: whether the pairwise judge ran, and why (or why not); what it did when
+/// it ran.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct JudgeDecision {
+    pub ran: bool,
+    pub reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shortlist: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pairs: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fallbacks: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_stopped: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interrupted: Option<bool>,
+}
+
+impl JudgeDecision {
+    /// The judge was not asked, for `reason`.
+    pub fn skipped(reason: Option<String>) -> Self {
+        JudgeDecision {
+            ran: false,
+            reason,
+            shortlist: None,
+            pairs: None,
+            fallbacks: None,
+            budget_stopped: None,
+            interrupted: None,
+        }
+    }
+}
+
+impl EventData for JudgeDecision {
+    const KIND: EventKind = EventKind::JudgeDecision;
+}
+
+/// `review_decision`: whether the survivors got their risk reviews, and why not.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ReviewDecision {
+    pub ran: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reviewed: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fallbacks: Option<usize>,
+}
+
+impl EventData for ReviewDecision {
+    const KIND: EventKind = EventKind::ReviewDecision;
+}
+
+/// `escalation_stopped`: an escalating run stopped at a candidate that passed its gates.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EscalationStopped {
+    pub candidate: CandidateId,
+    pub runner: String,
+    pub remaining: usize,
+}
+
+impl EventData for EscalationStopped {
+    const KIND: EventKind = EventKind::EscalationStopped;
+}
+
+/// One candidate a resumed run starts again, in `run_resumed`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Restarting {
+    pub candidate: String,
+    pub reuses_worktree: bool,
+    pub session: Option<String>,
+}
+
+/// `run_resumed`: what a resumed run kept, and what it starts again.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunResumed {
+    pub kept: Vec<String>,
+    pub restarting: Vec<Restarting>,
+    #[serde(default)]
+    pub baseline_kept: bool,
+}
+
+impl EventData for RunResumed {
+    const KIND: EventKind = EventKind::RunResumed;
+}
+
+/// `budget_exceeded`: the run's budget is spent (once per run).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BudgetExceeded {
+    pub limit: Option<crate::money::Usd>,
+    pub spent: crate::money::Usd,
+    pub role: String,
+    pub message: String,
+}
+
+impl EventData for BudgetExceeded {
+    const KIND: EventKind = EventKind::BudgetExceeded;
+}
+
+/// `worktrees_removed`: the workspaces went back to the pool, but for those kept.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct WorktreesRemoved {
+    pub kept: Vec<String>,
+}
+
+impl EventData for WorktreesRemoved {
+    const KIND: EventKind = EventKind::WorktreesRemoved;
+}
+
+/// `run_finished`: the run's end (`run_interrupted` carries the same).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunFinished {
+    pub status: crate::status::RunStatus,
+    pub winner: Option<CandidateId>,
+    pub run_dir: String,
+}
+
+impl EventData for RunFinished {
+    const KIND: EventKind = EventKind::RunFinished;
+}
+
+/// `run_interrupted`: the run ended on Ctrl-C or SIGTERM.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct RunInterrupted(pub RunFinished);
+
+impl EventData for RunInterrupted {
+    const KIND: EventKind = EventKind::RunInterrupted;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

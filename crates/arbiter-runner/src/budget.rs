@@ -12,9 +12,7 @@ use std::sync::{Arc, Mutex};
 
 use arbiter_core::budget::{Budget, Charge};
 use arbiter_core::cost::CallRecord;
-use arbiter_core::event::EventKind;
 use arbiter_core::money::Usd;
-use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use crate::events::EventLog;
@@ -78,18 +76,17 @@ impl RunBudget {
         if charge == Charge::Crossed {
             self.events
                 .emit(
-                    EventKind::BudgetExceeded,
                     call.candidate.as_ref(),
-                    json!({
-                        "limit": state.limit,
-                        "spent": state.spent,
-                        "role": call.role,
-                        "message": format!(
+                    &arbiter_core::event::BudgetExceeded {
+                        limit: state.limit,
+                        spent: state.spent,
+                        role: call.role.clone(),
+                        message: format!(
                             "the run's budget of {} is spent ({} so far); running agents stop, no new candidate starts, judging stops",
                             state.limit.unwrap_or_default(),
                             state.spent
                         ),
-                    }),
+                    },
                 )
                 .await;
             self.stop.cancel();

@@ -143,7 +143,7 @@ impl AgentRunner for BuiltinRunner {
                 let reason = ctx.redactor.redact(&f.reason);
                 transcript.append(&json!({"type": "fallback", "from": f.from, "to": f.to, "reason": reason}))?;
                 ctx.events
-                    .emit_data(
+                    .emit(
                         Some(&ctx.candidate),
                         &arbiter_core::event::ModelFallback { from: f.from.clone(), to: f.to.clone(), reason },
                     )

@@ -6,7 +6,7 @@
 use std::sync::{Arc, Mutex};
 
 use arbiter_core::Clock;
-use arbiter_core::event::{Event, EventData, EventKind};
+use arbiter_core::event::{Event, EventData};
 use arbiter_core::ids::{CandidateId, RunId};
 use arbiter_store::Store;
 use tokio::sync::mpsc::UnboundedSender;
@@ -68,16 +68,16 @@ impl EventLog {
         self
     }
 
-    /// Records an event. Failing to write the log never stops a run: the first failure is
-    /// reported on stderr and the run goes on (the run directory stays authoritative).
-    pub async fn emit(&self, kind: EventKind, candidate: Option<&CandidateId>, data: serde_json::Value) {
+    /// Records an event, its payload typed (see [`EventData`]: one shape per kind, the one
+    /// its readers read). Failing to write the log never stops a run: the first failure is
+    /// reported (through `tracing`) and the run goes on (the run directory stays
+    /// authoritative).
+    pub async fn emit<T: EventData>(&self, candidate: Option<&CandidateId>, data: &T) {
         let at = self.clock.now();
-        self.record(Event { seq: 0, run_id: self.run_id.clone(), at, kind, candidate: candidate.cloned(), data }).await;
-    }
-
-    /// Records an event whose payload is typed (see [`EventData`]).
-    pub async fn emit_data<T: EventData>(&self, candidate: Option<&CandidateId>, data: &T) {
-        self.emit(T::KIND, candidate, serde_json::to_value(data).unwrap_or_default()).await;
+        let data = serde_json::to_value(data).unwrap_or_default();
+        let event =
+            Event { seq: 0, run_id: self.run_id.clone(), at, kind: T::KIND, candidate: candidate.cloned(), data };
+        self.record(event).await;
     }
 
     /// Records an event another log recorded first (a candidate unit's): as it happened,

@@ -10,7 +10,7 @@ use arbiter_core::artifact::{AgentOutcome, Baseline, PatchEvidence, RunnerSummar
 use arbiter_core::canary::{self, CanaryCheck};
 use arbiter_core::crosstest::{AuthoredTest, rule_for};
 use arbiter_core::event::{
-    AgentFinished, BaselineFinished, BaselineResult, CandidateFinished, CandidatePreparing, EventKind, GateFinished,
+    AgentFinished, BaselineFinished, BaselineResult, CandidateFinished, CandidatePreparing, GateFinished,
     PatchCaptured, SetupFinished, Warning,
 };
 use arbiter_core::gate::CommandOutcome;
@@ -22,7 +22,6 @@ use arbiter_core::protect::Touch;
 use arbiter_core::selection::Violation;
 use arbiter_core::status::CandidateStatus;
 use arbiter_core::time::Timestamp;
-use serde_json::json;
 
 use crate::agent::{AgentContext, AgentRunner};
 use crate::capture;
@@ -44,12 +43,12 @@ pub(super) async fn prepare_workspace(ctx: &RunCtx, who: Option<&CandidateId>, l
     let slot =
         ctx.pool.acquire(&ctx.base_commit, &owner).await.map_err(|e| format!("cannot prepare the workspace: {e}"))?;
     let tree = slot.tree();
-    ctx.events.emit(EventKind::WorktreeCreated, who, json!({"path": tree.display().to_string()})).await;
+    ctx.events.emit(who, &arbiter_core::event::WorktreeCreated { path: tree.display().to_string() }).await;
     if !ctx.settings.include.value.is_empty() {
         let report =
             copy_includes(ctx.workspace.repo_root(), &tree, &ctx.settings.include.value).map_err(|e| e.to_string())?;
         ctx.events
-            .emit(EventKind::IncludeCopied, who, json!({"copied": report.copied, "missing": report.missing}))
+            .emit(who, &arbiter_core::event::IncludeCopied { copied: report.copied, missing: report.missing })
             .await;
     }
     if let Some(setup) = &ctx.settings.setup.value {
@@ -70,7 +69,7 @@ pub(super) async fn prepare_workspace(ctx: &RunCtx, who: Option<&CandidateId>, l
         .map_err(|e| format!("cannot start the setup command: {e}"))?;
         let _ = process::redact_file(&log, &ctx.redactor);
         ctx.events
-            .emit_data(
+            .emit(
                 who,
                 &SetupFinished {
                     exit_code: exit.code,
@@ -99,7 +98,7 @@ pub(super) async fn prepare_workspace(ctx: &RunCtx, who: Option<&CandidateId>, l
                 "the setup command changed files git does not ignore ({}); they become part of the patch; make setup write only ignored files (add them to .gitignore)",
                 describe_paths(&changed)
             );
-            ctx.events.emit_data(who, &Warning::new(message)).await;
+            ctx.events.emit(who, &Warning::new(message)).await;
         }
     }
     Ok(slot)
@@ -133,7 +132,7 @@ pub(super) async fn run_baseline(ctx: &RunCtx) -> BaselineRun {
         ctx.send_calibration(Vec::new());
         return BaselineRun { baseline, tree: None };
     }
-    ctx.events.emit(EventKind::BaselineStarted, None, json!({"commands": verify})).await;
+    ctx.events.emit(None, &arbiter_core::event::BaselineStarted { commands: verify.to_vec() }).await;
     let log_dir = ctx.run_dir.path().join("baseline");
     let _ = std::fs::create_dir_all(&log_dir);
     let mut kept = None;
@@ -181,7 +180,7 @@ pub(super) async fn run_baseline(ctx: &RunCtx) -> BaselineRun {
             .map(|c| BaselineResult { command: c.command.clone(), passed: c.passed(), exit_code: c.exit_code })
             .collect(),
     };
-    ctx.events.emit_data(None, &finished).await;
+    ctx.events.emit(None, &finished).await;
     BaselineRun { baseline, tree: kept }
 }
 
@@ -261,7 +260,7 @@ pub(super) async fn skip_candidate(ctx: &RunCtx, index: usize, why: String) -> C
     run.not_run = Some(why);
     ctx.set_candidate_status(&run.id, run.status, None).await;
     let finished = CandidateFinished { reason: run.not_run.clone(), ..CandidateFinished::with_status(run.status) };
-    ctx.events.emit_data(Some(&run.id), &finished).await;
+    ctx.events.emit(Some(&run.id), &finished).await;
     resume::save(ctx, &run);
     run
 }
@@ -311,7 +310,7 @@ async fn run_candidate_steps(ctx: &RunCtx, index: usize, restart: Option<Restart
         return run;
     }
     ctx.set_candidate_status(&id, CandidateStatus::Preparing, None).await;
-    ctx.events.emit_data(Some(&id), &CandidatePreparing { runner: Some(label.clone()), ..Default::default() }).await;
+    ctx.events.emit(Some(&id), &CandidatePreparing { runner: Some(label.clone()), ..Default::default() }).await;
 
     let cdir = match ctx.run_dir.candidate_dir(&id) {
         Ok(d) => d,
@@ -326,7 +325,7 @@ async fn run_candidate_steps(ctx: &RunCtx, index: usize, restart: Option<Restart
     if let Some(r) = &restart {
         resume::set_aside_output(&cdir);
         ctx.events
-            .emit_data(
+            .emit(
                 Some(&id),
                 &CandidatePreparing {
                     runner: None,
@@ -396,7 +395,8 @@ async fn run_candidate_steps(ctx: &RunCtx, index: usize, restart: Option<Restart
     };
     let backend_place = backend_place(ctx, &spec, &chain).await;
     ctx.set_candidate_status(&id, CandidateStatus::Running, None).await;
-    ctx.events.emit(EventKind::AgentStarted, Some(&id), json!({"runner": label, "kind": runner.kind()})).await;
+    let started = arbiter_core::event::AgentStarted { runner: label.clone(), kind: runner.kind().to_string() };
+    ctx.events.emit(Some(&id), &started).await;
     let ran = runner.run(&agent_ctx).await;
     drop(backend_place);
     match ran {
@@ -422,7 +422,7 @@ async fn run_candidate_steps(ctx: &RunCtx, index: usize, restart: Option<Restart
         limit_reached: a.limit_reached.clone(),
         failure: a.failure.clone(),
     };
-    ctx.events.emit_data(Some(&id), &finished).await;
+    ctx.events.emit(Some(&id), &finished).await;
     if run.agent.cancelled && !ctx.cancel.is_cancelled() && ctx.budget.exhausted() {
         // Stopped by the budget, not by the user: evaluated on its patch so far.
         run.agent.cancelled = false;
@@ -467,7 +467,7 @@ async fn run_candidate_steps(ctx: &RunCtx, index: usize, restart: Option<Restart
         gates_skipped: run.gates_skipped.clone(),
         ..CandidateFinished::with_status(run.status)
     };
-    ctx.events.emit_data(Some(&id), &finished).await;
+    ctx.events.emit(Some(&id), &finished).await;
     run
 }
 
@@ -478,7 +478,7 @@ async fn ended_before_agent(ctx: &RunCtx, mut run: CandidateRun, status: Candida
     run.setup_error = Some(why);
     ctx.set_candidate_status(&run.id, run.status, None).await;
     let finished = CandidateFinished { error: run.setup_error.clone(), ..CandidateFinished::with_status(run.status) };
-    ctx.events.emit_data(Some(&run.id), &finished).await;
+    ctx.events.emit(Some(&run.id), &finished).await;
     run
 }
 
@@ -507,7 +507,7 @@ async fn capture_candidate(
     let text = match capture::capture_patch(&wt, &ctx.base_commit, &ctx.settings.build_outputs.value).await {
         Ok(t) => t,
         Err(e) => {
-            ctx.events.emit_data(Some(&run.id), &Warning::new(format!("cannot capture the patch: {e}"))).await;
+            ctx.events.emit(Some(&run.id), &Warning::new(format!("cannot capture the patch: {e}"))).await;
             run.gates_skipped = Some("no patch could be captured".into());
             return None;
         }
@@ -524,7 +524,7 @@ async fn capture_candidate(
     };
     let patch_path = cdir.join(paths::PATCH);
     if let Err(e) = std::fs::write(&patch_path, &text) {
-        ctx.events.emit_data(Some(&run.id), &Warning::new(format!("cannot write patch.diff: {e}"))).await;
+        ctx.events.emit(Some(&run.id), &Warning::new(format!("cannot write patch.diff: {e}"))).await;
         return None;
     }
     let stats = patch::stats(&text);
@@ -578,7 +578,7 @@ async fn capture_candidate(
         files_changed: p.map(|p| p.2),
         changed_lines: p.map(|p| p.3),
     };
-    ctx.events.emit_data(Some(&run.id), &captured).await;
+    ctx.events.emit(Some(&run.id), &captured).await;
     touched
 }
 
@@ -655,10 +655,12 @@ pub(super) async fn gate_candidate(
                     done.join(" and ")
                 ))
             };
-            ctx.events.emit_data(Some(&run.id), &warning).await;
+            ctx.events.emit(Some(&run.id), &warning).await;
         }
         if !own_tests.is_empty() {
-            ctx.events.emit(EventKind::GatesSealed, Some(&run.id), json!({"own_tests_taken_out": own_tests})).await;
+            ctx.events
+                .emit(Some(&run.id), &arbiter_core::event::GatesSealed { own_tests_taken_out: own_tests.clone() })
+                .await;
         }
     }
     // The canaries the base calibrated go in. Every gate run has them, so a candidate's code
@@ -696,7 +698,7 @@ pub(super) async fn gate_candidate(
                     duration_ms: o.duration_ms,
                     canary: o.canary.as_ref().map(|c| c.verdict),
                 };
-                ctx.events.emit_data(Some(&run.id), &finished).await;
+                ctx.events.emit(Some(&run.id), &finished).await;
             }
             if outcomes.len() < verify.len() {
                 run.gates_skipped = Some("the run was interrupted".into());
@@ -773,7 +775,7 @@ pub(super) async fn gate_kept(ctx: &RunCtx, mut run: CandidateRun) -> CandidateR
         gates_skipped: run.gates_skipped.clone(),
         ..CandidateFinished::with_status(run.status)
     };
-    ctx.events.emit_data(Some(&run.id), &finished).await;
+    ctx.events.emit(Some(&run.id), &finished).await;
     resume::save(ctx, &run);
     run
 }
@@ -795,7 +797,7 @@ async fn rebuild_tree(ctx: &RunCtx, run: &CandidateRun, cdir: &Path) -> Result<S
 async fn disqualify(ctx: &RunCtx, run: &mut CandidateRun, violation: Violation) {
     let warning =
         Warning { violation: Some(violation.clone()), ..Warning::new(format!("{}: {}", run.id, violation.describe())) };
-    ctx.events.emit_data(Some(&run.id), &warning).await;
+    ctx.events.emit(Some(&run.id), &warning).await;
     run.violations.push(violation);
 }
 

@@ -11,9 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use arbiter_core::crosstest::{self, BASE, CrossTestMatrix, CrossTestResult, PooledTest};
-use arbiter_core::event::EventKind;
 use arbiter_core::ids::CandidateId;
-use serde_json::json;
 use tokio::sync::Semaphore;
 
 use super::candidate::prepare_workspace;
@@ -32,19 +30,14 @@ pub(super) async fn cross_test(
     base_tree: Option<&Slot>,
 ) -> CrossTestMatrix {
     let matrix = build(ctx, runs, survivors, base_tree).await;
-    ctx.events
-        .emit(
-            EventKind::CrossTests,
-            None,
-            json!({
-                "ran": matrix.ran,
-                "reason": matrix.skip_reason,
-                "tests": matrix.tests.len(),
-                "discriminating": matrix.tests.iter().filter(|t| t.discriminating).count(),
-                "scores": matrix.scores,
-            }),
-        )
-        .await;
+    let said = arbiter_core::event::CrossTests {
+        ran: matrix.ran,
+        reason: matrix.skip_reason.clone(),
+        tests: matrix.tests.len(),
+        discriminating: matrix.tests.iter().filter(|t| t.discriminating).count(),
+        scores: matrix.scores.clone(),
+    };
+    ctx.events.emit(None, &said).await;
     matrix
 }
 

@@ -10,7 +10,7 @@ use arbiter_core::artifact::{
 };
 use arbiter_core::cost::{self, CostSummary};
 use arbiter_core::crosstest::CrossTestMatrix;
-use arbiter_core::event::{EventKind, Warning};
+use arbiter_core::event::Warning;
 use arbiter_core::gate::{self};
 use arbiter_core::ids::CandidateId;
 use arbiter_core::report::{ReportInput, render_markdown};
@@ -128,7 +128,7 @@ pub(super) async fn finish(
     }
     if let Some(err) = &baseline.error {
         ctx.events
-            .emit_data(
+            .emit(
                 None,
                 &Warning::new(format!(
                     "the baseline could not run: {err}; every verify command must pass on each candidate"
@@ -191,7 +191,7 @@ pub(super) async fn finish(
             .await;
     }
     ctx.events
-        .emit_data(
+        .emit(
             None,
             &arbiter_core::event::SelectionMade {
                 winner: decision.winner.clone(),
@@ -269,15 +269,18 @@ pub(super) async fn finish(
             slot.release();
         }
     }
-    ctx.events.emit(EventKind::WorktreesRemoved, None, json!({"kept": kept})).await;
+    ctx.events.emit(None, &arbiter_core::event::WorktreesRemoved { kept }).await;
     ctx.store.finish_run(&ctx.run_id, status, decision.winner.as_ref(), Some(finished)).await?;
-    ctx.events
-        .emit(
-            if interrupted { EventKind::RunInterrupted } else { EventKind::RunFinished },
-            None,
-            json!({"status": status, "winner": decision.winner, "run_dir": ctx.run_dir.path().display().to_string()}),
-        )
-        .await;
+    let ended = arbiter_core::event::RunFinished {
+        status,
+        winner: decision.winner.clone(),
+        run_dir: ctx.run_dir.path().display().to_string(),
+    };
+    if interrupted {
+        ctx.events.emit(None, &arbiter_core::event::RunInterrupted(ended)).await;
+    } else {
+        ctx.events.emit(None, &ended).await;
+    }
     // Last: everything of the run is written, the final event included.
     ctx.run_dir.seal_or_warn(&ctx.run_id);
     Ok(RunOutcome {
@@ -339,9 +342,9 @@ async fn materialize_winner(ctx: &RunCtx, winner: &CandidateId) -> Materializati
         error: m.error.clone(),
     };
     if m.error.is_some() {
-        ctx.events.emit_data(Some(winner), &arbiter_core::event::MaterializeFailed(done)).await;
+        ctx.events.emit(Some(winner), &arbiter_core::event::MaterializeFailed(done)).await;
     } else {
-        ctx.events.emit_data(Some(winner), &done).await;
+        ctx.events.emit(Some(winner), &done).await;
     }
     m
 }
@@ -417,7 +420,7 @@ async fn judge_if_needed(
         None
     };
     let (Some(models), None) = (models, &skip) else {
-        ctx.events.emit(EventKind::JudgeDecision, None, json!({"ran": false, "reason": skip})).await;
+        ctx.events.emit(None, &arbiter_core::event::JudgeDecision::skipped(skip)).await;
         return judged;
     };
     // Judging runs: the best four by the evidence are compared.
@@ -443,21 +446,16 @@ async fn judge_if_needed(
     }
     let fallbacks = result.pairs.iter().flat_map(|p| [&p.a_first, &p.b_first]).filter(|v| v.fallback.is_some()).count();
     judged.budget_stopped = ctx.budget.exhausted() && fallbacks > 0;
-    ctx.events
-        .emit(
-            EventKind::JudgeDecision,
-            None,
-            json!({
-                "ran": true,
-                "reason": "the evidence could not separate the top candidates",
-                "shortlist": shortlist.iter().map(|s| s.id.to_string()).collect::<Vec<_>>(),
-                "pairs": result.pairs.len(),
-                "fallbacks": fallbacks,
-                "budget_stopped": judged.budget_stopped,
-                "interrupted": ctx.cancel.is_cancelled(),
-            }),
-        )
-        .await;
+    let ran = arbiter_core::event::JudgeDecision {
+        ran: true,
+        reason: Some("the evidence could not separate the top candidates".into()),
+        shortlist: Some(shortlist.iter().map(|s| s.id.to_string()).collect()),
+        pairs: Some(result.pairs.len()),
+        fallbacks: Some(fallbacks),
+        budget_stopped: Some(judged.budget_stopped),
+        interrupted: Some(ctx.cancel.is_cancelled()),
+    };
+    ctx.events.emit(None, &ran).await;
     *decision = selection::decide(facts, policy);
     judged.calls.extend(result.calls);
     judged.pairs = result.pairs;
@@ -503,7 +501,9 @@ async fn review_survivors(
         None
     };
     if let Some(reason) = skip {
-        ctx.events.emit(EventKind::ReviewDecision, None, json!({"ran": false, "reason": reason})).await;
+        let skipped =
+            arbiter_core::event::ReviewDecision { ran: false, reason: Some(reason), reviewed: None, fallbacks: None };
+        ctx.events.emit(None, &skipped).await;
         return Default::default();
     }
     let survivors = judge_inputs(runs, &eligible, cross);
@@ -512,17 +512,17 @@ async fn review_survivors(
     for r in &reviews {
         let rel = format!("{}/{}.json", paths::REVIEWS, r.candidate_id);
         if let Err(e) = ctx.run_dir.write_json(&rel, r) {
-            ctx.events.emit_data(None, &Warning::new(format!("cannot write {rel}: {e}"))).await;
+            ctx.events.emit(None, &Warning::new(format!("cannot write {rel}: {e}"))).await;
         }
     }
     let fallbacks = reviews.iter().filter(|r| r.review.is_none()).count();
-    ctx.events
-        .emit(
-            EventKind::ReviewDecision,
-            None,
-            json!({"ran": true, "reviewed": survivors.iter().map(|s| s.id.to_string()).collect::<Vec<_>>(), "fallbacks": fallbacks}),
-        )
-        .await;
+    let ran = arbiter_core::event::ReviewDecision {
+        ran: true,
+        reason: None,
+        reviewed: Some(survivors.iter().map(|s| s.id.to_string()).collect()),
+        fallbacks: Some(fallbacks),
+    };
+    ctx.events.emit(None, &ran).await;
     (reviews, calls)
 }
 

@@ -24,7 +24,7 @@ use arbiter_core::artifact::{
 use arbiter_core::canary::{CanaryPlan, Planned};
 use arbiter_core::cost::{CallRecord, CostSummary};
 use arbiter_core::crosstest::AuthoredTest;
-use arbiter_core::event::{Event, EventKind, Warning};
+use arbiter_core::event::{Event, Warning};
 use arbiter_core::gate::CommandOutcome;
 use arbiter_core::ids::{CandidateId, RunId};
 use arbiter_core::redact::{KnownSecrets, Redactor};
@@ -33,7 +33,6 @@ use arbiter_core::settings::RunSettings;
 use arbiter_core::status::{CandidateStatus, RunStatus};
 use arbiter_core::task::Task;
 use arbiter_store::{CandidateRecord, RunRecord, Store, StoreError};
-use serde_json::json;
 use tokio::sync::mpsc::UnboundedSender;
 use tokio::sync::{Semaphore, watch};
 use tokio_util::sync::CancellationToken;
@@ -337,17 +336,19 @@ impl Engine {
             .await?;
         events
             .emit(
-                EventKind::RunResumed,
                 None,
-                json!({
-                    "kept": kept.values().map(|r: &CandidateRun| r.id.to_string()).collect::<Vec<_>>(),
-                    "restarting": restarts.iter().map(|(i, r)| json!({
-                        "candidate": CandidateId::from_index(*i).to_string(),
-                        "reuses_worktree": r.slot.is_some(),
-                        "session": r.session,
-                    })).collect::<Vec<_>>(),
-                    "baseline_kept": saved_baseline.is_some(),
-                }),
+                &arbiter_core::event::RunResumed {
+                    kept: kept.values().map(|r: &CandidateRun| r.id.to_string()).collect(),
+                    restarting: restarts
+                        .iter()
+                        .map(|(i, r)| arbiter_core::event::Restarting {
+                            candidate: CandidateId::from_index(*i).to_string(),
+                            reuses_worktree: r.slot.is_some(),
+                            session: r.session.clone(),
+                        })
+                        .collect(),
+                    baseline_kept: saved_baseline.is_some(),
+                },
             )
             .await;
         let canaries = crate::canary::plan_for(&repo, &state.base_commit, &settings.verify.value).await;
@@ -503,7 +504,7 @@ impl Engine {
                 .await?;
         }
         events
-            .emit_data(
+            .emit(
                 None,
                 &arbiter_core::event::RunStarted {
                     task: task.title().to_string(),
@@ -521,23 +522,19 @@ impl Engine {
             )
             .await;
         if !confinement.enforcement.filesystem {
-            events.emit_data(None, &Warning::new(confinement.enforcement.describe())).await;
+            events.emit(None, &Warning::new(confinement.enforcement.describe())).await;
         }
         if !pruned.is_empty() {
             events
                 .emit(
-                    EventKind::LeftoversPruned,
                     None,
-                    serde_json::to_value(arbiter_core::event::LeftoversPruned {
-                        runs: pruned.iter().map(|r| r.to_string()).collect(),
-                    })
-                    .unwrap_or_default(),
+                    &arbiter_core::event::LeftoversPruned { runs: pruned.iter().map(|r| r.to_string()).collect() },
                 )
                 .await;
         }
         for i in 0..settings.candidates.value as usize {
             let id = CandidateId::from_index(i);
-            events.emit_data(Some(&id), &arbiter_core::event::CandidateQueued { runner: settings.label_for(i) }).await;
+            events.emit(Some(&id), &arbiter_core::event::CandidateQueued { runner: settings.label_for(i) }).await;
         }
         Ok(self.assemble(RunParts {
             run_id,
@@ -799,9 +796,12 @@ async fn escalate(
         {
             ctx.events
                 .emit(
-                    EventKind::EscalationStopped,
                     Some(&run.id),
-                    json!({"candidate": run.id, "runner": run.runner, "remaining": n - index - 1}),
+                    &arbiter_core::event::EscalationStopped {
+                        candidate: run.id.clone(),
+                        runner: run.runner.clone(),
+                        remaining: n - index - 1,
+                    },
                 )
                 .await;
             passed = Some(run.id.clone());

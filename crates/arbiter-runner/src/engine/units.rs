@@ -103,7 +103,7 @@ impl Engine {
             allow_dirty: true,
             unit: Some(id.clone()),
         }));
-        ctx.events.emit_data(Some(&id), &CandidateQueued { runner: ctx.settings.label_for(index) }).await;
+        ctx.events.emit(Some(&id), &CandidateQueued { runner: ctx.settings.label_for(index) }).await;
         let run = run_candidate(&ctx, index, None).await;
         let cost = run.calls.iter().filter_map(|c| c.cost).sum();
         Ok(CandidateUnitOutcome { id, status: run.status, dir: cdir, cost, interrupted: ctx.cancel.is_cancelled() })
