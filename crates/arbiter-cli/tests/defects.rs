@@ -98,6 +98,24 @@ fn include_never_copies_the_workspace_into_itself() {
     assert!(!copied.iter().any(private), "{copied:?}");
 }
 
+/// One candidate of the command agent, gated by the tests under `tests/`, nothing applied.
+const RUN_ONE: [&str; 14] = [
+    "run",
+    "--task",
+    "Fix add",
+    "--runner",
+    "command",
+    "--command",
+    "./agent.sh",
+    "--candidates",
+    "1",
+    "--verify",
+    "python3 -m unittest discover -s tests -q",
+    "--apply",
+    "none",
+    "--no-judge",
+];
+
 /// In a repository without a `.gitignore`, an agent that ran the tests left `__pycache__`
 /// behind, some of it under the protected `tests/`: those files entered its patch, counted
 /// as changed lines (it lost on size to an overfit) and, when it won, were written into the
@@ -122,21 +140,7 @@ fn build_and_cache_output_never_enters_a_patch() {
     );
     repo.commit_all("calc with a bug, no .gitignore");
     repo.arbiter(&["init"]).assert_code(0);
-    let run = repo.arbiter(&[
-        "run",
-        "--task",
-        "Fix add",
-        "--runner",
-        "command",
-        "--command",
-        "./agent.sh",
-        "--candidates",
-        "1",
-        "--verify",
-        "python3 -m unittest discover -s tests -q",
-        "--apply",
-        "none",
-    ]);
+    let run = repo.arbiter(&RUN_ONE);
     run.assert_code(0);
     let patch = std::fs::read_to_string(repo.run_dir().join("candidates/c01/patch.diff")).unwrap();
     for left_out in ["__pycache__", ".pyc", ".pytest_cache", "node_modules/left", "target/debug"] {
@@ -150,21 +154,7 @@ fn build_and_cache_output_never_enters_a_patch() {
 
     std::fs::remove_dir_all(repo.run_dir()).unwrap();
     repo.write(".arbiter/config.toml", "[run]\nbuild_outputs = []\n");
-    let run = repo.arbiter(&[
-        "run",
-        "--task",
-        "Fix add",
-        "--runner",
-        "command",
-        "--command",
-        "./agent.sh",
-        "--candidates",
-        "1",
-        "--verify",
-        "python3 -m unittest discover -s tests -q",
-        "--apply",
-        "none",
-    ]);
+    let run = repo.arbiter(&RUN_ONE);
     run.assert_code(0);
     let patch = std::fs::read_to_string(repo.run_dir().join("candidates/c01/patch.diff")).unwrap();
     assert!(patch.contains("__pycache__/calc.cpython-311.pyc"), "{patch}");

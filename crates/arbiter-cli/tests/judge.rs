@@ -43,6 +43,24 @@ fn add_judge(repo: &TestRepo, mock: &MockLlm) {
     .assert_code(0);
 }
 
+/// A backend with the `review` role on `mock`.
+fn add_reviewer(repo: &TestRepo, mock: &MockLlm) {
+    repo.arbiter(&[
+        "backend",
+        "add",
+        "reviewer",
+        "--provider",
+        "openai-compatible",
+        "--model",
+        "r",
+        "--base-url",
+        &mock.openai_url(),
+        "--roles",
+        "review",
+    ])
+    .assert_code(0);
+}
+
 fn verdict(matching: Option<&str>, preferred: &str) -> Value {
     let mut r = json!({
         "tool_calls": [{"name": "verdict", "arguments": {"preferred": preferred, "rationale": format!("prefers {preferred}")}}],
@@ -159,20 +177,7 @@ fn risk_reviews_are_validated_repaired_once_and_written_per_candidate() {
         {"match": {"contains": "Candidate c01"}, "tool_calls": [{"name": "review", "arguments": review.clone()}]},
         {"match": {"contains": "Candidate c02"}, "tool_calls": [{"name": "review", "arguments": review}]},
     ]}));
-    repo.arbiter(&[
-        "backend",
-        "add",
-        "reviewer",
-        "--provider",
-        "openai-compatible",
-        "--model",
-        "r",
-        "--base-url",
-        &mock.openai_url(),
-        "--roles",
-        "review",
-    ])
-    .assert_code(0);
+    add_reviewer(&repo, &mock);
     let dir = run(&repo);
     let c01 = read_json(&dir.join("reviews/c01.json"));
     assert_eq!(c01["repaired"], true, "{c01:#}");
@@ -306,20 +311,7 @@ fi
         {"match": {"contains": "Candidate c01"}, "tool_calls": [{"name": "review", "arguments": review("c01 risk: only the sign changed")}], "repeat": true},
         {"match": {"contains": "Candidate c02"}, "tool_calls": [{"name": "review", "arguments": review("c02 risk: README edited too")}], "repeat": true},
     ]}));
-    repo.arbiter(&[
-        "backend",
-        "add",
-        "reviewer",
-        "--provider",
-        "openai-compatible",
-        "--model",
-        "r",
-        "--base-url",
-        &mock.openai_url(),
-        "--roles",
-        "review",
-    ])
-    .assert_code(0);
+    add_reviewer(&repo, &mock);
     let dir = run(&repo);
     assert!(
         dir.join("reviews/c01.json").exists() && dir.join("reviews/c02.json").exists(),
