@@ -1078,8 +1078,9 @@ fn whilly_plans_run_as_they_are() {
     assert_eq!(of("W-2"), json!("blocked"), "in_progress in the file starts afresh");
 
     // No runner in the file: the run's flags give it. W-2 has no verify command (a sentence
-    // only): --no-verify says it may be committed unverified.
-    let command = format!("./agent.sh {}", log.display());
+    // only): --no-verify says it may be committed unverified. A key typed into the command
+    // is masked in the plan's history.
+    let command = format!("MY_TOKEN=sk-typed-0123456789abcdefghij ./agent.sh {}", log.display());
     let run = repo.arbiter(&[
         "plan",
         "run",
@@ -1098,6 +1099,9 @@ fn whilly_plans_run_as_they_are() {
     let overrides = said.iter().find(|e| e["kind"] == "run_overrides").expect("a run_overrides event");
     assert_eq!(overrides["data"]["overrides"]["runner"], "command", "{overrides:#}");
     assert_eq!(overrides["data"]["overrides"]["candidates"], 1, "{overrides:#}");
+    let recorded = overrides["data"]["overrides"]["command"].as_str().unwrap_or_default();
+    let tail = format!("./agent.sh {}", log.display());
+    assert!(!recorded.contains("0123456789abcdefghij") && recorded.ends_with(&tail), "{recorded}");
     // The agents saw the sentence as a check to meet.
     let prompts: Vec<String> = repo
         .run_dirs()

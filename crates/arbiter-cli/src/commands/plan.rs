@@ -730,14 +730,18 @@ async fn run(
         crate::commands::run::preflight(&settings, workspace.repo_root())
             .map_err(|e| CliError::usage(format!("task {} of plan {id}: {e}", t.spec.id)))?;
     }
-    if !overrides.is_empty() {
-        // What this run said over the plan, for whoever reads the plan's history.
-        let said = serde_json::to_value(overrides).unwrap_or_default();
-        plans.note_event(id, "run_overrides", json!({"overrides": said}), SystemClock.now()).await?;
-    }
     let overrides = overrides.clone();
     let base_settings = RunSettings::resolve_values(&config, FlagOverrides::default())?;
     let (keys, models) = crate::model_access::for_run(&target.secrets_path(), &config, &base_settings)?;
+    if !overrides.is_empty() {
+        // What this run said over the plan, for whoever reads the plan's history: a key
+        // typed into `--command` is masked like everywhere else.
+        let redactor = arbiter_core::redact::Redactor::new(keys.clone());
+        let said =
+            RunOverrides { command: overrides.command.as_deref().map(|c| redactor.redact(c)), ..overrides.clone() };
+        let said = serde_json::to_value(said).unwrap_or_default();
+        plans.note_event(id, "run_overrides", json!({"overrides": said}), SystemClock.now()).await?;
+    }
 
     let cancel = CancellationToken::new();
     let signals = tokio::spawn(crate::commands::run::watch_signals(cancel.clone()));
