@@ -145,6 +145,12 @@ impl CliAgent {
         }
     }
 
+    /// Whether its token usage comes from files it wrote during the run (its debug trace,
+    /// see [`crate::telemetry`]) rather than from its output stream.
+    pub fn usage_from_trace(self) -> bool {
+        self == CliAgent::VillaniCode
+    }
+
     /// The wire protocols of the model endpoints this CLI can be pointed at.
     pub fn endpoint_providers(self) -> &'static [EndpointProvider] {
         match self {

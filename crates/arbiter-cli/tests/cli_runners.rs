@@ -187,8 +187,10 @@ fn every_cli_runs_through_arbiter_and_its_fix_lands() {
                 assert_eq!(cli["usage"], json!({"input_tokens": 2000, "output_tokens": 100, "cached_tokens": 0}));
                 assert_eq!(cli["commands"], json!([{"command": "python3 -m unittest -q", "exit_code": 0}]));
                 assert_eq!(cli["session_id"], "vc-c01", "{summary:#}");
-                // 2000 × 1 + 100 × 2 per million tokens, at the backend's prices.
+                // 2000 × 1 + 100 × 2 per million tokens, at the backend's prices; the usage is
+                // what its own trace says, and flagged so.
                 assert_eq!(cli["cost"]["usd"], "0.0022", "{summary:#}");
+                assert_eq!(cli["cost"]["flags"], json!(["usage_from_agent_trace"]), "{summary:#}");
                 assert_eq!(cli["final_text"], "I fixed the bug in calc.py: add now returns a + b.", "{summary:#}");
             }
             _ => {

@@ -12,6 +12,9 @@ use crate::types::{Endpoint, Usage};
 pub const UNPRICED: &str = "unpriced";
 /// The flag of a call whose provider reported no usage.
 pub const USAGE_UNAVAILABLE: &str = "usage_unavailable";
+/// The usage was read from files the agent itself wrote (villani-code's debug trace): what it
+/// says it used, as a CLI's own cost figure is what it says it cost.
+pub const USAGE_FROM_AGENT_TRACE: &str = "usage_from_agent_trace";
 
 /// The record of one call to `endpoint` made for `role` (and `candidate`, if any).
 ///

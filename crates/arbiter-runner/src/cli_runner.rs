@@ -673,6 +673,8 @@ impl AgentRunner for CliRunner {
         let mut flags = Vec::new();
         if !acc.usage_seen {
             flags.push(arbiter_llm::cost::USAGE_UNAVAILABLE.to_string());
+        } else if self.agent.usage_from_trace() {
+            flags.push(arbiter_llm::cost::USAGE_FROM_AGENT_TRACE.to_string());
         }
         if cost.is_none() {
             flags.push(arbiter_llm::cost::UNPRICED.to_string());
