@@ -147,7 +147,7 @@ fn log_line(ev: &Event) -> Option<String> {
     let text = match ev.kind {
         EventKind::RunStarted => {
             let r = ev.data_as::<RunStarted>()?;
-            let base = &r.base_commit[..r.base_commit.len().min(12)];
+            let base: String = r.base_commit.chars().take(12).collect();
             format!("run {} started: {} candidate(s), base {base}", ev.run_id, r.candidates)
         }
         EventKind::LeftoversPruned => {

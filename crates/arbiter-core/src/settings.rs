@@ -508,6 +508,11 @@ pub struct OutsideProgram {
     pub copy: String,
 }
 
+/// The first of `globs` that is not a glob, with why.
+fn first_invalid_glob<'a>(globs: impl IntoIterator<Item = &'a String>) -> Option<(&'a String, String)> {
+    globs.into_iter().find_map(|g| crate::protect::invalid_glob(g).map(|why| (g, why)))
+}
+
 /// How to write a glob, for a setting that holds one that is not.
 const GLOB_FIX: &str = "write globs like \"tests/**\" or \"**/test_*.py\" (`*` within a name, `**` across directories, `[ab]`, `{a,b}`; escape a literal character with a backslash)";
 
@@ -698,7 +703,7 @@ impl RunSettings {
             });
         }
         let include = layer(non_empty(flags.include), run.include.clone(), Vec::new());
-        if let Some((bad, why)) = include.value.iter().find_map(|i| crate::protect::invalid_glob(i).map(|w| (i, w))) {
+        if let Some((bad, why)) = first_invalid_glob(&include.value) {
             return Err(SettingsError::Invalid {
                 key: "include",
                 problem: format!("'{bad}' is not a path or a glob ({why})"),
@@ -781,8 +786,7 @@ impl RunSettings {
             crate::protect::DEFAULT_BUILD_OUTPUTS.iter().map(|s| s.to_string()).collect(),
         );
         for (key, globs) in [("protected_paths", &protected_paths.value), ("build_outputs", &build_outputs.value)] {
-            let Some((bad, why)) = globs.iter().find_map(|p| crate::protect::invalid_glob(p).map(|why| (p, why)))
-            else {
+            let Some((bad, why)) = first_invalid_glob(globs) else {
                 continue;
             };
             return Err(SettingsError::Invalid {
@@ -823,11 +827,7 @@ impl RunSettings {
                 fix: "give every [[cross_tests.rules]] a pattern and a command".into(),
             });
         }
-        if let Some((bad, why)) = cross_test_rules
-            .value
-            .iter()
-            .find_map(|r| crate::protect::invalid_glob(&r.pattern).map(|w| (&r.pattern, w)))
-        {
+        if let Some((bad, why)) = first_invalid_glob(cross_test_rules.value.iter().map(|r| &r.pattern)) {
             return Err(SettingsError::Invalid {
                 key: "cross_tests.rules",
                 problem: format!("pattern '{bad}' is not a glob ({why})"),

@@ -16,7 +16,7 @@ use crate::canary::Framework;
 /// The tests a run reported failing (or erroring), by the names the runner printed; `None`
 /// when its output does not tell.
 pub fn failed_tests(framework: Framework, output: &str) -> Option<BTreeSet<String>> {
-    let lines: Vec<String> = output.lines().map(strip_ansi).collect();
+    let lines: Vec<_> = crate::canary::clean_lines(output).collect();
     let mut failed = BTreeSet::new();
     let mut summary = false;
     for line in &lines {
@@ -101,31 +101,6 @@ fn pytest_closing(line: &str) -> bool {
             counts == "no tests ran"
                 || counts.split(", ").all(|p| p.split_once(' ').is_some_and(|(n, _)| n.parse::<u32>().is_ok()))
         })
-}
-
-fn strip_ansi(line: &str) -> String {
-    if !line.contains('\u{1b}') {
-        return line.to_string();
-    }
-    let mut out = String::with_capacity(line.len());
-    let mut chars = line.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c != '\u{1b}' {
-            out.push(c);
-            continue;
-        }
-        if chars.peek() == Some(&'[') {
-            chars.next();
-            for d in chars.by_ref() {
-                if ('@'..='~').contains(&d) {
-                    break;
-                }
-            }
-        } else {
-            chars.next();
-        }
-    }
-    out
 }
 
 /// One gate's tests next to the base's: what the candidate fixed, broke and left failing.

@@ -29,6 +29,7 @@ mod shell;
 use serde::{Deserialize, Serialize};
 
 pub use planner::{plan, recognise};
+pub(crate) use reader::clean_lines;
 pub use reader::read;
 
 /// A test framework whose runs arbiter can plant a canary in and read.

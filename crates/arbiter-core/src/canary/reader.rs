@@ -19,8 +19,9 @@ pub fn read(framework: Framework, plan: &CanaryPlan, output: &str, exit_code: Op
     r
 }
 
-/// Lines with ANSI escape sequences (colours, cursor moves) removed.
-fn clean_lines(output: &str) -> impl Iterator<Item = std::borrow::Cow<'_, str>> {
+/// Lines with ANSI escape sequences (colours, cursor moves) removed (also what
+/// [`crate::test_output`] reads test names from).
+pub(crate) fn clean_lines(output: &str) -> impl Iterator<Item = std::borrow::Cow<'_, str>> {
     output.lines().map(|l| {
         if !l.contains('\u{1b}') {
             return std::borrow::Cow::Borrowed(l);
