@@ -144,22 +144,9 @@ fn cross_tests_are_skipped_with_a_reason_when_nobody_wrote_a_test() {
 /// way the verify command runs the tests now. (pytest from the venv `.ci/run` installs.)
 #[test]
 fn cross_tests_run_with_the_interpreter_of_the_verify_command() {
-    let venv = std::env::var_os("ARBITER_PYTEST_VENV").map(std::path::PathBuf::from).unwrap_or_else(|| {
-        std::path::PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cache/arbiter-ci/frameworks/pytest")
-    });
-    let python = venv.join("bin/python3");
-    let has_pytest = std::process::Command::new(&python)
-        .args(["-m", "pytest", "--version"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !has_pytest {
-        assert!(std::env::var_os("CI").is_none(), "CI must have pytest at {}", python.display());
-        skip(
-            "cross_tests_run_with_the_interpreter_of_the_verify_command",
-            "no pytest venv (bash .ci/run installs one)",
-        );
+    let Some(python) = pytest_python("cross_tests_run_with_the_interpreter_of_the_verify_command") else {
         return;
-    }
+    };
     let agent = AGENT_OVERFIT_OR_REAL.replace(
         "import unittest\n\nfrom calc import add\n\n\nclass AddMore(unittest.TestCase):\n    def test_other_numbers(self):\n        self.assertEqual(add(10, 5), 15)\n\n\nif __name__ == \"__main__\":\n    unittest.main()\n",
         "from calc import add\n\n\ndef test_other_numbers():\n    assert add(10, 5) == 15\n",

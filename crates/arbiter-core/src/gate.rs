@@ -26,6 +26,10 @@ pub struct CommandOutcome {
     /// is a test runner arbiter reads; `None` when it is not, or its output did not tell.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failed_tests: Option<Vec<String>>,
+    /// The JUnit XML reports the run wrote that `failed_tests` was read from (relative to the
+    /// tree); empty when it was read from the output, or not at all.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub test_reports: Vec<String>,
 }
 
 impl CommandOutcome {
@@ -192,6 +196,7 @@ mod tests {
             output_tail: String::new(),
             canary: None,
             failed_tests: None,
+            test_reports: Vec::new(),
         }
     }
 

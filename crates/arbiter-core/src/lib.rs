@@ -63,6 +63,7 @@ pub mod strategy;
 pub mod task;
 pub mod test_command;
 pub mod test_output;
+pub mod test_report;
 pub mod time;
 pub mod viewer;
 

@@ -87,6 +87,10 @@ pub const DEFAULT_CONFIG_TOML: &str = r#"# arbiter configuration. Command-line f
 # **/__pycache__/**, **/*.pyc, **/.pytest_cache/**, **/node_modules/**, **/target/**, ...
 # (see docs/configuration.md); [] captures everything.
 # build_outputs = ["**/__pycache__/**", "**/*.pyc"]
+# JUnit XML reports the verify commands write (globs, relative to the tree): a report a gate's
+# run wrote is read for the tests that failed, ahead of the runner's printed output. Paths a
+# command names itself (pytest --junitxml=PATH, ...) are read without being listed here.
+# test_reports = ["target/surefire-reports/*.xml"]
 # allow_test_changes = false
 # How candidates are spent: "tournament" (all at once), "escalate" (one at a time, cheapest
 # capable backend first, stopping at the first that passes its gates), or a preset:
@@ -224,6 +228,8 @@ pub struct RunSection {
     /// Globs of build and cache output (`__pycache__`, `node_modules`, `target`, ...) a
     /// candidate's run leaves behind: files it added there never enter its patch.
     pub build_outputs: Option<Vec<String>>,
+    /// Globs of the JUnit XML reports the verify commands write.
+    pub test_reports: Option<Vec<String>>,
     /// Let candidates change protected files (their gates then run on their versions).
     pub allow_test_changes: Option<bool>,
     /// Ask the `selection` role's backends to compare candidates the evidence cannot separate.
@@ -483,6 +489,9 @@ pub struct RunSettings {
     /// Build and cache output left out of patches (files added there; tracked ones count).
     #[serde(default)]
     pub build_outputs: Sourced<Vec<String>>,
+    /// JUnit XML reports the gates write (globs), read for the tests that failed.
+    #[serde(default)]
+    pub test_reports: Sourced<Vec<String>>,
     pub allow_test_changes: Sourced<bool>,
     pub judge: Sourced<bool>,
     pub strategy: Sourced<Strategy>,
@@ -498,6 +507,17 @@ pub struct RunSettings {
     pub runners: Vec<RunnerSpec>,
     /// What each candidate runs, by index (see [`crate::strategy`]).
     pub slots: Vec<CandidateOption>,
+}
+
+impl RunSettings {
+    /// What a candidate's run may leave in its tree that never enters its patch: the build
+    /// outputs, and the test reports the verify commands write (the `test_reports` globs and
+    /// the paths the commands name), so an agent that ran the tests itself leaves no report in
+    /// its patch.
+    pub fn left_out_of_patches(&self) -> Vec<String> {
+        let named = self.verify.value.iter().flat_map(|c| crate::test_report::reports_named_in(c));
+        self.build_outputs.value.iter().chain(&self.test_reports.value).cloned().chain(named).collect()
+    }
 }
 
 /// A program of the working tree (`path`, relative to the repository root) run from a copy
@@ -785,7 +805,12 @@ impl RunSettings {
             run.build_outputs.clone(),
             crate::protect::DEFAULT_BUILD_OUTPUTS.iter().map(|s| s.to_string()).collect(),
         );
-        for (key, globs) in [("protected_paths", &protected_paths.value), ("build_outputs", &build_outputs.value)] {
+        let test_reports = layer(None, run.test_reports.clone(), Vec::new());
+        for (key, globs) in [
+            ("protected_paths", &protected_paths.value),
+            ("build_outputs", &build_outputs.value),
+            ("test_reports", &test_reports.value),
+        ] {
             let Some((bad, why)) = first_invalid_glob(globs) else {
                 continue;
             };
@@ -858,6 +883,7 @@ impl RunSettings {
             env_passthrough,
             protected_paths,
             build_outputs,
+            test_reports,
             allow_test_changes,
             judge,
             strategy,
@@ -1010,6 +1036,7 @@ impl RunSettings {
             ("env_passthrough", list(&self.env_passthrough.value), self.env_passthrough.origin),
             ("protected_paths", format!("{} globs", self.protected_paths.value.len()), self.protected_paths.origin),
             ("build_outputs", format!("{} globs", self.build_outputs.value.len()), self.build_outputs.origin),
+            ("test_reports", list(&self.test_reports.value), self.test_reports.origin),
             ("allow_test_changes", self.allow_test_changes.value.to_string(), self.allow_test_changes.origin),
             ("judge", self.judge.value.to_string(), self.judge.origin),
             ("strategy", self.strategy.value.to_string(), self.strategy.origin),

@@ -17,6 +17,7 @@ use arbiter_core::redact::Redactor;
 use tokio_util::sync::CancellationToken;
 
 use crate::process::{self, ShellCommand};
+use crate::test_reports::ReportWatch;
 
 /// Bytes of output kept in an outcome.
 const TAIL_BYTES: u64 = 4000;
@@ -53,6 +54,8 @@ pub struct GateRun<'a> {
     pub log_dir: &'a Path,
     pub cancel: &'a CancellationToken,
     pub redactor: &'a Redactor,
+    /// The `test_reports` globs: JUnit XML reports the commands write in `cwd`.
+    pub test_reports: &'a [String],
 }
 
 /// Runs each gate in order, writing `log_dir/verify-<n>.log` (`first_index` numbers them).
@@ -99,6 +102,7 @@ pub async fn run_gate(gate: &Gate<'_>, number: usize, run: &GateRun<'_>) -> std:
         timeout: run.timeout,
         jail: run.jail.cloned(),
     };
+    let reports = ReportWatch::start(run.cwd, gate.command, run.test_reports);
     let exit = process::run_shell(&cmd, run.cancel).await;
     // Out again before anything else sees the tree, whatever happened.
     if let Some(planted) = planted {
@@ -121,13 +125,20 @@ pub async fn run_gate(gate: &Gate<'_>, number: usize, run: &GateRun<'_>) -> std:
             verdict,
         }
     });
-    let failed_tests = gate.framework.and_then(|framework| {
-        let output = process::read_tail(&log, CANARY_LOG_BYTES);
-        let failed = arbiter_core::test_output::failed_tests(framework, &output)?;
-        // The canary's own failure is the test machinery working, not a test of the task's.
-        let canary = gate.canary.map(|plan| plan.test.as_str());
-        Some(failed.into_iter().filter(|name| canary.is_none_or(|c| !name.contains(c))).collect())
+    // A report the run wrote is complete where the log's tail may not be: it goes first.
+    let report = if code.is_some() { reports.read(run.cwd) } else { None };
+    for (file, why) in report.iter().flat_map(|r| &r.unread) {
+        tracing::warn!("{file}: not read as a JUnit XML report: {why}");
+    }
+    let test_reports = report.as_ref().map(|r| r.files.clone()).unwrap_or_default();
+    let failed = report.filter(|r| !r.files.is_empty()).map(|r| r.failed).or_else(|| {
+        let framework = gate.framework?;
+        arbiter_core::test_output::failed_tests(framework, &process::read_tail(&log, CANARY_LOG_BYTES))
     });
+    // The canary's own failure is the test machinery working, not a test of the task's.
+    let canary_test = gate.canary.map(|plan| plan.test.as_str());
+    let failed_tests =
+        failed.map(|failed| failed.into_iter().filter(|name| canary_test.is_none_or(|c| !name.contains(c))).collect());
     let text = process::read_tail(&log, TAIL_BYTES * 2);
     Ok(CommandOutcome {
         command: gate.command.to_string(),
@@ -137,5 +148,6 @@ pub async fn run_gate(gate: &Gate<'_>, number: usize, run: &GateRun<'_>) -> std:
         output_tail: run.redactor.redact(&tail(&text, 40, TAIL_BYTES as usize)),
         canary,
         failed_tests,
+        test_reports,
     })
 }

@@ -391,6 +391,25 @@ esac
 /// A fake agent every candidate of which fixes add.
 pub const AGENT_FIX: &str = "set -e\nsed -i 's/return a - b/return a + b/' calc.py\n";
 
+/// The Python interpreter of the pytest virtualenv `.ci/run` installs (`ARBITER_PYTEST_VENV`),
+/// or `None` after reporting `test` skipped when there is none (never on CI).
+pub fn pytest_python(test: &str) -> Option<PathBuf> {
+    let venv = std::env::var_os("ARBITER_PYTEST_VENV").map(PathBuf::from).unwrap_or_else(|| {
+        PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cache/arbiter-ci/frameworks/pytest")
+    });
+    let python = venv.join("bin/python3");
+    let has_pytest = std::process::Command::new(&python)
+        .args(["-m", "pytest", "--version"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !has_pytest {
+        assert!(std::env::var_os("CI").is_none(), "CI must have pytest at {}", python.display());
+        skip(test, "no pytest venv (bash .ci/run installs one)");
+        return None;
+    }
+    Some(python)
+}
+
 /// A repository holding the buggy calculator, its tests and `agent.sh` (`agent_body`),
 /// committed on `main`.
 pub fn python_repo(agent_body: &str) -> TestRepo {

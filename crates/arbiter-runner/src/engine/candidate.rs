@@ -149,6 +149,7 @@ pub(super) async fn run_baseline(ctx: &RunCtx) -> BaselineRun {
                 log_dir: &log_dir,
                 cancel: &ctx.cancel,
                 redactor: &ctx.redactor,
+                test_reports: &ctx.settings.test_reports.value,
             };
             let gates: Vec<Gate> = verify
                 .iter()
@@ -504,7 +505,7 @@ async fn capture_candidate(
 ) -> Option<Vec<(String, Touch)>> {
     let wt = slot.git();
     let tree = &slot.tree();
-    let text = match capture::capture_patch(&wt, &ctx.base_commit, &ctx.settings.build_outputs.value).await {
+    let text = match capture::capture_patch(&wt, &ctx.base_commit, &ctx.settings.left_out_of_patches()).await {
         Ok(t) => t,
         Err(e) => {
             ctx.events.emit(Some(&run.id), &Warning::new(format!("cannot capture the patch: {e}"))).await;
@@ -686,6 +687,7 @@ pub(super) async fn gate_candidate(
         log_dir: &gate_logs,
         cancel: &ctx.cancel,
         redactor: &ctx.redactor,
+        test_reports: &ctx.settings.test_reports.value,
     };
     match run_verify(&gates, &gate_run).await {
         Ok(outcomes) => {
