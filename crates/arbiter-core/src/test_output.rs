@@ -17,6 +17,11 @@ use crate::canary::Framework;
 /// when its output does not tell.
 pub fn failed_tests(framework: Framework, output: &str) -> Option<BTreeSet<String>> {
     let lines: Vec<_> = crate::canary::clean_lines(output).collect();
+    if matches!(framework, Framework::Jest | Framework::Vitest)
+        && let Some(failed) = lines.iter().find_map(|l| js_json_failures(l))
+    {
+        return Some(failed);
+    }
     let mut failed = BTreeSet::new();
     let mut summary = false;
     for line in &lines {
@@ -41,11 +46,30 @@ pub fn failed_tests(framework: Framework, output: &str) -> Option<BTreeSet<Strin
                     failed.insert(name.to_string());
                 } else if t.starts_with("test result: ") {
                     summary = true;
+                } else if t.starts_with('{') {
+                    // libtest's `--format json`: `{"type":"test","event":"failed","name":…}`,
+                    // and a `suite` event closing each test binary.
+                    match libtest_json_event(t) {
+                        Some(LibtestEvent::TestFailed(name)) => {
+                            failed.insert(name);
+                        }
+                        Some(LibtestEvent::SuiteDone) => summary = true,
+                        None => {}
+                    }
                 }
             }
             Framework::GoTest => {
                 let s = t.trim_start();
-                if let Some(rest) = s.strip_prefix("--- FAIL: ") {
+                if s.starts_with('{') {
+                    // `go test -json`: one event per line.
+                    match go_json_event(s) {
+                        Some(GoEvent::TestFailed(name)) => {
+                            failed.insert(name);
+                        }
+                        Some(GoEvent::PackageDone) => summary = true,
+                        None => {}
+                    }
+                } else if let Some(rest) = s.strip_prefix("--- FAIL: ") {
                     failed.insert(rest.split(" (").next().unwrap_or(rest).trim().to_string());
                 } else if s.starts_with("ok  \t") || s.starts_with("ok \t") || s.starts_with("FAIL\t") || s == "FAIL" {
                     summary = true;
@@ -75,6 +99,67 @@ pub fn failed_tests(framework: Framework, output: &str) -> Option<BTreeSet<Strin
         }
     }
     summary.then_some(failed)
+}
+
+/// What one line of `go test -json` says about the result.
+enum GoEvent {
+    TestFailed(String),
+    /// A package's result (`pass`, `fail` or `skip` without a test): the run got to the end.
+    PackageDone,
+}
+
+fn go_json_event(line: &str) -> Option<GoEvent> {
+    let event: serde_json::Value = serde_json::from_str(line).ok()?;
+    let action = event.get("Action")?.as_str()?;
+    match (action, event.get("Test").and_then(|t| t.as_str())) {
+        ("fail", Some(test)) => Some(GoEvent::TestFailed(test.to_string())),
+        ("pass" | "fail" | "skip", None) => Some(GoEvent::PackageDone),
+        _ => None,
+    }
+}
+
+/// What one line of libtest's JSON output says about the result.
+enum LibtestEvent {
+    TestFailed(String),
+    SuiteDone,
+}
+
+fn libtest_json_event(line: &str) -> Option<LibtestEvent> {
+    let event: serde_json::Value = serde_json::from_str(line).ok()?;
+    let field = |k: &str| event.get(k).and_then(|v| v.as_str());
+    match (field("type")?, field("event")?) {
+        ("test", "failed" | "timeout") => Some(LibtestEvent::TestFailed(field("name")?.to_string())),
+        ("suite", "ok" | "failed") => Some(LibtestEvent::SuiteDone),
+        _ => None,
+    }
+}
+
+/// The failing tests of Jest's `--json` or Vitest's `--reporter=json` result (one line of
+/// JSON with `testResults`), named as Jest's default reporter names them (`calc › adds`).
+fn js_json_failures(line: &str) -> Option<BTreeSet<String>> {
+    let line = line.trim();
+    if !line.starts_with('{') || !line.contains("\"testResults\"") {
+        return None;
+    }
+    let result: serde_json::Value = serde_json::from_str(line).ok()?;
+    let mut failed = BTreeSet::new();
+    for file in result.get("testResults")?.as_array()? {
+        for case in file.get("assertionResults").and_then(|a| a.as_array()).into_iter().flatten() {
+            if case.get("status").and_then(|s| s.as_str()) != Some("failed") {
+                continue;
+            }
+            let mut parts: Vec<&str> = case
+                .get("ancestorTitles")
+                .and_then(|a| a.as_array())
+                .into_iter()
+                .flatten()
+                .filter_map(|t| t.as_str())
+                .collect();
+            parts.extend(case.get("title").and_then(|t| t.as_str()));
+            failed.insert(parts.join(" › "));
+        }
+    }
+    Some(failed)
 }
 
 /// `test_mul (test_calc.CalcTest.test_mul)` (Python 3.11+) or `test_mul (test_calc.CalcTest)`
@@ -205,6 +290,41 @@ mod tests {
         assert_eq!(failed_tests(Framework::Jest, jest), Some(set(&["calc › adds"])));
         let vitest = " FAIL  calc.test.js > calc > adds\nAssertionError: expected 1 to be 5\n Test Files  1 failed (1)\n      Tests  1 failed | 1 passed (2)\n";
         assert_eq!(failed_tests(Framework::Vitest, vitest), Some(set(&["calc.test.js > calc > adds"])));
+    }
+
+    #[test]
+    fn go_cargo_and_js_runners_json_output_names_their_failures() {
+        let go = concat!(
+            r#"{"Action":"run","Package":"example.com/calc","Test":"TestAdd"}"#,
+            "\n",
+            r#"{"Action":"output","Package":"example.com/calc","Test":"TestAdd","Output":"--- FAIL: TestAdd (0.00s)\n"}"#,
+            "\n",
+            r#"{"Action":"fail","Package":"example.com/calc","Test":"TestAdd/pos","Elapsed":0}"#,
+            "\n",
+            r#"{"Action":"fail","Package":"example.com/calc","Test":"TestAdd","Elapsed":0}"#,
+            "\n",
+            r#"{"Action":"pass","Package":"example.com/calc","Test":"TestMul","Elapsed":0}"#,
+            "\n"
+        );
+        assert_eq!(failed_tests(Framework::GoTest, go), None, "no package result yet: cut short");
+        let done = format!("{go}{}\n", r#"{"Action":"fail","Package":"example.com/calc","Elapsed":0.003}"#);
+        assert_eq!(failed_tests(Framework::GoTest, &done), Some(set(&["TestAdd", "TestAdd/pos"])));
+        let cargo = concat!(
+            r#"{ "type": "suite", "event": "started", "test_count": 2 }"#,
+            "\n",
+            r#"{ "type": "test", "event": "ok", "name": "tests::adds" }"#,
+            "\n",
+            r#"{ "type": "test", "name": "tests::muls", "event": "failed", "stdout": "panicked" }"#,
+            "\n",
+            r#"{ "type": "suite", "event": "failed", "passed": 1, "failed": 1 }"#,
+            "\n"
+        );
+        assert_eq!(failed_tests(Framework::CargoTest, cargo), Some(set(&["tests::muls"])));
+        // Jest --json and Vitest --reporter=json write the same shape, on one line.
+        let js = r#"{"numFailedTests":1,"success":false,"testResults":[{"assertionResults":[{"ancestorTitles":["calc"],"fullName":"calc adds","status":"failed","title":"adds"},{"ancestorTitles":["calc"],"status":"passed","title":"multiplies"}],"name":"/tmp/w/calc.test.js"}]}"#;
+        for framework in [Framework::Jest, Framework::Vitest] {
+            assert_eq!(failed_tests(framework, &format!("some noise\n{js}\n")), Some(set(&["calc › adds"])));
+        }
     }
 
     #[test]

@@ -170,6 +170,15 @@ fn check(project: &Project, command: &str, variants: &[Variant]) -> CanaryPlan {
     plan
 }
 
+/// The machine-readable output of `command` (on the base) names its failing tests: `failed`.
+fn json_output_names(project: &Project, framework: canary::Framework, command: &str, failed: &[&str]) {
+    let (output, code) = project.run(command);
+    assert_ne!(code, Some(0), "{command} fails on the base:\n{output}");
+    let named = arbiter_core::test_output::failed_tests(framework, &output)
+        .unwrap_or_else(|| panic!("the failing tests of {command} were not read:\n{output}"));
+    assert_eq!(named.iter().map(String::as_str).collect::<Vec<_>>(), failed, "{output}");
+}
+
 /// A command that names one test module gets no canary, and its plain run decides.
 fn check_not_applicable(project: &Project, command: &str) {
     match canary::plan(command, &project.view(), &nonce()) {
@@ -347,6 +356,7 @@ fn jest_canary() {
         }],
     );
     check_not_applicable(&project, "npx jest src/strings.test.js");
+    json_output_names(&project, canary::Framework::Jest, "npx jest --json", &["adds"]);
 }
 
 #[test]
@@ -404,6 +414,7 @@ fn vitest_canary() {
         }],
     );
     check_not_applicable(&project, "npx vitest run src/strings.test.js");
+    json_output_names(&project, canary::Framework::Vitest, "npx vitest run --reporter=json", &["adds"]);
 }
 
 #[test]
@@ -530,6 +541,7 @@ fn go_canary() {
     }
     let (output, code) = project.run("go test -run TestUpper ./strs");
     assert_eq!(code, Some(0), "{output}");
+    json_output_names(&project, canary::Framework::GoTest, "go test -json ./...", &["TestAdd"]);
 }
 
 /// A program on `PATH`.
