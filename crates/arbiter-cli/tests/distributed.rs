@@ -657,3 +657,25 @@ fn the_single_host_walkthrough_of_the_guide_works() {
     assert!(stdout.contains("return a + b") && stdout.contains("return a * b"), "{stdout}");
     assert_eq!(stdout.matches("connected").count(), 2, "{stdout}");
 }
+
+/// `arbiter bench queue` drives the work protocol for real: every task of its plan is
+/// claimed and reported (a plan the server refuses task by task, as one without verify
+/// commands once was, is an error, not a fast benchmark), and the wake-ups are measured.
+#[test]
+fn the_queue_benchmark_claims_and_reports_every_task() {
+    let serve = Serve::start(&[], None);
+    let repo = TestRepo::new();
+    repo.write("README.md", "# bench\n");
+    repo.commit_all("start");
+    let run = serve.cli(
+        repo.path(),
+        &["bench", "queue", "--workers", "3", "--tasks", "30", "--wakeups", "2", "--json"],
+        &[("ARBITER_TOKEN", ADMIN), ("ARBITER_BOOTSTRAP_TOKEN", BOOTSTRAP), ("ARBITER_SERVER", &serve.url)],
+    );
+    run.assert_code(0);
+    let report: Value = serde_json::from_str(&run.stdout).unwrap_or_else(|e| panic!("{e}: {}", run.stdout));
+    assert_eq!(report["cycles"], 30, "{report:#}");
+    assert_eq!(report["wakeup_ms"]["samples"], 2, "{report:#}");
+    assert!(report["claim_complete_per_second"].as_f64().is_some_and(|r| r > 0.0), "{report:#}");
+    assert!(!serve.log_text().contains(ADMIN) && !serve.log_text().contains(BOOTSTRAP));
+}

@@ -175,7 +175,7 @@ impl Rejection {
                     parts.push(format!("broke {regressed} verify command(s) that passed on the base"));
                 }
                 if *still_failing > 0 {
-                    parts.push(format!("left {still_failing} failing verify command(s) failing"));
+                    parts.push(format!("{still_failing} verify command(s) that failed on the base still fail"));
                 }
                 format!("gates failed: {} ({summary})", parts.join(" and "))
             }

@@ -21,6 +21,8 @@ pub struct PgUrl {
     pub options: PgConnectOptions,
     /// `postgres://user@host:port/database`, for messages.
     pub location: String,
+    /// The URL as given, which a message may echo whole: it reads as `location` instead.
+    given: String,
     secrets: Vec<String>,
 }
 
@@ -60,12 +62,19 @@ impl PgUrl {
             options.get_port(),
             options.get_database().unwrap_or(options.get_username())
         );
-        Ok(PgUrl { options, location: scrub(location), secrets })
+        // Built from the parsed parts, the location never holds the password; it is not
+        // scrubbed, or a password equal to the user's or the database's name would mask them.
+        Ok(PgUrl { options, location, given: url.to_string(), secrets })
     }
 
-    /// `text` with every secret of the URL masked.
+    /// `text` with every secret of the URL masked; the location, where it appears, stays
+    /// readable.
     pub fn scrub(&self, text: &str) -> String {
-        scrub(text, &self.secrets)
+        let text = text.replace(self.given.as_str(), &self.location);
+        text.split(self.location.as_str())
+            .map(|part| scrub(part, &self.secrets))
+            .collect::<Vec<_>>()
+            .join(&self.location)
     }
 }
 
@@ -123,12 +132,31 @@ fn percent_decode(text: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// `text` with every secret masked where it stands as a word of its own (not inside a longer
+/// word: a password `db` leaves `mydb` alone, and masks `db` in `user:db@host`).
 fn scrub(text: &str, secrets: &[String]) -> String {
     let mut out = text.to_string();
     for secret in secrets {
-        out = out.replace(secret.as_str(), arbiter_core::redact::MASK);
+        out = mask_words(&out, secret);
     }
     arbiter_core::redact::redact_patterns(&out)
+}
+
+fn mask_words(text: &str, secret: &str) -> String {
+    let word_char = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(secret) {
+        let before = rest[..at].chars().next_back().or_else(|| out.chars().next_back());
+        let after = rest[at + secret.len()..].chars().next();
+        let inside_a_word = (word_char(before) && word_char(secret.chars().next()))
+            || (word_char(after) && word_char(secret.chars().next_back()));
+        out.push_str(&rest[..at]);
+        out.push_str(if inside_a_word { secret } else { arbiter_core::redact::MASK });
+        rest = &rest[at + secret.len()..];
+    }
+    out.push_str(rest);
+    out
 }
 
 #[cfg(test)]
@@ -157,6 +185,29 @@ mod tests {
             let echoed = parsed.scrub(&format!("cannot connect to {url}: password s3cret-pw refused"));
             assert!(!echoed.contains("s3cret"), "{echoed}");
         }
+    }
+
+    #[test]
+    fn a_short_password_equal_to_a_common_word_masks_only_itself() {
+        let parsed = PgUrl::parse("postgres://postgres:postgres@127.0.0.1:5432/postgres").unwrap();
+        assert_eq!(parsed.location, "postgres://postgres@127.0.0.1:5432/postgres");
+        let echoed = parsed.scrub(
+            "cannot connect to postgres://postgres:postgres@127.0.0.1:5432/postgres: refused, postgresql is down",
+        );
+        assert_eq!(
+            echoed,
+            "cannot connect to postgres://postgres@127.0.0.1:5432/postgres: refused, postgresql is down"
+        );
+        // Standing alone, the word is the password, and masked.
+        assert_eq!(
+            parsed.scrub("password postgres refused"),
+            format!("password {} refused", arbiter_core::redact::MASK)
+        );
+        let db = PgUrl::parse("postgres://app:db@h/mydb").unwrap();
+        assert_eq!(
+            db.scrub("user app:db@h has no mydb"),
+            format!("user app:{}@h has no mydb", arbiter_core::redact::MASK)
+        );
     }
 
     #[test]

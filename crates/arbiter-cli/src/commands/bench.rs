@@ -62,13 +62,15 @@ fn quantile_ms(sorted: &[Duration], q: f64) -> f64 {
     sorted[i.min(sorted.len() - 1)].as_secs_f64() * 1000.0
 }
 
-/// A bench plan: `ids` tasks of the no-op command, in the repository `repo`.
+/// A bench plan: `ids` tasks of the no-op command, in the repository `repo`. Nothing checks
+/// a no-op's winner, and the plan says so (`no_verify`): a plan that did not would have every
+/// task refused at its claim for having no verify command.
 fn plan_spec(id: &str, repo: &str, ids: &[String]) -> Result<arbiter_core::plan::PlanSpec, CliError> {
     let tasks: Vec<serde_json::Value> =
         ids.iter().map(|t| json!({"id": t, "title": format!("no-op {t}"), "acceptance_criteria": ["none"]})).collect();
     let spec = json!({
         "id": id, "name": "queue benchmark", "repository": repo,
-        "defaults": {"runners": "command", "command": "true", "candidates": 1, "max_attempts": 1},
+        "defaults": {"runners": "command", "command": "true", "candidates": 1, "max_attempts": 1, "no_verify": true},
         "tasks": tasks,
     });
     parse(&spec.to_string(), Syntax::Json).map_err(|e| CliError::environment(format!("the bench plan: {e}")))
@@ -183,6 +185,12 @@ pub async fn queue(b: QueueBench<'_>) -> Result<u8, CliError> {
     let drain = started.elapsed();
     latencies.sort();
     let cycles = latencies.len();
+    if cycles != b.tasks {
+        return Err(CliError::environment(format!(
+            "the plan finished with {cycles} of its {} tasks claimed: the server refused the rest (see `arbiter plan status {plan} --server {}`)",
+            b.tasks, b.server.server
+        )));
+    }
     let per_second = cycles as f64 / drain.as_secs_f64();
 
     // Wake-up: every worker waits on an empty plan; one task at a time.
