@@ -308,6 +308,49 @@ fn a_killed_plan_run_continues_where_it_stopped_and_does_no_task_twice() {
     assert_eq!(t2["attempts"], 1, "the killed attempt does not count: {t2:#}");
 }
 
+/// The first claims of a new plan come at once (a control plane's workers all start on it):
+/// each finds the integration branch missing, or just created by another, from the same
+/// read of the plan. Every one gets the branch; none is refused as "exists and arbiter did not
+/// create it" (what 100 workers starting together on a control plane once hit).
+#[tokio::test(flavor = "multi_thread")]
+async fn claimers_starting_together_on_a_new_plan_all_get_its_branch() {
+    use arbiter_core::time::Timestamp;
+    use arbiter_runner::git::Git;
+    use arbiter_runner::plan_branch;
+    use arbiter_store::plans::PlanStore;
+    let (repo, log) = plan_repo("  A) echo a > a.txt ;;");
+    let plan = plan_of("together", &log, json!([task("A", &[], "test -f a.txt")]));
+    let file = write_plan(&repo, &plan);
+    repo.arbiter(&["plan", "import", &file]).assert_code(0);
+    let store = std::sync::Arc::new(
+        arbiter_store::sqlite::SqliteStore::open(&repo.arbiter_dir().join("arbiter.db")).await.expect("store"),
+    );
+    let now = Timestamp(
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_micros() as i64,
+    );
+    // One read of the plan, before any branch: what every claimer saw.
+    let seen = store.plan("together").await.expect("read").expect("the plan").plan;
+    assert!(seen.branch_record().is_none());
+    let mut claimers = tokio::task::JoinSet::new();
+    for _ in 0..8 {
+        let (store, seen, git) = (store.clone(), seen.clone(), Git::new(repo.path()));
+        claimers.spawn(async move { plan_branch::ensure_for_run(&git, &*store, &seen, now).await.map(|r| r.base) });
+    }
+    let mut bases = std::collections::BTreeSet::new();
+    while let Some(done) = claimers.join_next().await {
+        bases.insert(done.expect("joined").unwrap_or_else(|e| panic!("a claimer was refused the branch: {e}")));
+    }
+    assert_eq!(bases.len(), 1, "one branch, one base: {bases:?}");
+    assert_eq!(repo.git(&["rev-parse", "arbiter/together"]).trim(), bases.first().unwrap().as_str());
+    // The interleaving that refused: a claimer whose look at the repository comes after
+    // another created the branch, with its read of the plan from before.
+    let late = plan_branch::ensure_for_run(&Git::new(repo.path()), &*store, &seen, now).await;
+    assert_eq!(
+        late.map(|r| r.base).unwrap_or_else(|e| panic!("the late claimer was refused: {e}")),
+        *bases.first().unwrap()
+    );
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_winner_committed_before_its_worker_died_is_not_done_twice() {
     use arbiter_core::time::Timestamp;

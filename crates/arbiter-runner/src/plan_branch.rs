@@ -229,15 +229,20 @@ pub async fn ensure_for_run(
     let record = plan.branch_record();
     match (record, f.tip) {
         (Some(r), Some(_)) => Ok(r.clone()),
-        (None, Some(tip)) => Err(BranchError::Exists {
-            plan: id.into(),
-            branch: branch.into(),
-            tip: short(&tip).into(),
-            earlier: earlier_arbiter(repo, id).await?,
-            remedy: format!(
-                "To let arbiter commit onto it as it is, import the plan's file again with --adopt-branch {branch} (`arbiter plan export {id} -o {id}.json` writes it); or rename the branch (`git branch -m {branch} {branch}-mine`), and arbiter creates its own"
-            ),
-        }),
+        // Another claimer of this plan may have created it since `plan` was read (it records
+        // the branch before creating it): the store says so now.
+        (None, Some(tip)) => match recorded_now(store, id).await? {
+            Some(r) => Ok(r),
+            None => Err(BranchError::Exists {
+                plan: id.into(),
+                branch: branch.into(),
+                tip: short(&tip).into(),
+                earlier: earlier_arbiter(repo, id).await?,
+                remedy: format!(
+                    "To let arbiter commit onto it as it is, import the plan's file again with --adopt-branch {branch} (`arbiter plan export {id} -o {id}.json` writes it); or rename the branch (`git branch -m {branch} {branch}-mine`), and arbiter creates its own"
+                ),
+            }),
+        },
         // Gone: arbiter created it once (or it was adopted and the user deleted it).
         // arbiter may create it, unless the name is a default branch's.
         (_, None) => {
@@ -254,6 +259,12 @@ pub async fn ensure_for_run(
             create(repo, store, plan, now).await
         }
     }
+}
+
+/// The plan's branch record as the store holds it now.
+async fn recorded_now(store: &dyn PlanStore, id: &str) -> Result<Option<BranchRecord>, BranchError> {
+    let view = store.plan(id).await?.ok_or_else(|| StoreError::NoPlan { id: id.to_string() })?;
+    Ok(view.plan.branch_record().cloned())
 }
 
 /// Creates the branch at the plan's `base_ref` and records it. The record is written
@@ -279,8 +290,7 @@ async fn create(
     }
     // Another `plan run` of this plan created it in the meantime (and recorded it): use
     // what the store says now.
-    let view = store.plan(&header.id).await?.ok_or_else(|| StoreError::NoPlan { id: header.id.clone() })?;
-    Ok(view.plan.branch_record().cloned().unwrap_or(record))
+    Ok(recorded_now(store, &header.id).await?.unwrap_or(record))
 }
 
 /// What `plan reset` does to the integration branch: move a branch arbiter created back to
