@@ -15,7 +15,9 @@
 # 3. An idle `arbiter worker run` (registered, long-polling a server without plans): its RSS
 #    after 3 s, and how long it takes to exit after SIGTERM (median of 5).
 #
-# Knobs: STORE (postgres|sqlite), WORKERS, TASKS, RUNS, CONNECTED, SKIP_BUILD=1.
+# Knobs: STORE (postgres|sqlite), WORKERS, TASKS, RUNS, CONNECTED, SKIP_BUILD=1, PG_OPTIONS
+# (the server's connection options, e.g. sslmode=disable: by default a Postgres that offers
+# TLS is spoken to over TLS, loopback included).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -52,7 +54,7 @@ start_server() {
     [ -z "$db" ] || psql -q "$DATABASE_URL" -c "DROP DATABASE IF EXISTS $db" >/dev/null
     db="arbiter_bench_cp_$$_$1"
     psql -q "$DATABASE_URL" -c "CREATE DATABASE $db" >/dev/null
-    export ARBITER_DATABASE_URL="${DATABASE_URL%/*}/$db"
+    export ARBITER_DATABASE_URL="${DATABASE_URL%/*}/$db${PG_OPTIONS:+?$PG_OPTIONS}"
   fi
   "$arbiter" serve --bind 127.0.0.1:0 --data-dir "$data" > "$data/stdout" 2> "$data/log" &
   server_pid=$!
