@@ -667,11 +667,22 @@ fn the_queue_benchmark_claims_and_reports_every_task() {
     let repo = TestRepo::new();
     repo.write("README.md", "# bench\n");
     repo.commit_all("start");
-    let run = serve.cli(
-        repo.path(),
-        &["bench", "queue", "--workers", "3", "--tasks", "30", "--wakeups", "2", "--json"],
-        &[("ARBITER_TOKEN", ADMIN), ("ARBITER_BOOTSTRAP_TOKEN", BOOTSTRAP), ("ARBITER_SERVER", &serve.url)],
-    );
+    let tokens = [("ARBITER_TOKEN", ADMIN), ("ARBITER_BOOTSTRAP_TOKEN", BOOTSTRAP)];
+    let bench = ["bench", "queue", "--workers", "3", "--tasks", "30", "--wakeups", "2", "--json"];
+    // A server with someone's work on it: the benchmark's workers would take it, so it refuses.
+    let theirs = json!({"id": "theirs", "name": "real work", "repository": repo.path().display().to_string(),
+        "defaults": {"verify": ["true"]},
+        "tasks": [{"id": "T1", "title": "Real work", "description": "Write t1.txt holding t1.", "acceptance_criteria": ["t1.txt exists"]}]});
+    repo.write("theirs.json", theirs.to_string());
+    serve.cli(repo.path(), &["plan", "import", "theirs.json"], &tokens).assert_code(0);
+    let refused = serve.cli(repo.path(), &bench, &tokens);
+    refused.assert_code(2);
+    assert!(refused.stderr.contains("theirs") && refused.stderr.contains("arbiter plan cancel ID"), "{}", refused.stderr);
+    let status = serve.cli(repo.path(), &["plan", "status", "theirs", "--json"], &tokens);
+    assert!(status.stdout.contains("\"ready\""), "their task is untouched: {}", status.stdout);
+    // Following the hint: cancelled, their plan is left alone and the benchmark runs.
+    serve.cli(repo.path(), &["plan", "cancel", "theirs"], &tokens).assert_code(0);
+    let run = serve.cli(repo.path(), &bench, &tokens);
     run.assert_code(0);
     let report: Value = serde_json::from_str(&run.stdout).unwrap_or_else(|e| panic!("{e}: {}", run.stdout));
     assert_eq!(report["cycles"], 30, "{report:#}");

@@ -85,15 +85,15 @@ async fn import(admin: &RemotePlanAdmin, id: &str, repo: &str, ids: &[String]) -
     Ok(())
 }
 
-/// One claim: the answer and how long it took.
+/// One claim (of `plan`'s work, or any plan's): the answer and how long it took.
 async fn claim(
     client: &Client,
     token: &Secret,
-    plan: &str,
+    plan: Option<&str>,
     wait_ms: u64,
 ) -> Result<(ClaimResponse, Duration), CliError> {
     let started = Instant::now();
-    let request = ClaimRequest { slot: "1".into(), plan: Some(plan.to_string()), wait_ms };
+    let request = ClaimRequest { slot: "1".into(), plan: plan.map(str::to_string), wait_ms };
     let answer = client.post("api/v1/work/claim", token, &request).await.map_err(client_error)?;
     Ok((answer, started.elapsed()))
 }
@@ -113,6 +113,30 @@ async fn complete(
     };
     let _: ReportResponse = client.post("api/v1/work/report", token, &request).await.map_err(client_error)?;
     Ok(())
+}
+
+/// The benchmark's no-op workers wait for wake-ups as a worker without `--plan` does, ready
+/// to take any plan's work (and fail it): refused on a server whose plans have work to do.
+async fn refuse_a_busy_server(admin: &RemotePlanAdmin, server: &str) -> Result<(), CliError> {
+    use arbiter_core::plan::state::TaskStatus;
+    let plans = admin.list().await.map_err(admin_error)?;
+    let busy: Vec<&str> = plans
+        .iter()
+        .filter(|p| !p.cancelled)
+        .filter(|p| {
+            [TaskStatus::Blocked, TaskStatus::Ready, TaskStatus::Running]
+                .iter()
+                .any(|s| p.counts.get(s).is_some_and(|n| *n > 0))
+        })
+        .map(|p| p.id.as_str())
+        .collect();
+    if busy.is_empty() {
+        return Ok(());
+    }
+    Err(CliError::usage(format!(
+        "{server} has plans with work to do ({}): the benchmark's workers would claim and fail their tasks; run it against a server of its own (`arbiter serve --data-dir \"$(mktemp -d)\"` with a store of its own), or cancel those plans first (`arbiter plan cancel ID`)",
+        busy.join(", ")
+    )))
 }
 
 pub async fn queue(b: QueueBench<'_>) -> Result<u8, CliError> {
@@ -135,6 +159,7 @@ pub async fn queue(b: QueueBench<'_>) -> Result<u8, CliError> {
     })?;
     let repo = repo.display().to_string();
     let admin = RemotePlanAdmin::new(client.clone(), admin_token.clone());
+    refuse_a_busy_server(&admin, &b.server.server).await?;
     let run = format!("{:06x}", arbiter_runner::random_suffix() & 0xff_ffff);
 
     let mut tokens = Vec::with_capacity(b.workers);
@@ -167,7 +192,7 @@ pub async fn queue(b: QueueBench<'_>) -> Result<u8, CliError> {
         workers.spawn(async move {
             let mut latencies = Vec::new();
             loop {
-                match claim(&client, &token, &plan, 1000).await? {
+                match claim(&client, &token, Some(&plan), 1000).await? {
                     (ClaimResponse::Assigned { assignment }, took) => {
                         latencies.push(took);
                         complete(&client, &token, &assignment).await?;
@@ -193,19 +218,21 @@ pub async fn queue(b: QueueBench<'_>) -> Result<u8, CliError> {
     }
     let per_second = cycles as f64 / drain.as_secs_f64();
 
-    // Wake-up: every worker waits on an empty plan; one task at a time.
+    // Wake-up: every worker waits in a long poll for any plan's work (as a worker without
+    // `--plan` does: a claim of one plan's work answers at once while that plan has nothing
+    // left, so waiting on the empty plan itself would measure polling, not the wake-up);
+    // one task at a time into an empty plan.
     let wake_plan = format!("bench-{run}-wake");
     import(&admin, &wake_plan, &repo, &[]).await?;
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Instant>();
     let stop = tokio_util::sync::CancellationToken::new();
     let mut waiters = tokio::task::JoinSet::new();
     for token in &tokens {
-        let (client, plan, tx, stop, token) =
-            (client.clone(), wake_plan.clone(), tx.clone(), stop.clone(), token.clone());
+        let (client, tx, stop, token) = (client.clone(), tx.clone(), stop.clone(), token.clone());
         waiters.spawn(async move {
             while !stop.is_cancelled() {
                 let answer = tokio::select! {
-                    a = claim(&client, &token, &plan, 20_000) => a?,
+                    a = claim(&client, &token, None, 20_000) => a?,
                     _ = stop.cancelled() => break,
                 };
                 if let (ClaimResponse::Assigned { assignment }, _) = answer {
