@@ -677,7 +677,11 @@ fn the_queue_benchmark_claims_and_reports_every_task() {
     serve.cli(repo.path(), &["plan", "import", "theirs.json"], &tokens).assert_code(0);
     let refused = serve.cli(repo.path(), &bench, &tokens);
     refused.assert_code(2);
-    assert!(refused.stderr.contains("theirs") && refused.stderr.contains("arbiter plan cancel ID"), "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains("theirs") && refused.stderr.contains("arbiter plan cancel ID"),
+        "{}",
+        refused.stderr
+    );
     let status = serve.cli(repo.path(), &["plan", "status", "theirs", "--json"], &tokens);
     assert!(status.stdout.contains("\"ready\""), "their task is untouched: {}", status.stdout);
     // Following the hint: cancelled, their plan is left alone and the benchmark runs.

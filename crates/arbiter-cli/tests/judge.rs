@@ -341,3 +341,54 @@ fi
     // Reviews inform; the pairwise judge was not needed.
     assert_eq!(read_json(&dir.join("comparisons/pairwise.json")), json!([]));
 }
+
+/// Evidence that cannot separate two candidates is said to be a tie-break, with the way to a
+/// decision; following it as printed (a backend, then `[roles] selection` naming it in
+/// .arbiter/config.toml) gets a judged decision on the next run. (The hint once said
+/// `selection = "BACKEND"`, which the configuration refuses: roles are lists.)
+#[test]
+fn an_undecided_selection_says_so_and_its_hint_leads_to_a_decision() {
+    let repo = two_fixes();
+    let dir = run(&repo);
+    let selection = read_json(&dir.join("selection.json"));
+    let summary = selection["summary"].as_str().unwrap_or_default().to_string();
+    assert!(
+        summary.contains("could not tell them apart") && summary.contains("tie-break, not a verdict"),
+        "{selection:#}"
+    );
+    assert!(summary.contains("`[roles] selection = [\"NAME\"]` in .arbiter/config.toml"), "{summary}");
+    let report = std::fs::read_to_string(dir.join("final_report.md")).expect("report");
+    assert!(report.contains("could not tell them apart"), "{report}");
+
+    let mock = MockLlm::start(&json!({"responses": [
+        verdict(Some("First patch (candidate c02)"), "first"),
+        verdict(Some("Second patch (candidate c02)"), "second"),
+    ]}));
+    repo.arbiter(&[
+        "backend",
+        "add",
+        "judge",
+        "--provider",
+        "openai-compatible",
+        "--model",
+        "judge-model",
+        "--base-url",
+        &mock.openai_url(),
+    ])
+    .assert_code(0);
+    let config = repo.arbiter_dir().join("config.toml");
+    let text = std::fs::read_to_string(&config).expect("config.toml");
+    let text = if text.lines().any(|l| l.trim() == "[roles]") {
+        text.replacen("[roles]", "[roles]\nselection = [\"judge\"]", 1)
+    } else {
+        format!("{text}\n[roles]\nselection = [\"judge\"]\n")
+    };
+    std::fs::write(&config, text).expect("write config.toml");
+    let first = dir;
+    std::fs::remove_dir_all(&first).expect("the first run's directory");
+    let dir = run(&repo);
+    let selection = read_json(&dir.join("selection.json"));
+    assert_eq!(selection["winner"], "c02", "{selection:#}");
+    let summary = selection["summary"].as_str().unwrap_or_default();
+    assert!(summary.contains("pairwise judge preferred it") && !summary.contains("tie-break"), "{selection:#}");
+}

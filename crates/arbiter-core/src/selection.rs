@@ -470,7 +470,7 @@ fn win_reason(w: &Scored<'_>, runner_up: Option<&Scored<'_>>, has_verify: bool) 
 
 /// Said of a winner that only a tie-break chose: the evidence did not tell the candidates
 /// apart, and how to get a decision next time.
-pub const UNDECIDED: &str = "the evidence could not tell them apart (the same gates and cross-tests, no votes, no judge), so this is a tie-break, not a verdict: configure a judge (`[roles] selection = \"BACKEND\"` in .arbiter/config.toml) or give the task verify commands that test the behaviour";
+pub const UNDECIDED: &str = "the evidence could not tell them apart (the same gates and cross-tests, no votes, no judge), so this is a tie-break, not a verdict: configure a judge (a backend with the selection role: `arbiter backend add NAME … --roles selection`, or `[roles] selection = [\"NAME\"]` in .arbiter/config.toml) or give the task verify commands that test the behaviour";
 
 /// `passed 1 vs 0 of 1 discriminating cross-test(s)`.
 fn cross_text(first: &Scored<'_>, second: &Scored<'_>) -> String {

@@ -222,6 +222,9 @@ pub async fn queue(b: QueueBench<'_>) -> Result<u8, CliError> {
     // `--plan` does: a claim of one plan's work answers at once while that plan has nothing
     // left, so waiting on the empty plan itself would measure polling, not the wake-up);
     // one task at a time into an empty plan.
+    // The drained plan is done with: cancelled, it is no longer among the plans a waiting
+    // worker's claim looks at.
+    let _ = admin.cancel(&plan).await;
     let wake_plan = format!("bench-{run}-wake");
     import(&admin, &wake_plan, &repo, &[]).await?;
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Instant>();
@@ -274,9 +277,7 @@ pub async fn queue(b: QueueBench<'_>) -> Result<u8, CliError> {
         .collect();
     server_wakes.sort();
 
-    for id in [&plan, &wake_plan] {
-        let _ = admin.cancel(id).await;
-    }
+    let _ = admin.cancel(&wake_plan).await;
     for name in &names {
         let _ = client.revoke(&admin_token, name).await;
     }
