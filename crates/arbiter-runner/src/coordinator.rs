@@ -438,12 +438,11 @@ impl LocalCoordinator {
         Ok(chooses)
     }
 
-    /// The plans a worker without a plan of its own claims from, in a stable order.
+    /// The plans a worker without a plan of its own claims from, in a stable order: those
+    /// with a task ready or running (a look at every plan with its counts, at every claim of
+    /// every waiting worker, grew with every finished plan the store keeps).
     async fn open_plans(&self) -> Result<Vec<String>, CoordinatorError> {
-        let mut ids: Vec<String> =
-            self.plans.plans().await?.into_iter().filter(|p| !p.cancelled).map(|p| p.id).collect();
-        ids.sort();
-        Ok(ids)
+        Ok(self.plans.claimable_plans().await?)
     }
 
     /// A claimed unit as an assignment.

@@ -54,6 +54,7 @@ pub const SQLITE: &[Migration] = &[
     Migration { version: 3, name: "plan_branches", sql: include_str!("../migrations/sqlite/0003_plan_branches.sql") },
     Migration { version: 4, name: "workers", sql: include_str!("../migrations/sqlite/0004_workers.sql") },
     Migration { version: 5, name: "plan_units", sql: include_str!("../migrations/sqlite/0005_plan_units.sql") },
+    Migration { version: 6, name: "finish_plans", sql: include_str!("../migrations/sqlite/0006_finish_plans.sql") },
 ];
 
 /// Postgres migrations, numbered in lock-step with [`SQLITE`].
@@ -63,4 +64,5 @@ pub const POSTGRES: &[Migration] = &[
     Migration { version: 3, name: "plan_branches", sql: include_str!("../migrations/postgres/0003_plan_branches.sql") },
     Migration { version: 4, name: "workers", sql: include_str!("../migrations/postgres/0004_workers.sql") },
     Migration { version: 5, name: "plan_units", sql: include_str!("../migrations/postgres/0005_plan_units.sql") },
+    Migration { version: 6, name: "finish_plans", sql: include_str!("../migrations/postgres/0006_finish_plans.sql") },
 ];

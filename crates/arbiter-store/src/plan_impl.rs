@@ -1258,6 +1258,11 @@ macro_rules! plan_store_impl {
                     row.as_ref().map(decode::task).transpose()
                 }
 
+                async fn claimable_plans(&self) -> Result<Vec<String>, StoreError> {
+                    let rows = sqlx::query(q::CLAIMABLE_PLANS).fetch_all(&self.pool).await?;
+                    rows.iter().map(|r| Ok(r.try_get("id")?)).collect()
+                }
+
                 async fn plans(&self) -> Result<Vec<PlanSummary>, StoreError> {
                     let rows = sqlx::query(q::LIST_PLANS).fetch_all(&self.pool).await?;
                     let mut out: Vec<PlanSummary> = Vec::new();

@@ -274,6 +274,14 @@ pub const RESET_PLAN: &str = "UPDATE plans SET cancelled = false, reserved_pico 
 
 pub const DELETE_ATTEMPTS: &str = "DELETE FROM plan_attempts WHERE plan_id = $1";
 
+/// The plans a claim without a plan of its own looks at: not cancelled, with a task ready
+/// (the partial index `plan_tasks_ready`) or running (whose units may be ready). Cheap
+/// whatever the store holds: no counts, no finished plan's tasks read.
+pub const CLAIMABLE_PLANS: &str = "SELECT p.id FROM plans p WHERE NOT p.cancelled
+       AND (EXISTS (SELECT 1 FROM plan_tasks t WHERE t.plan_id = p.id AND t.status = 'ready')
+            OR EXISTS (SELECT 1 FROM plan_tasks t WHERE t.plan_id = p.id AND t.status = 'running'))
+     ORDER BY p.id";
+
 pub const LIST_PLANS: &str =
     "SELECT p.id, p.name, p.budget_pico, p.spent_pico, p.reserved_pico, p.budget_crossed, p.cancelled,
          t.status, COUNT(t.id) AS n

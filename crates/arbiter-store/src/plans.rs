@@ -428,6 +428,10 @@ pub trait PlanStore: Send + Sync {
     /// One task of a plan.
     async fn task_record(&self, plan_id: &str, task_id: &str) -> Result<Option<TaskRecord>, StoreError>;
     async fn plans(&self) -> Result<Vec<PlanSummary>, StoreError>;
+    /// The ids of the plans with work a claim could take now or soon (not cancelled, a task
+    /// ready or running), in id order: what a worker without a plan of its own looks at, at
+    /// every claim, without the counts of [`PlanStore::plans`].
+    async fn claimable_plans(&self) -> Result<Vec<String>, StoreError>;
     async fn attempts(&self, plan_id: &str) -> Result<Vec<AttemptRecord>, StoreError>;
     async fn events(&self, plan_id: &str) -> Result<Vec<PlanEvent>, StoreError>;
     /// The plan's events after the event `after` (exclusive; 0 for all), oldest first, at
