@@ -23,7 +23,13 @@ fi
 }
 
 fn add_judge(repo: &TestRepo, mock: &MockLlm) {
-    repo.arbiter(&[
+    add_judge_backend(repo, mock, &["--roles", "selection", "--input-cost", "1", "--output-cost", "2"]);
+}
+
+/// The backend `judge` (model `judge-model`) on `mock`, with `extra` flags.
+fn add_judge_backend(repo: &TestRepo, mock: &MockLlm, extra: &[&str]) {
+    let url = mock.openai_url();
+    let mut args = vec![
         "backend",
         "add",
         "judge",
@@ -32,15 +38,10 @@ fn add_judge(repo: &TestRepo, mock: &MockLlm) {
         "--model",
         "judge-model",
         "--base-url",
-        &mock.openai_url(),
-        "--roles",
-        "selection",
-        "--input-cost",
-        "1",
-        "--output-cost",
-        "2",
-    ])
-    .assert_code(0);
+        &url,
+    ];
+    args.extend_from_slice(extra);
+    repo.arbiter(&args).assert_code(0);
 }
 
 /// A backend with the `review` role on `mock`.
@@ -364,18 +365,8 @@ fn an_undecided_selection_says_so_and_its_hint_leads_to_a_decision() {
         verdict(Some("First patch (candidate c02)"), "first"),
         verdict(Some("Second patch (candidate c02)"), "second"),
     ]}));
-    repo.arbiter(&[
-        "backend",
-        "add",
-        "judge",
-        "--provider",
-        "openai-compatible",
-        "--model",
-        "judge-model",
-        "--base-url",
-        &mock.openai_url(),
-    ])
-    .assert_code(0);
+    // A backend without roles, then named in [roles] as the hint says.
+    add_judge_backend(&repo, &mock, &[]);
     let config = repo.arbiter_dir().join("config.toml");
     let text = std::fs::read_to_string(&config).expect("config.toml");
     let text = if text.lines().any(|l| l.trim() == "[roles]") {
