@@ -49,26 +49,14 @@ pub fn failed_tests(framework: Framework, output: &str) -> Option<BTreeSet<Strin
                 } else if t.starts_with('{') {
                     // libtest's `--format json`: `{"type":"test","event":"failed","name":…}`,
                     // and a `suite` event closing each test binary.
-                    match libtest_json_event(t) {
-                        Some(LibtestEvent::TestFailed(name)) => {
-                            failed.insert(name);
-                        }
-                        Some(LibtestEvent::SuiteDone) => summary = true,
-                        None => {}
-                    }
+                    JsonEvent::apply(libtest_json_event(t), &mut failed, &mut summary);
                 }
             }
             Framework::GoTest => {
                 let s = t.trim_start();
                 if s.starts_with('{') {
                     // `go test -json`: one event per line.
-                    match go_json_event(s) {
-                        Some(GoEvent::TestFailed(name)) => {
-                            failed.insert(name);
-                        }
-                        Some(GoEvent::PackageDone) => summary = true,
-                        None => {}
-                    }
+                    JsonEvent::apply(go_json_event(s), &mut failed, &mut summary);
                 } else if let Some(rest) = s.strip_prefix("--- FAIL: ") {
                     failed.insert(rest.split(" (").next().unwrap_or(rest).trim().to_string());
                 } else if s.starts_with("ok  \t") || s.starts_with("ok \t") || s.starts_with("FAIL\t") || s == "FAIL" {
@@ -101,35 +89,43 @@ pub fn failed_tests(framework: Framework, output: &str) -> Option<BTreeSet<Strin
     summary.then_some(failed)
 }
 
-/// What one line of `go test -json` says about the result.
-enum GoEvent {
+/// What one line of a runner's JSON event stream (`go test -json`, libtest's `--format json`)
+/// says about the result.
+enum JsonEvent {
     TestFailed(String),
-    /// A package's result (`pass`, `fail` or `skip` without a test): the run got to the end.
-    PackageDone,
+    /// A package's or a test binary's result: the run got to the end of it.
+    Closed,
 }
 
-fn go_json_event(line: &str) -> Option<GoEvent> {
+impl JsonEvent {
+    fn apply(event: Option<JsonEvent>, failed: &mut BTreeSet<String>, summary: &mut bool) {
+        match event {
+            Some(JsonEvent::TestFailed(name)) => {
+                failed.insert(name);
+            }
+            Some(JsonEvent::Closed) => *summary = true,
+            None => {}
+        }
+    }
+}
+
+fn go_json_event(line: &str) -> Option<JsonEvent> {
     let event: serde_json::Value = serde_json::from_str(line).ok()?;
     let action = event.get("Action")?.as_str()?;
     match (action, event.get("Test").and_then(|t| t.as_str())) {
-        ("fail", Some(test)) => Some(GoEvent::TestFailed(test.to_string())),
-        ("pass" | "fail" | "skip", None) => Some(GoEvent::PackageDone),
+        ("fail", Some(test)) => Some(JsonEvent::TestFailed(test.to_string())),
+        // A package's result (`pass`, `fail` or `skip` without a test).
+        ("pass" | "fail" | "skip", None) => Some(JsonEvent::Closed),
         _ => None,
     }
 }
 
-/// What one line of libtest's JSON output says about the result.
-enum LibtestEvent {
-    TestFailed(String),
-    SuiteDone,
-}
-
-fn libtest_json_event(line: &str) -> Option<LibtestEvent> {
+fn libtest_json_event(line: &str) -> Option<JsonEvent> {
     let event: serde_json::Value = serde_json::from_str(line).ok()?;
     let field = |k: &str| event.get(k).and_then(|v| v.as_str());
     match (field("type")?, field("event")?) {
-        ("test", "failed" | "timeout") => Some(LibtestEvent::TestFailed(field("name")?.to_string())),
-        ("suite", "ok" | "failed") => Some(LibtestEvent::SuiteDone),
+        ("test", "failed" | "timeout") => Some(JsonEvent::TestFailed(field("name")?.to_string())),
+        ("suite", "ok" | "failed") => Some(JsonEvent::Closed),
         _ => None,
     }
 }

@@ -111,9 +111,11 @@ pub async fn run_gate(gate: &Gate<'_>, number: usize, run: &GateRun<'_>) -> std:
     let exit = exit?;
     let code = if exit.cancelled { None } else { exit.code };
     process::redact_file(&log, run.redactor)?;
+    // The end of the log, read once for the canary and the failing tests, when either asks.
+    let output = std::cell::OnceCell::new();
+    let output = || output.get_or_init(|| process::read_tail(&log, CANARY_LOG_BYTES)).as_str();
     let canary = gate.canary.map(|plan| {
-        let output = process::read_tail(&log, CANARY_LOG_BYTES);
-        let reading = canary::read(plan.framework, plan, &output, code);
+        let reading = canary::read(plan.framework, plan, output(), code);
         // Planted in a candidate's tree only for a command the base calibrated; on the base
         // its own reading says whether it is calibrated.
         let verdict = canary::verdict(&reading, true);
@@ -133,7 +135,7 @@ pub async fn run_gate(gate: &Gate<'_>, number: usize, run: &GateRun<'_>) -> std:
     let test_reports = report.as_ref().map(|r| r.files.clone()).unwrap_or_default();
     let failed = report.filter(|r| !r.files.is_empty()).map(|r| r.failed).or_else(|| {
         let framework = gate.framework?;
-        arbiter_core::test_output::failed_tests(framework, &process::read_tail(&log, CANARY_LOG_BYTES))
+        arbiter_core::test_output::failed_tests(framework, output())
     });
     // The canary's own failure is the test machinery working, not a test of the task's.
     let canary_test = gate.canary.map(|plan| plan.test.as_str());
