@@ -92,10 +92,7 @@ impl ReportWatch {
         }
         for glob in &self.globs {
             let root = literal_prefix(glob);
-            let start = tree.join(&root);
-            if !start.is_dir() || regular_file_inside(tree, &root).is_some() {
-                continue;
-            }
+            let Some(start) = real_dir_inside(tree, &root) else { continue };
             let walk = ignore::WalkBuilder::new(&start)
                 .standard_filters(false)
                 .follow_links(false)
@@ -127,19 +124,23 @@ fn literal_prefix(glob: &str) -> String {
     parts[..literal].join("/")
 }
 
-/// The stamp of `rel` when it is a regular file whose directories inside `tree` are real
-/// directories (no symbolic link on the way out of the tree).
-fn regular_file_inside(tree: &Path, rel: &str) -> Option<Stamp> {
+/// `tree/rel` when every component of `rel` is a real directory (no symbolic link on the way
+/// out of the tree); `tree` itself for an empty `rel`.
+fn real_dir_inside(tree: &Path, rel: &str) -> Option<PathBuf> {
     let mut at = PathBuf::from(tree);
-    let parts: Vec<&str> = rel.split('/').filter(|p| !p.is_empty()).collect();
-    let (file, dirs) = parts.split_last()?;
-    for dir in dirs {
+    for dir in rel.split('/').filter(|p| !p.is_empty()) {
         at.push(dir);
         if !std::fs::symlink_metadata(&at).ok()?.file_type().is_dir() {
             return None;
         }
     }
-    at.push(file);
+    Some(at)
+}
+
+/// The stamp of `rel` when it is a regular file in a real directory of `tree`.
+fn regular_file_inside(tree: &Path, rel: &str) -> Option<Stamp> {
+    let (dirs, file) = rel.rsplit_once('/').unwrap_or(("", rel));
+    let at = real_dir_inside(tree, dirs)?.join(file);
     let meta = std::fs::symlink_metadata(&at).ok()?;
     meta.file_type().is_file().then(|| Stamp { len: meta.len(), modified: meta.modified().ok() })
 }
@@ -193,9 +194,16 @@ mod tests {
         std::fs::write(outside.path().join("secret.xml"), FAILING_ADD).unwrap();
         std::fs::create_dir_all(outside.path().join("dir")).unwrap();
         std::fs::write(outside.path().join("dir/r.xml"), FAILING_ADD).unwrap();
-        let watch = ReportWatch::start(tree.path(), "pytest --junitxml=junit.xml --junitxml=out/r.xml", &[]);
+        let watch = ReportWatch::start(
+            tree.path(),
+            "pytest --junitxml=junit.xml --junitxml=out/r.xml",
+            &["build/reports/*.xml".into()],
+        );
         std::os::unix::fs::symlink(outside.path().join("secret.xml"), tree.path().join("junit.xml")).unwrap();
         std::os::unix::fs::symlink(outside.path().join("dir"), tree.path().join("out")).unwrap();
+        // A glob's directory that is a link out of the tree is not walked either.
+        std::fs::create_dir_all(tree.path().join("build")).unwrap();
+        std::os::unix::fs::symlink(outside.path().join("dir"), tree.path().join("build/reports")).unwrap();
         assert!(watch.read(tree.path()).is_none());
     }
 }
