@@ -669,6 +669,16 @@ fn the_queue_benchmark_claims_and_reports_every_task() {
     repo.commit_all("start");
     let tokens = [("ARBITER_TOKEN", ADMIN), ("ARBITER_BOOTSTRAP_TOKEN", BOOTSTRAP)];
     let bench = ["bench", "queue", "--workers", "3", "--tasks", "30", "--wakeups", "2", "--json"];
+    // A wrong admin token: refused before any worker is registered, as the user's to fix.
+    let wrong = serve.cli(
+        repo.path(),
+        &bench,
+        &[("ARBITER_TOKEN", "not-the-admin-token-0123456789abcdef"), ("ARBITER_BOOTSTRAP_TOKEN", BOOTSTRAP)],
+    );
+    wrong.assert_code(2);
+    assert!(wrong.stderr.contains("401") && wrong.stderr.contains("ARBITER_ADMIN_TOKEN"), "{}", wrong.stderr);
+    let workers = serve.cli(repo.path(), &["worker", "list", "--json"], &tokens);
+    assert!(!workers.assert_code(0).stdout.contains("bench-"), "no bench worker was registered: {}", workers.stdout);
     // A server with someone's work on it: the benchmark's workers would take it, so it refuses.
     let theirs = json!({"id": "theirs", "name": "real work", "repository": repo.path().display().to_string(),
         "defaults": {"verify": ["true"]},

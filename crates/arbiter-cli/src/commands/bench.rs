@@ -49,8 +49,11 @@ fn client_error(e: arbiter_server::client::ClientError) -> CliError {
     if e.is_usage() { CliError::usage(e) } else { CliError::environment(e) }
 }
 
+/// What the admin half of the protocol answered: a refusal (a wrong admin token, a plan the
+/// server will not take) is the user's to fix (exit 2), an unreachable server is not (3).
 fn admin_error(e: arbiter_runner::plan_admin::AdminError) -> CliError {
-    CliError::environment(format!("the server refused the benchmark's plan: {e}"))
+    let message = format!("the server refused the benchmark's request: {e}");
+    if e.is_usage() { CliError::usage(message) } else { CliError::environment(message) }
 }
 
 /// The `q` quantile of sorted durations, in milliseconds.
