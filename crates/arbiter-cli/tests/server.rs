@@ -92,8 +92,8 @@ async fn make_plan(store: &dyn PlanStore, repository: &Path) {
         now: Timestamp(1),
     };
     store.import_plan(import).await.unwrap();
-    store.note_event("calc", "operator_note", json!({"n": 1}), Timestamp(2)).await.unwrap();
-    store.note_event("calc", "operator_note", json!({"n": 2}), Timestamp(3)).await.unwrap();
+    store.note_event("calc", overrides(1), Timestamp(2)).await.unwrap();
+    store.note_event("calc", overrides(2), Timestamp(3)).await.unwrap();
 }
 
 /// The repository plan `calc` names (on the server's host), with one commit: its path and
@@ -216,11 +216,11 @@ async fn tour(pg: Option<PgDatabase>) {
     assert_eq!(sse.status(), StatusCode::OK);
     let replayed = read_events(&mut sse, all.len() - 1).await;
     assert_eq!(replayed.iter().map(|e| e.0).collect::<Vec<_>>(), all[1..].iter().map(|e| e.id).collect::<Vec<_>>());
-    assert_eq!(replayed.last().unwrap().1, "operator_note");
-    assert_eq!(replayed.last().unwrap().2["data"]["n"], 2);
-    store.note_event("calc", "operator_note", json!({"n": 3}), Timestamp(4)).await.unwrap();
+    assert_eq!(replayed.last().unwrap().1, "run_overrides");
+    assert_eq!(replayed.last().unwrap().2["data"]["overrides"]["candidates"], 2);
+    store.note_event("calc", overrides(3), Timestamp(4)).await.unwrap();
     let live = read_events(&mut sse, 1).await;
-    assert_eq!(live[0].2["data"]["n"], 3);
+    assert_eq!(live[0].2["data"]["overrides"]["candidates"], 3);
     let r = http.get(serve.at("/api/v1/events?plan=calc")).bearer_auth(&token).send().await.unwrap();
     assert_eq!(r.status(), StatusCode::FORBIDDEN);
 
@@ -420,4 +420,10 @@ fn https_with_a_self_signed_certificate() {
     let run = serve.worker(&["list", "--server", "http://192.0.2.1:7878"], &[("ARBITER_TOKEN", ADMIN)]);
     run.assert_code(2);
     assert!(run.stderr.contains("plain HTTP") && run.stderr.contains("--insecure"), "{}", run.stderr);
+}
+
+/// A plan-level event to append by hand: what `plan run --candidates N` records.
+fn overrides(candidates: u32) -> arbiter_core::plan::event::PlanEntry {
+    let said = arbiter_core::plan::settings::RunOverrides { candidates: Some(candidates), ..Default::default() };
+    arbiter_core::plan::event::PlanEntry::RunOverrides { overrides: said }
 }

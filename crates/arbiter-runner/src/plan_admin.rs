@@ -21,6 +21,7 @@ use arbiter_core::Clock;
 use arbiter_core::budget::Budget;
 use arbiter_core::money::Usd;
 use arbiter_core::plan::PlanSpec;
+use arbiter_core::plan::event::PlanEntry;
 use arbiter_core::plan::gate::{self, GateResult, Verdict};
 use arbiter_core::plan::state::TaskStatus;
 use arbiter_core::time::Timestamp;
@@ -30,7 +31,6 @@ use arbiter_store::plans::{
 };
 use arbiter_store::units::UnitQueue;
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 
 use crate::coordinator::{CoordinatorError, PlanRepositories};
 use crate::git::{Git, GitError};
@@ -462,7 +462,7 @@ impl PlanAdmin for LocalPlanAdmin {
         if let Err(e) = integration::reset_refs(&git, plan, &branch.name, moving).await {
             let _ = self
                 .plans
-                .note_event(plan, "branch_reset_failed", json!({"branch": branch, "error": e.to_string()}), now)
+                .note_event(plan, PlanEntry::BranchResetFailed { branch: branch.clone(), error: e.to_string() }, now)
                 .await;
             return Err(AdminError::Environment(format!(
                 "reset {n} task(s) of plan {plan}, but moving {} back (and forgetting its tasks' commits) failed: {e}; the branch is where it was. Run `arbiter plan reset {plan} --yes` again",
@@ -485,8 +485,8 @@ impl PlanAdmin for LocalPlanAdmin {
         let header = &record.header;
         let git = self.git_for(header).await?;
         let pushed = plan_push::push_branch(&git, plan, &header.integration_branch, remote).await?;
-        let data = json!({"pushed": pushed, "by": "plan push"});
-        self.plans.note_event(plan, "branch_pushed", data, self.now()).await?;
+        let entry = PlanEntry::BranchPushed { task: None, by: Some("plan push".to_string()), pushed: pushed.clone() };
+        self.plans.note_event(plan, entry, self.now()).await?;
         Ok(pushed)
     }
 }

@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
+use arbiter_core::plan::event::PlanEntry;
 
 use crate::git::{Git, GitError};
 use crate::integration;
@@ -20,18 +20,7 @@ pub const DEFAULT_REMOTE: &str = "origin";
 /// The longest a push may take (a remote that never answers would otherwise hold it).
 pub const PUSH_TIMEOUT: Duration = Duration::from_secs(300);
 
-/// A push that went through.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Pushed {
-    pub remote: String,
-    /// The remote's URL, without credentials.
-    pub url: String,
-    pub branch: String,
-    /// The commit the remote's branch now points at.
-    pub commit: String,
-    /// The remote had it already.
-    pub up_to_date: bool,
-}
+pub use arbiter_core::plan::event::Pushed;
 
 /// Why a push did not happen; each says what to do.
 #[derive(Debug, thiserror::Error)]
@@ -154,14 +143,16 @@ impl BranchPushes {
         while going.try_join_next().is_some() {}
         going.spawn(async move {
             let _one = lock.lock().await;
-            let (kind, data) = match push_branch(&repo, &plan, &branch, DEFAULT_REMOTE).await {
-                Ok(p) => ("branch_pushed", serde_json::json!({"task": task, "pushed": p})),
-                Err(e) => (
-                    "branch_push_failed",
-                    serde_json::json!({"task": task, "branch": branch, "remote": DEFAULT_REMOTE, "reason": e.to_string()}),
-                ),
+            let entry = match push_branch(&repo, &plan, &branch, DEFAULT_REMOTE).await {
+                Ok(pushed) => PlanEntry::BranchPushed { task: Some(task), by: None, pushed },
+                Err(e) => PlanEntry::BranchPushFailed {
+                    task,
+                    branch,
+                    remote: DEFAULT_REMOTE.to_string(),
+                    reason: e.to_string(),
+                },
             };
-            if let Err(e) = store.note_event(&plan, kind, data, clock.now()).await {
+            if let Err(e) = store.note_event(&plan, entry, clock.now()).await {
                 tracing::warn!(plan = %plan, error = %e, "the push of the integration branch could not be recorded");
             }
         });

@@ -353,11 +353,13 @@ async fn events_stream(db: Db) {
         .unwrap();
     let got = read_events(&mut r, all.len() - 2).await;
     assert_eq!(got.iter().map(|e| e.0).collect::<Vec<_>>(), all[2..].iter().map(|e| e.id).collect::<Vec<_>>());
-    s.state.plans.note_event("calc", "operator_note", json!({"note": "hello"}), Timestamp(4)).await.unwrap();
+    let said = arbiter_core::plan::settings::RunOverrides { candidates: Some(2), ..Default::default() };
+    let entry = arbiter_core::plan::event::PlanEntry::RunOverrides { overrides: said };
+    s.state.plans.note_event("calc", entry, Timestamp(4)).await.unwrap();
     s.state.plan_events.notify_waiters();
     let live = read_events(&mut r, 1).await;
-    assert_eq!(live[0].1, "operator_note");
-    assert_eq!(live[0].2["data"]["note"], "hello");
+    assert_eq!(live[0].1, "run_overrides");
+    assert_eq!(live[0].2["data"]["overrides"]["candidates"], 2);
     assert!(live[0].0 > all.last().unwrap().id);
 
     // Stopping the server ends the stream instead of waiting for it.

@@ -8,6 +8,7 @@ use std::collections::BTreeSet;
 
 use arbiter_core::budget::Budget;
 use arbiter_core::money::Usd;
+use arbiter_core::plan::event::{AttemptEnded, BranchPrevious, BranchRecorded, PlanEntry, PlanLogEntry, TaskEntry};
 use arbiter_core::plan::state::{AttemptStatus, TaskStatus};
 use arbiter_core::plan::{PlanSpec, TaskSpec};
 use arbiter_core::time::Timestamp;
@@ -67,22 +68,22 @@ where
     Ok(Some(BranchRecord { name, origin, base, recorded_at: Timestamp(at.unwrap_or(0)) }))
 }
 
-/// The event recording a branch record, and its data.
-pub(crate) fn branch_event(
-    record: &BranchRecord,
-    previous: Option<&BranchRecord>,
-) -> (&'static str, serde_json::Value) {
-    let kind = match record.origin {
-        BranchOrigin::Created => "integration_branch_created",
-        BranchOrigin::Adopted => "integration_branch_adopted",
+/// The event recording a branch record.
+pub(crate) fn branch_event(record: &BranchRecord, previous: Option<&BranchRecord>) -> PlanEntry {
+    let recorded = BranchRecorded {
+        branch: record.name.clone(),
+        origin: record.origin.as_str().to_string(),
+        base: record.base.clone(),
+        previous: previous.map(|p| BranchPrevious {
+            branch: p.name.clone(),
+            origin: p.origin.as_str().to_string(),
+            base: p.base.clone(),
+        }),
     };
-    let data = serde_json::json!({
-        "branch": record.name,
-        "origin": record.origin.as_str(),
-        "base": record.base,
-        "previous": previous.map(|p| serde_json::json!({"branch": p.name, "origin": p.origin.as_str(), "base": p.base})),
-    });
-    (kind, data)
+    match record.origin {
+        BranchOrigin::Created => PlanEntry::IntegrationBranchCreated(recorded),
+        BranchOrigin::Adopted => PlanEntry::IntegrationBranchAdopted(recorded),
+    }
 }
 
 /// A plan row's budget columns.
@@ -222,28 +223,24 @@ pub(crate) fn decide(
 }
 
 /// The event a report writes, named by how the attempt ended and where its task went.
-pub(crate) fn outcome_kind(attempt: AttemptStatus, task: TaskStatus) -> &'static str {
-    match (attempt, task) {
-        (AttemptStatus::Succeeded, _) => "task_done",
-        (AttemptStatus::Cancelled, _) => "task_released",
-        (AttemptStatus::Expired, TaskStatus::Ready) => "lease_expired_retry",
-        (AttemptStatus::Expired, _) => "lease_expired_failed",
-        (_, TaskStatus::Ready) => "attempt_failed_retry",
-        _ => "task_failed",
+pub(crate) fn outcome_event(attempt: AttemptStatus, fence: i64, d: &Decision, cost: Usd) -> TaskEntry {
+    let ended = AttemptEnded {
+        fence,
+        status: d.status,
+        reason: d.reason.clone(),
+        run_id: d.run_id.clone(),
+        commit: d.commit.clone(),
+        cost,
+        not_before: (d.status == TaskStatus::Ready).then_some(d.not_before.0),
+    };
+    match (attempt, d.status) {
+        (AttemptStatus::Succeeded, _) => TaskEntry::TaskDone(ended),
+        (AttemptStatus::Cancelled, _) => TaskEntry::TaskReleased(ended),
+        (AttemptStatus::Expired, TaskStatus::Ready) => TaskEntry::LeaseExpiredRetry(ended),
+        (AttemptStatus::Expired, _) => TaskEntry::LeaseExpiredFailed(ended),
+        (_, TaskStatus::Ready) => TaskEntry::AttemptFailedRetry(ended),
+        _ => TaskEntry::TaskFailed(ended),
     }
-}
-
-/// That event's data.
-pub(crate) fn outcome_data(fence: i64, d: &Decision, cost: Usd) -> serde_json::Value {
-    serde_json::json!({
-        "fence": fence,
-        "status": d.status.as_str(),
-        "reason": d.reason,
-        "run_id": d.run_id,
-        "commit": d.commit,
-        "cost": cost,
-        "not_before": (d.status == TaskStatus::Ready).then_some(d.not_before.0),
-    })
 }
 
 /// What a report with nothing to charge or release does, decided from its lease alone:
@@ -252,7 +249,7 @@ pub(crate) fn outcome_data(fence: i64, d: &Decision, cost: Usd) -> serde_json::V
 pub(crate) struct FastOutcome {
     pub decision: Decision,
     pub attempt_status: AttemptStatus,
-    pub kind: &'static str,
+    pub kind: String,
     pub data: serde_json::Value,
 }
 
@@ -293,7 +290,7 @@ macro_rules! bind_fast_report {
             .bind($now.0)
             .bind(lease.fence)
             .bind(o.attempt_status.as_str())
-            .bind(o.kind)
+            .bind(o.kind.as_str())
             .bind(o.data.to_string())
     }};
 }
@@ -305,8 +302,8 @@ pub(crate) fn fast_outcome(lease: &Lease, result: &AttemptResult, now: Timestamp
     }
     let attempt_status = result.attempt_status();
     let decision = decide(result, lease.attempt, lease.max_attempts, lease.retry_backoff_seconds, now);
-    let kind = outcome_kind(attempt_status, decision.status);
-    let data = outcome_data(lease.fence, &decision, Usd::ZERO);
+    let entry = PlanLogEntry::from(outcome_event(attempt_status, lease.fence, &decision, Usd::ZERO));
+    let (kind, data) = entry.to_parts();
     Some(FastOutcome { decision, attempt_status, kind, data })
 }
 
@@ -391,11 +388,11 @@ macro_rules! plan_store_impl {
             use arbiter_core::budget::{Budget, Charge};
             use arbiter_core::money::Usd;
             use arbiter_core::plan::check::check;
+            use arbiter_core::plan::event::{ImportCounts, PlanEntry, PlanLogEntry, TaskEntry};
             use arbiter_core::plan::spec::ImportedStatus;
             use arbiter_core::plan::state::{AttemptStatus, TaskEvent, TaskStatus, waiting_status};
             use arbiter_core::plan::{PlanSpec, TaskSpec};
             use arbiter_core::time::Timestamp;
-            use serde_json::json;
             use sqlx::Row;
 
             use $crate::StoreError;
@@ -454,10 +451,10 @@ macro_rules! plan_store_impl {
                     plan: &str,
                     task: Option<&str>,
                     attempt: Option<u32>,
-                    kind: &str,
+                    entry: impl Into<PlanLogEntry> + Send,
                     now: Timestamp,
-                    data: serde_json::Value,
                 ) -> Result<(), StoreError> {
+                    let (kind, data) = entry.into().to_parts();
                     sqlx::query(q::INSERT_EVENT)
                         .bind(plan)
                         .bind(task)
@@ -524,7 +521,7 @@ macro_rules! plan_store_impl {
                     let charge = b.charge(amount);
                     Self::save_budget_tx(tx, plan, &b, now).await?;
                     if amount > Usd::ZERO {
-                        Self::event_tx(tx, plan, task, None, "cost_charged", now, json!({"amount": amount, "spent": b.spent}))
+                        Self::event_tx(tx, plan, task, None, PlanEntry::CostCharged { amount, spent: b.spent }, now)
                             .await?;
                     }
                     let crossed = charge == Charge::Crossed;
@@ -534,9 +531,13 @@ macro_rules! plan_store_impl {
                             plan,
                             task,
                             None,
-                            "budget_exceeded",
+                            PlanEntry::BudgetExceeded {
+                                limit: b.limit,
+                                spent: b.spent,
+                                crossing_task: task.map(str::to_string),
+                                lowered: false,
+                            },
                             now,
-                            json!({"limit": b.limit, "spent": b.spent, "crossing_task": task}),
                         )
                         .await?;
                     }
@@ -597,9 +598,8 @@ macro_rules! plan_store_impl {
                         plan,
                         None,
                         None,
-                        "budget_changed",
+                        PlanEntry::BudgetChanged { from: before, to: limit, spent: b.spent },
                         now,
-                        json!({"from": before, "to": limit, "spent": b.spent}),
                     )
                     .await?;
                     if b.crossed && !was_crossed {
@@ -608,9 +608,8 @@ macro_rules! plan_store_impl {
                             plan,
                             None,
                             None,
-                            "budget_exceeded",
+                            PlanEntry::BudgetExceeded { limit: b.limit, spent: b.spent, crossing_task: None, lowered: true },
                             now,
-                            json!({"limit": b.limit, "spent": b.spent, "crossing_task": null, "lowered": true}),
                         )
                         .await?;
                     }
@@ -639,9 +638,8 @@ macro_rules! plan_store_impl {
                         &header.id,
                         None,
                         None,
-                        "plan_created",
+                        PlanEntry::PlanCreated { name: header.name.clone(), budget: header.budget_usd, tasks },
                         now,
-                        json!({"name": header.name, "budget": header.budget_usd, "tasks": tasks}),
                     )
                     .await
                 }
@@ -662,8 +660,7 @@ macro_rules! plan_store_impl {
                         .bind(now.0)
                         .execute(&mut **tx)
                         .await?;
-                    let (kind, data) = decode::branch_event(branch, previous);
-                    Self::event_tx(tx, plan, None, None, kind, now, data).await
+                    Self::event_tx(tx, plan, None, None, decode::branch_event(branch, previous), now).await
                 }
 
                 /// Runs a dialect's optional locking statement on `plan` (and `task`).
@@ -788,13 +785,12 @@ macro_rules! plan_store_impl {
                         plan,
                         Some(task),
                         Some(attempts),
-                        decode::outcome_kind(e.status, d.status),
+                        decode::outcome_event(e.status, fence, &d, e.cost),
                         now,
-                        decode::outcome_data(fence, &d, e.cost),
                     )
                     .await?;
                     for r in &newly_ready {
-                        Self::event_tx(tx, plan, Some(r), None, "task_ready", now, json!({"after": task})).await?;
+                        Self::event_tx(tx, plan, Some(r), None, TaskEntry::TaskReady { after: task.to_string() }, now).await?;
                     }
                     let charged = Self::charge_tx(tx, plan, locked.budget, Some(task), e.cost, reserved, now).await?;
                     Ok(Ok(d.finished(newly_ready, charged.crossed)))
@@ -904,9 +900,8 @@ macro_rules! plan_store_impl {
                         plan,
                         Some(&id),
                         Some(attempt),
-                        "task_claimed",
+                        TaskEntry::TaskClaimed { worker: worker.to_string(), fence, lease_expires: expires.0, reserved },
                         now,
-                        json!({"worker": worker, "fence": fence, "lease_expires": expires.0, "reserved": reserved}),
                     )
                     .await?;
                     Ok(ClaimOutcome::Claimed(Box::new(claimed)))
@@ -1059,7 +1054,7 @@ macro_rules! plan_store_impl {
                     let mut task_rows = Vec::with_capacity(to_add.len());
                     let mut dep_rows: Vec<(&str, &str)> = Vec::new();
                     let mut file_rows: Vec<(&str, String)> = Vec::new();
-                    let mut event_rows: Vec<(&str, &'static str, String)> = Vec::with_capacity(to_add.len());
+                    let mut event_rows: Vec<(&str, String, String)> = Vec::with_capacity(to_add.len());
                     for t in &to_add {
                         let deps_left = unmet(t, &status_of);
                         let status = initial_status(t, deps_left);
@@ -1081,8 +1076,13 @@ macro_rules! plan_store_impl {
                         let (deps, files) = decode::deps_and_files(t);
                         dep_rows.extend(deps.into_iter().map(|d| (t.id.as_str(), d)));
                         file_rows.extend(files.into_iter().map(|f| (t.id.as_str(), f)));
-                        let data = json!({"status": status.as_str(), "priority": t.priority.as_str(), "dependencies": t.dependencies});
-                        event_rows.push((t.id.as_str(), "task_created", data.to_string()));
+                        let created = PlanLogEntry::from(TaskEntry::TaskCreated {
+                            status,
+                            priority: t.priority,
+                            dependencies: t.dependencies.clone(),
+                        });
+                        let (kind, data) = created.to_parts();
+                        event_rows.push((t.id.as_str(), kind, data.to_string()));
                         report.added.push(t.id.clone());
                     }
                     for chunk in task_rows.chunks(500) {
@@ -1127,7 +1127,7 @@ macro_rules! plan_store_impl {
                             row.push_bind(spec.id.as_str())
                                 .push_bind(*task)
                                 .push_bind(None::<i64>)
-                                .push_bind(*kind)
+                                .push_bind(kind.as_str())
                                 .push_bind(now.0)
                                 .push_bind(data.as_str());
                         });
@@ -1163,9 +1163,8 @@ macro_rules! plan_store_impl {
                             &spec.id,
                             Some(&t.id),
                             None,
-                            "task_updated",
+                            TaskEntry::TaskUpdated { status, dependencies: t.dependencies.clone() },
                             now,
-                            json!({"status": status.as_str(), "dependencies": t.dependencies}),
                         )
                         .await?;
                         report.updated.push(t.id.clone());
@@ -1199,7 +1198,7 @@ macro_rules! plan_store_impl {
                             .execute(&mut *tx)
                             .await?;
                         if done.rows_affected() == 1 {
-                            Self::event_tx(&mut tx, &spec.id, Some(task), None, "task_skipped", now, json!({"reason": why}))
+                            Self::event_tx(&mut tx, &spec.id, Some(task), None, TaskEntry::TaskSkipped { reason: why.to_string() }, now)
                                 .await?;
                             report.skipped.push(task.clone());
                         }
@@ -1210,29 +1209,21 @@ macro_rules! plan_store_impl {
                             &spec.id,
                             Some(&v.task),
                             None,
-                            "gate_verdict",
+                            TaskEntry::GateVerdict { verdict: v.verdict, missing: v.missing.clone(), reason: v.reason.clone() },
                             now,
-                            json!({"verdict": v.verdict, "missing": v.missing, "reason": v.reason}),
                         )
                         .await?;
                     }
-                    let kind = if import.apply.is_some() { "plan_applied" } else { "plan_imported" };
-                    Self::event_tx(
-                        &mut tx,
-                        &spec.id,
-                        None,
-                        None,
-                        kind,
-                        now,
-                        json!({
-                            "added": report.added.len(),
-                            "updated": report.updated.len(),
-                            "unchanged": report.unchanged.len(),
-                            "skipped": report.skipped.len(),
-                            "strict": import.apply,
-                        }),
-                    )
-                    .await?;
+                    let counts = ImportCounts {
+                        added: report.added.len(),
+                        updated: report.updated.len(),
+                        unchanged: report.unchanged.len(),
+                        skipped: report.skipped.len(),
+                        strict: import.apply,
+                    };
+                    let entry =
+                        if import.apply.is_some() { PlanEntry::PlanApplied(counts) } else { PlanEntry::PlanImported(counts) };
+                    Self::event_tx(&mut tx, &spec.id, None, None, entry, now).await?;
                     tx.commit().await?;
                     self.notify_work(&spec.id).await;
                     Ok(report)
@@ -1420,9 +1411,8 @@ macro_rules! plan_store_impl {
                                 &lease.plan_id,
                                 Some(&lease.task_id),
                                 Some(lease.attempt),
-                                "stale_report_refused",
+                                TaskEntry::StaleReportRefused { fence: lease.fence, worker: lease.worker.clone(), cost },
                                 now,
-                                json!({"fence": lease.fence, "worker": lease.worker, "cost": cost}),
                             )
                             .await?;
                             tx.commit().await?;
@@ -1510,9 +1500,9 @@ macro_rules! plan_store_impl {
                     ids.sort();
                     sqlx::query(q::SET_CANCELLED).bind(plan_id).bind(true).bind(now.0).execute(&mut *tx).await?;
                     for id in &ids {
-                        Self::event_tx(&mut tx, plan_id, Some(id), None, "task_cancelled", now, json!({})).await?;
+                        Self::event_tx(&mut tx, plan_id, Some(id), None, TaskEntry::TaskCancelled {}, now).await?;
                     }
-                    Self::event_tx(&mut tx, plan_id, None, None, "plan_cancelled", now, json!({"tasks": ids}))
+                    Self::event_tx(&mut tx, plan_id, None, None, PlanEntry::PlanCancelled { tasks: ids.clone() }, now)
                         .await?;
                     tx.commit().await?;
                     self.notify_work(plan_id).await;
@@ -1561,9 +1551,8 @@ macro_rules! plan_store_impl {
                         plan_id,
                         Some(task_id),
                         None,
-                        "task_retried",
+                        TaskEntry::TaskRetried { from, status },
                         now,
-                        json!({"from": from.as_str(), "status": status.as_str()}),
                     )
                     .await?;
                     tx.commit().await?;
@@ -1607,11 +1596,11 @@ macro_rules! plan_store_impl {
                         sqlx::query(q::DELETE_ATTEMPTS).bind(plan_id).execute(&mut *tx).await?;
                     }
                     for id in &ids {
-                        Self::event_tx(&mut tx, plan_id, Some(id), None, "task_reset", now, json!({"hard": hard}))
+                        Self::event_tx(&mut tx, plan_id, Some(id), None, TaskEntry::TaskReset { hard }, now)
                             .await?;
                     }
-                    let data = json!({"hard": hard, "tasks": ids.len(), "branch": branch});
-                    Self::event_tx(&mut tx, plan_id, None, None, "plan_reset", now, data).await?;
+                    let reset = PlanEntry::PlanReset { hard, tasks: ids.len(), branch: branch.cloned() };
+                    Self::event_tx(&mut tx, plan_id, None, None, reset, now).await?;
                     tx.commit().await?;
                     self.notify_work(plan_id).await;
                     Ok(ids.len())
@@ -1635,12 +1624,11 @@ macro_rules! plan_store_impl {
                 async fn note_event(
                     &self,
                     plan_id: &str,
-                    kind: &str,
-                    data: serde_json::Value,
+                    entry: PlanEntry,
                     now: Timestamp,
                 ) -> Result<(), StoreError> {
                     let mut tx = self.write_tx().await?;
-                    Self::event_tx(&mut tx, plan_id, None, None, kind, now, data).await?;
+                    Self::event_tx(&mut tx, plan_id, None, None, entry, now).await?;
                     tx.commit().await?;
                     Ok(())
                 }

@@ -20,6 +20,7 @@ use std::time::Duration;
 
 use arbiter_core::budget::Budget;
 use arbiter_core::money::Usd;
+use arbiter_core::plan::event::{PlanEntry, PlanLogEntry};
 use arbiter_core::plan::gate::GateResult;
 use arbiter_core::plan::state::{AttemptStatus, TaskStatus};
 use arbiter_core::plan::{PlanSpec, TaskSpec};
@@ -91,18 +92,7 @@ pub struct BranchRecord {
     pub recorded_at: Timestamp,
 }
 
-/// What a reset did to the integration branch, recorded in its `plan_reset` event.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct BranchReset {
-    pub name: String,
-    /// Where the branch was before the reset (`None`: it did not exist).
-    pub old_tip: Option<String>,
-    /// Where the reset points it (`None`: it was not moved).
-    pub new_tip: Option<String>,
-    /// Why it was not moved, when it was not.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kept: Option<String>,
-}
+pub use arbiter_core::plan::event::BranchReset;
 
 /// One task's row.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -235,6 +225,14 @@ pub struct PlanEvent {
     pub kind: String,
     pub at: Timestamp,
     pub data: serde_json::Value,
+}
+
+impl PlanEvent {
+    /// The event as its typed entry (`None` for a kind this arbiter does not know, written
+    /// by a newer one).
+    pub fn entry(&self) -> Option<PlanLogEntry> {
+        PlanLogEntry::from_parts(&self.kind, &self.data)
+    }
 }
 
 /// A line of `plan list`.
@@ -510,13 +508,7 @@ pub trait PlanStore: Send + Sync {
     ) -> Result<Option<BranchRecord>, StoreError>;
     /// Appends a plan-level event (something that happened outside the store, such as a
     /// git step that failed after the store's part was done).
-    async fn note_event(
-        &self,
-        plan_id: &str,
-        kind: &str,
-        data: serde_json::Value,
-        now: Timestamp,
-    ) -> Result<(), StoreError>;
+    async fn note_event(&self, plan_id: &str, entry: PlanEntry, now: Timestamp) -> Result<(), StoreError>;
     /// Waits until the store may have work for `plan_id`, or `timeout`.
     async fn wait_for_work(&self, plan_id: &str, timeout: Duration) -> Wake;
     /// Notified whenever the store may have work (in this process, or in another through

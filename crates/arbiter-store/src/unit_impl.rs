@@ -200,6 +200,7 @@ macro_rules! unit_queue_impl {
 
             use arbiter_core::money::Usd;
             use arbiter_core::plan::TaskSpec;
+            use arbiter_core::plan::event::{UnitEntry, UnitLost};
             use arbiter_core::time::Timestamp;
             use serde_json::json;
             use sqlx::Row;
@@ -261,8 +262,7 @@ macro_rules! unit_queue_impl {
                         .execute(&mut **tx)
                         .await?;
                     if moved.rows_affected() == 1 {
-                        Self::event_tx(tx, plan, Some(task), None, "evaluation_ready", now, json!({"fence": fence}))
-                            .await?;
+                        Self::event_tx(tx, plan, Some(task), None, UnitEntry::EvaluationReady { fence }, now).await?;
                     }
                     Ok(moved.rows_affected() == 1)
                 }
@@ -317,23 +317,29 @@ macro_rules! unit_queue_impl {
                                 .execute(&mut **tx)
                                 .await?;
                         }
-                        let kind_word = if given_up { "unit_given_up" } else if counts { "unit_expired" } else { "unit_released" };
-                        Self::event_tx(
-                            tx,
-                            &plan,
-                            Some(&task),
-                            None,
-                            kind_word,
-                            now,
-                            json!({"unit": name, "fence": fence, "worker": worker, "reason": why, "tries": tries + u32::from(counts)}),
-                        )
-                        .await?;
+                        let lost = UnitLost {
+                            unit: name.clone(),
+                            fence,
+                            worker: worker.clone(),
+                            reason: why.to_string(),
+                            tries: Some(tries + u32::from(counts)),
+                        };
+                        let entry = if given_up {
+                            UnitEntry::UnitGivenUp(lost)
+                        } else if counts {
+                            UnitEntry::UnitExpired(lost)
+                        } else {
+                            UnitEntry::UnitReleased(lost)
+                        };
+                        Self::event_tx(tx, &plan, Some(&task), None, entry, now).await?;
                         if given_up {
                             match kind {
                                 UnitKind::Candidate => {
                                     Self::evaluation_after_tx(tx, &plan, &task, task_fence, now).await?;
                                 }
-                                UnitKind::Evaluation => failed.push(Self::attempt_lease_tx(tx, &plan, &task, &worker, now).await?),
+                                UnitKind::Evaluation => {
+                                    failed.push(Self::attempt_lease_tx(tx, &plan, &task, &worker, now).await?)
+                                }
                             }
                         }
                         out.push(ReclaimedUnit { plan_id: plan, task_id: task, name, worker, given_up });
@@ -501,9 +507,13 @@ macro_rules! unit_queue_impl {
                         &lease.plan_id,
                         Some(&lease.task_id),
                         Some(lease.attempt),
-                        "units_started",
+                        UnitEntry::UnitsStarted {
+                            fence: lease.fence,
+                            run_id: run_id.to_string(),
+                            base: base.to_string(),
+                            units: names.iter().map(|n| n.to_string()).collect(),
+                        },
                         now,
-                        json!({"fence": lease.fence, "run_id": run_id, "base": base, "units": names}),
                     )
                     .await?;
                     tx.commit().await?;
@@ -523,7 +533,8 @@ macro_rules! unit_queue_impl {
                         return Ok(None);
                     }
                     let mut tx = self.write_tx().await?;
-                    let rows = sqlx::query(<$store as UnitDialect>::PICK_UNITS).bind(plan_id).fetch_all(&mut *tx).await?;
+                    let rows =
+                        sqlx::query(<$store as UnitDialect>::PICK_UNITS).bind(plan_id).fetch_all(&mut *tx).await?;
                     let expires = expiry(now, ttl);
                     for r in rows {
                         if !caps.can(&u::needs(r.try_get("needs")?)?) {
@@ -566,9 +577,14 @@ macro_rules! unit_queue_impl {
                             &plan,
                             Some(&task),
                             Some(attempt.attempt),
-                            "unit_claimed",
+                            UnitEntry::UnitClaimed {
+                                unit: name.clone(),
+                                kind,
+                                fence: fence + 1,
+                                worker: worker.to_string(),
+                                lease_expires: expires.0,
+                            },
                             now,
-                            json!({"unit": name, "kind": kind, "fence": fence + 1, "worker": worker, "lease_expires": expires.0}),
                         )
                         .await?;
                         tx.commit().await?;
@@ -635,7 +651,10 @@ macro_rules! unit_queue_impl {
                         None => None,
                     };
                     let held = current.as_ref().is_some_and(|(status, fence, task_status, task_fence)| {
-                        status == "running" && *fence == lease.fence && task_status == "running" && *task_fence == a.fence
+                        status == "running"
+                            && *fence == lease.fence
+                            && task_status == "running"
+                            && *task_fence == a.fence
                     });
                     if cost > Usd::ZERO {
                         // Spent all the same, whoever holds the unit now.
@@ -647,9 +666,13 @@ macro_rules! unit_queue_impl {
                             plan,
                             Some(task),
                             Some(a.attempt),
-                            "stale_unit_report_refused",
+                            UnitEntry::StaleUnitReportRefused {
+                                unit: lease.name.clone(),
+                                fence: lease.fence,
+                                worker: a.worker.clone(),
+                                cost,
+                            },
                             now,
-                            json!({"unit": lease.name, "fence": lease.fence, "worker": a.worker, "cost": cost}),
                         )
                         .await?;
                         tx.commit().await?;
@@ -678,9 +701,13 @@ macro_rules! unit_queue_impl {
                                 plan,
                                 Some(task),
                                 Some(a.attempt),
-                                "unit_done",
+                                UnitEntry::UnitDone {
+                                    unit: lease.name.clone(),
+                                    fence: lease.fence,
+                                    worker: a.worker.clone(),
+                                    cost,
+                                },
                                 now,
-                                json!({"unit": lease.name, "fence": lease.fence, "worker": a.worker, "cost": cost}),
                             )
                             .await?;
                             if lease.kind == UnitKind::Candidate {
@@ -703,9 +730,14 @@ macro_rules! unit_queue_impl {
                                 plan,
                                 Some(task),
                                 Some(a.attempt),
-                                "unit_released",
+                                UnitEntry::UnitReleased(UnitLost {
+                                    unit: lease.name.clone(),
+                                    fence: lease.fence,
+                                    worker: a.worker.clone(),
+                                    reason: reason.to_string(),
+                                    tries: None,
+                                }),
                                 now,
-                                json!({"unit": lease.name, "fence": lease.fence, "worker": a.worker, "reason": reason}),
                             )
                             .await?;
                         }

@@ -27,32 +27,7 @@ use crate::plans::{ClaimOutcome, Lease, PlanStore};
 /// How often a unit's lease may run out before the unit is given up.
 pub const MAX_UNIT_TRIES: u32 = 3;
 
-/// What a unit does.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum UnitKind {
-    /// One candidate: its workspace, its agent, its patch.
-    Candidate,
-    /// Everything after the candidates: gates, cross-tests, judges, the selection.
-    Evaluation,
-}
-
-impl UnitKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            UnitKind::Candidate => "candidate",
-            UnitKind::Evaluation => "evaluation",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "candidate" => Some(UnitKind::Candidate),
-            "evaluation" => Some(UnitKind::Evaluation),
-            _ => None,
-        }
-    }
-}
+pub use arbiter_core::plan::state::UnitKind;
 
 /// Where a unit stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

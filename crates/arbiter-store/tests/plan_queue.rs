@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use arbiter_core::money::Usd;
 use arbiter_core::plan::PlanSpec;
+use arbiter_core::plan::event::PlanEntry;
 use arbiter_core::plan::file::{Syntax, parse};
 use arbiter_core::plan::spec::export;
 use arbiter_core::plan::state::TaskStatus;
@@ -276,6 +277,7 @@ async fn leases(store: Arc<dyn PlanStore>) {
     assert_eq!(statuses.iter().filter(|s| **s == "succeeded").count(), 2);
     let kinds: Vec<String> = store.events("p").await.unwrap().into_iter().map(|e| e.kind).collect();
     assert!(kinds.contains(&"lease_expired_retry".to_string()) && kinds.contains(&"stale_report_refused".to_string()));
+    common::every_event_is_typed(&store.events("p").await.unwrap());
     // A dead worker's leases are taken back at once.
     import(&*store, &plan_with("", &task("C", &[])), ImportMode::Add).await.unwrap();
     let c = claimed(claim(&*store, "dead-worker", t(40)).await);
@@ -710,8 +712,11 @@ async fn branch_records(store: Arc<dyn PlanStore>) {
     let e = events.iter().rfind(|e| e.kind == "plan_reset").expect("a reset event");
     assert_eq!(serde_json::from_value::<BranchReset>(e.data["branch"].clone()).unwrap(), reset);
     assert_eq!(store.plan("p").await.unwrap().unwrap().plan.branch_record(), Some(&created), "a reset keeps it");
-    store.note_event("p", "branch_reset_failed", serde_json::json!({"why": "test"}), t(4)).await.unwrap();
-    assert_eq!(store.events("p").await.unwrap().last().map(|e| e.kind.as_str()), Some("branch_reset_failed"));
+    let failed = PlanEntry::BranchResetFailed { branch: reset.clone(), error: "test".into() };
+    store.note_event("p", failed.clone(), t(4)).await.unwrap();
+    let events = store.events("p").await.unwrap();
+    assert_eq!(events.last().and_then(|e| e.entry()), Some(failed.into()));
+    common::every_event_is_typed(&events);
 }
 
 /// A claimer waiting for work is woken when work appears (not only by its poll).

@@ -138,6 +138,7 @@ async fn spread_and_evaluate(store: Arc<dyn UnitQueue>) {
     for kind in ["units_started", "unit_claimed", "unit_done", "evaluation_ready", "task_done"] {
         assert!(kinds.iter().any(|k| k == kind), "no {kind} event in {kinds:?}");
     }
+    common::every_event_is_typed(&store.events("p").await.unwrap());
 }
 
 /// A unit whose lease runs out goes back to the queue; its worker's late report is refused
@@ -190,6 +191,7 @@ async fn unit_leases(store: Arc<dyn UnitQueue>) {
     assert!(claim_unit(&*store, "late", &all, t(at)).await.is_none());
     let again = claim_task(&*store, "starter", t(at)).await;
     assert_eq!(again.lease.attempt, 2);
+    common::every_event_is_typed(&store.events("p").await.unwrap());
 }
 
 /// A released unit (SIGTERM) and the units of a worker known to be dead go back at once

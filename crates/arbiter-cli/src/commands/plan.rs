@@ -19,6 +19,7 @@ use std::time::Duration;
 use arbiter_core::Clock;
 use arbiter_core::money::Usd;
 use arbiter_core::plan::dag;
+use arbiter_core::plan::event::PlanEntry;
 use arbiter_core::plan::file::{Format, Syntax, read};
 use arbiter_core::plan::gate::Rules;
 use arbiter_core::plan::settings::{RunOverrides, task_settings};
@@ -383,7 +384,7 @@ pub async fn plan(repo: Option<&Path>, cmd: &PlanCommand) -> Result<u8, CliError
                         e.at.rfc3339(),
                         e.kind,
                         e.task_id.as_deref().unwrap_or("-"),
-                        e.data
+                        e.entry().map(|entry| entry.describe()).unwrap_or_else(|| e.data.to_string())
                     );
                 }
             }
@@ -739,8 +740,7 @@ async fn run(
         let redactor = arbiter_core::redact::Redactor::new(keys.clone());
         let said =
             RunOverrides { command: overrides.command.as_deref().map(|c| redactor.redact(c)), ..overrides.clone() };
-        let said = serde_json::to_value(said).unwrap_or_default();
-        plans.note_event(id, "run_overrides", json!({"overrides": said}), SystemClock.now()).await?;
+        plans.note_event(id, PlanEntry::RunOverrides { overrides: said }, SystemClock.now()).await?;
     }
 
     let cancel = CancellationToken::new();

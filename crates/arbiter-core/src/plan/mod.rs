@@ -9,12 +9,14 @@
 //!   arbiter's rules or Whilly's.
 //! - [`whilly`]: Whilly's `tasks.json` both ways, and which of its test steps are commands.
 //! - [`state`]: task and attempt states, their guarded transitions, and retry backoff.
+//! - [`event`]: the plan event log's typed entries (plan, task and unit families).
 //!
 //! Executing a plan (claims, leases, budgets) is the store's and the runner's business; the
 //! rules they follow are here.
 
 pub mod check;
 pub mod dag;
+pub mod event;
 pub mod file;
 pub mod gate;
 pub mod settings;

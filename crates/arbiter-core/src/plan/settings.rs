@@ -7,7 +7,8 @@ use crate::settings::{ConfigFile, FlagOverrides, RunSettings};
 
 /// What a `plan run` says for every task, over the plan's defaults (the task's own values
 /// still win). A Whilly file names no runner: these flags are how it runs as it is.
-#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct RunOverrides {
     /// `--no-verify`: tasks without verify commands run, and their winners are committed
     /// unverified.

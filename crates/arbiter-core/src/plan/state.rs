@@ -136,6 +136,33 @@ impl AttemptStatus {
     }
 }
 
+/// What a unit does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UnitKind {
+    /// One candidate: its workspace, its agent, its patch.
+    Candidate,
+    /// Everything after the candidates: gates, cross-tests, judges, the selection.
+    Evaluation,
+}
+
+impl UnitKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            UnitKind::Candidate => "candidate",
+            UnitKind::Evaluation => "evaluation",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "candidate" => Some(UnitKind::Candidate),
+            "evaluation" => Some(UnitKind::Evaluation),
+            _ => None,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -38,3 +38,12 @@ pub async fn drop_database(name: &str) {
             .await;
     }
 }
+
+/// Every event the store wrote reads back as its typed entry (the SQL fast paths build
+/// some of them in SQL: their shapes are the types' too).
+#[allow(dead_code)] // not every test file reads events
+pub fn every_event_is_typed(events: &[arbiter_store::plans::PlanEvent]) {
+    let untyped: Vec<String> =
+        events.iter().filter(|e| e.entry().is_none()).map(|e| format!("{} {}", e.kind, e.data)).collect();
+    assert!(untyped.is_empty(), "events that do not read as their types:\n{}", untyped.join("\n"));
+}
