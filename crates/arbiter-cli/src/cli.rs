@@ -17,6 +17,10 @@ pub struct Cli {
     /// line is visible to other users.
     #[arg(long, global = true, value_name = "URL", env = "ARBITER_DATABASE_URL", hide_env_values = true)]
     pub database_url: Option<String>,
+    /// No notes and no live progress on stderr (warnings and errors still print); stdout
+    /// keeps the command's result.
+    #[arg(long, short = 'q', global = true)]
+    pub quiet: bool,
     #[command(subcommand)]
     pub command: Command,
 }

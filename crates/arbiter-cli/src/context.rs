@@ -14,6 +14,7 @@ use arbiter_store::sqlite::SqliteStore;
 use arbiter_store::units::UnitQueue;
 
 use crate::error::CliError;
+use crate::output::{note, warning};
 
 /// The database of this invocation (`--database-url` / `ARBITER_DATABASE_URL`), set once by
 /// the dispatcher: every command that reads or writes runs, candidates, plans and events uses
@@ -62,12 +63,12 @@ impl RepoContext {
         let old = self.workspace.dir().join("secrets.toml");
         if old.exists() {
             match crate::config_file::migrate_secrets(&old, &path) {
-                Ok(()) => eprintln!(
+                Ok(()) => note!(
                     "arbiter: moved {} to {} (mode 0600): secrets no longer live inside the repository",
                     old.display(),
                     path.display()
                 ),
-                Err(e) => eprintln!(
+                Err(e) => warning!(
                     "arbiter: warning: {} could not be moved to {}: {e}; move it there yourself (mode 0600)",
                     old.display(),
                     path.display()

@@ -9,6 +9,7 @@ mod error;
 mod invocation;
 mod logging;
 mod model_access;
+mod output;
 mod progress;
 mod terminal;
 
@@ -24,10 +25,9 @@ fn main() -> ExitCode {
         let code = arbiter_sandbox::entry(args.collect());
         return ExitCode::from(u8::try_from(code).unwrap_or(u8::MAX));
     }
-    quiet_on_closed_pipe();
     let argv: Vec<String> = std::env::args().collect();
     if let Err(message) = cli::refuse_password_in_argv(&argv) {
-        eprintln!("arbiter: error: {message}");
+        output::write_warning(&format!("arbiter: error: {message}"));
         return ExitCode::from(error::exit::USAGE);
     }
     let matches = <Cli as clap::CommandFactory>::command().get_matches();
@@ -37,11 +37,12 @@ fn main() -> ExitCode {
     };
     let url_on_command_line = matches.value_source("database_url") == Some(clap::parser::ValueSource::CommandLine);
     if url_on_command_line && let Some(name) = cli.command.without_store() {
-        eprintln!(
+        output::write_warning(&format!(
             "arbiter: error: `arbiter {name}` does not use a database: --database-url is for init, run, runs, apply, plan and serve"
-        );
+        ));
         return ExitCode::from(error::exit::USAGE);
     }
+    output::set_quiet(cli.quiet);
     // The long-running commands set up their own logging.
     let logs_itself = matches!(&cli.command, Command::Serve(_) | Command::Worker(cli::WorkerCommand::Run { .. }));
     if !logs_itself {
@@ -50,7 +51,7 @@ fn main() -> ExitCode {
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("arbiter: cannot start the async runtime: {e}");
+            output::write_warning(&format!("arbiter: cannot start the async runtime: {e}"));
             return ExitCode::from(error::exit::ENVIRONMENT);
         }
     };
@@ -61,30 +62,10 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprintln!("arbiter: error: {e}");
+            output::write_warning(&format!("arbiter: error: {e}"));
             ExitCode::from(e.code)
         }
     }
-}
-
-/// A reader that stopped reading (`arbiter plan show big | head`) closes the pipe: the
-/// next write to stdout fails, and `println!` panics. That is the end of the output, not an
-/// error: exit at once with the status a process killed by SIGPIPE has (128 + 13), saying
-/// nothing. Every other panic is reported as before.
-fn quiet_on_closed_pipe() {
-    let report = std::panic::take_hook();
-    std::panic::set_hook(Box::new(move |info| {
-        let message = info
-            .payload()
-            .downcast_ref::<String>()
-            .map(String::as_str)
-            .or_else(|| info.payload().downcast_ref::<&str>().copied())
-            .unwrap_or_default();
-        if message.contains("failed printing to stdout") && message.contains("Broken pipe") {
-            std::process::exit(141);
-        }
-        report(info);
-    }));
 }
 
 async fn dispatch(cli: Cli) -> Result<u8, CliError> {

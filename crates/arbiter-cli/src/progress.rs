@@ -25,6 +25,10 @@ struct Line {
 
 /// Renders events until the channel closes.
 pub async fn render(mut rx: UnboundedReceiver<Event>) {
+    if crate::output::quiet() {
+        while rx.recv().await.is_some() {}
+        return;
+    }
     let live = crate::terminal::live_progress();
     let start = Instant::now();
     let mut lines: BTreeMap<String, Line> = BTreeMap::new();

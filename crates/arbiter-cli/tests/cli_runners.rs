@@ -662,7 +662,8 @@ fn runners_lists_every_kind_with_install_state_and_version() {
     run.assert_code(0);
     let rows: Value = serde_json::from_str(&run.stdout).unwrap_or_else(|e| panic!("{e}: {}", run.stdout));
     let row = |name: &str| {
-        rows.as_array()
+        rows["runners"]
+            .as_array()
             .expect("rows")
             .iter()
             .find(|r| r["name"] == name)

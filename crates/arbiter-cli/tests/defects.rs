@@ -435,29 +435,51 @@ fn library_crates_never_print() {
     let crates = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let mut found = Vec::new();
     for lib in ["arbiter-core", "arbiter-runner", "arbiter-store", "arbiter-llm", "arbiter-agents", "arbiter-server"] {
-        let mut dirs = vec![crates.join(lib).join("src")];
-        while let Some(dir) = dirs.pop() {
-            for entry in std::fs::read_dir(&dir).unwrap().flatten() {
-                let path = entry.path();
-                if path.is_dir() {
-                    dirs.push(path);
-                    continue;
-                }
-                if path.extension().is_none_or(|e| e != "rs") {
-                    continue;
-                }
-                let text = std::fs::read_to_string(&path).unwrap();
-                // Test modules close the files they are in.
-                let code = text.split("#[cfg(test)]").next().unwrap_or("");
-                for (n, line) in code.lines().enumerate() {
-                    if ["println!(", "eprintln!(", "print!(", "eprint!(", "dbg!("].iter().any(|m| line.contains(m)) {
-                        found.push(format!("{}:{}: {}", path.display(), n + 1, line.trim()));
-                    }
+        found.extend(prints_in(&crates.join(lib).join("src"), &[]));
+    }
+    assert!(found.is_empty(), "library code prints (log with tracing, or return it):\n{}", found.join("\n"));
+}
+
+/// The CLI prints through its output layer only (`output.rs` owns stdout, `console.rs`
+/// stderr above the live progress): a stray `println!` would garble the progress display,
+/// bypass `--quiet`, or break `--json`'s one document.
+#[test]
+fn the_cli_prints_only_through_its_output_layer() {
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let found = prints_in(&src, &["output.rs", "console.rs"]);
+    assert!(
+        found.is_empty(),
+        "CLI code prints around its output layer (use out!, note!, warning!):\n{}",
+        found.join("\n")
+    );
+}
+
+/// The lines of the Rust files under `dir` (but `except`) that print, test modules aside.
+fn prints_in(dir: &std::path::Path, except: &[&str]) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut dirs = vec![dir.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                dirs.push(path);
+                continue;
+            }
+            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+            if path.extension().is_none_or(|e| e != "rs") || except.contains(&name) {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            // Test modules close the files they are in.
+            let code = text.split("#[cfg(test)]").next().unwrap_or("");
+            for (n, line) in code.lines().enumerate() {
+                if ["println!(", "eprintln!(", "print!(", "eprint!(", "dbg!("].iter().any(|m| line.contains(m)) {
+                    found.push(format!("{}:{}: {}", path.display(), n + 1, line.trim()));
                 }
             }
         }
     }
-    assert!(found.is_empty(), "library code prints (log with tracing, or return it):\n{}", found.join("\n"));
+    found
 }
 
 /// Build output stays out of the patch but not out of the tree the gates run in. A hostile
@@ -499,4 +521,26 @@ echo "calc, now documented" >> README.md
     let evidence = read_json(&repo.run_dir().join("candidates/c01/evidence.json"));
     assert_eq!(evidence["gates"][0]["passed"], json!(false), "the crafted bytecode passed the gate: {evidence:#}");
     assert_eq!(read_json(&repo.run_dir().join("selection.json"))["winner"], json!(null), "{}", run.stdout);
+}
+
+/// `--quiet` silences what is for people watching (notes, progress) and nothing else: the
+/// result still goes to stdout, and errors to stderr.
+#[test]
+fn quiet_silences_notes_and_progress_but_not_results_or_errors() {
+    let repo = python_repo("sed -i 's/return a - b/return a + b/' calc.py\n");
+    repo.arbiter(&["init"]).assert_code(0);
+    let args = ["run", "--task", "Fix add", "--command", "./agent.sh", "--candidates", "1", "--apply", "none"];
+    let loud = repo.arbiter(&args);
+    loud.assert_code(0);
+    assert!(loud.stderr.contains("no verify command given"), "{}", loud.stderr);
+    assert!(loud.stderr.contains("c01"), "progress lines name the candidate: {}", loud.stderr);
+    let mut quiet_args = vec!["--quiet"];
+    quiet_args.extend(args);
+    let quiet = repo.arbiter(&quiet_args);
+    quiet.assert_code(0);
+    assert_eq!(quiet.stderr, "", "--quiet printed notes or progress");
+    assert!(quiet.stdout.contains("c01 won"), "the result is still printed: {}", quiet.stdout);
+    let missing = repo.arbiter(&["-q", "runs", "show", "no-such-run"]);
+    assert_ne!(missing.code, Some(0));
+    assert!(missing.stderr.contains("arbiter: error:"), "errors still print: {}", missing.stderr);
 }

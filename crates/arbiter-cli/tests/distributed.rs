@@ -322,8 +322,13 @@ fn unit_claims(events: &[PlanEvent], task: &str, names: &BTreeMap<String, String
 fn worker_names(serve: &Serve) -> BTreeMap<String, String> {
     let run = serve.worker(&["list", "--json"], &[("ARBITER_TOKEN", ADMIN)]);
     run.assert_code(0);
-    let list: Vec<Value> = serde_json::from_str(&run.stdout).unwrap();
-    list.iter().map(|w| (w["id"].as_str().unwrap().to_string(), w["name"].as_str().unwrap().to_string())).collect()
+    let list = assert_schema("worker-list", &run.stdout);
+    list["workers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| (w["id"].as_str().unwrap().to_string(), w["name"].as_str().unwrap().to_string()))
+        .collect()
 }
 
 /// A tournament of four candidates spreads over two workers; a worker that registered
@@ -698,7 +703,7 @@ fn the_queue_benchmark_claims_and_reports_every_task() {
     serve.cli(repo.path(), &["plan", "cancel", "theirs"], &tokens).assert_code(0);
     let run = serve.cli(repo.path(), &bench, &tokens);
     run.assert_code(0);
-    let report: Value = serde_json::from_str(&run.stdout).unwrap_or_else(|e| panic!("{e}: {}", run.stdout));
+    let report = assert_schema("bench-queue", &run.stdout);
     assert_eq!(report["cycles"], 30, "{report:#}");
     assert_eq!(report["wakeup_ms"]["samples"], 2, "{report:#}");
     assert!(report["claim_complete_per_second"].as_f64().is_some_and(|r| r > 0.0), "{report:#}");

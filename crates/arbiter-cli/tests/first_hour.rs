@@ -61,7 +61,7 @@ fn the_readme_quick_start_runs_as_written_with_an_uncommitted_agent_script() {
     assert_eq!(c03["rejection"]["code"], "empty_patch", "the do-nothing candidate changed nothing: {c03:#}");
     let list = repo.arbiter(&["runs", "list", "--json"]);
     let runs: Value = serde_json::from_str(&list.stdout).unwrap();
-    assert_eq!(runs[0]["status"], "succeeded", "{runs:#}");
+    assert_eq!(runs["runs"][0]["status"], "succeeded", "{runs:#}");
     // The next steps the Quick start prints work as printed.
     repo.arbiter(&["runs", "show", "latest"]).assert_code(0);
     repo.git(&["checkout", "--", "calc.py"]);
@@ -147,7 +147,7 @@ fn one_store_per_invocation_is_honoured_by_every_command_that_has_one() {
         args.extend_from_slice(extra);
         let r = repo.arbiter(&args);
         r.assert_code(0);
-        serde_json::from_str(&r.stdout).unwrap()
+        serde_json::from_str::<Value>(&r.stdout).unwrap()["runs"].clone()
     };
     assert_eq!(list(&db).as_array().unwrap().len(), 1);
     assert_eq!(list(&[]).as_array().unwrap().len(), 0, "nothing went to the local SQLite index");
@@ -281,7 +281,7 @@ fn doctor_says_what_works_and_what_to_do_about_the_rest() {
     let run = repo.arbiter(&["doctor", "--json"]);
     run.assert_code(0);
     let checks: Value = serde_json::from_str(&run.stdout).unwrap();
-    let find = |name: &str| checks.as_array().unwrap().iter().find(|c| c["name"] == name).cloned().unwrap();
+    let find = |name: &str| checks["checks"].as_array().unwrap().iter().find(|c| c["name"] == name).cloned().unwrap();
     assert_eq!(find("git")["status"], "ok");
     assert_eq!(find("sqlite")["status"], "ok");
     assert!(["ok", "warn"].contains(&find("sandbox")["status"].as_str().unwrap()));

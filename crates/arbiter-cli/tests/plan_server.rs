@@ -233,7 +233,8 @@ async fn tour(pg: Option<PgDatabase>) {
     assert!(show.contains("[DONE]") && show.contains("depends on: A"), "{show}");
     let list = remote(&["list"]).stdout;
     assert!(list.contains("calc") && list.contains("Plan calc"), "{list}");
-    let events: Vec<Value> = serde_json::from_str(&remote(&["events", "calc", "--json"]).stdout).unwrap();
+    let events = assert_schema("plan-events", &remote(&["events", "calc", "--json"]).stdout)["events"].clone();
+    let events = events.as_array().unwrap();
     let kinds: Vec<&str> = events.iter().filter_map(|e| e["kind"].as_str()).collect();
     for kind in ["task_skipped", "task_claimed", "task_done", "integration_branch_created"] {
         assert!(kinds.contains(&kind), "no {kind} in {kinds:?}");

@@ -86,7 +86,8 @@ fn events(repo: &TestRepo, id: &str, extra: &[&str]) -> Vec<Value> {
     args.extend_from_slice(extra);
     let run = repo.arbiter(&args);
     run.assert_code(0);
-    serde_json::from_str::<Vec<Value>>(&run.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {}", run.stdout))
+    let doc = assert_schema("plan-events", &run.stdout);
+    serde_json::from_value(doc["events"].clone()).unwrap_or_else(|e| panic!("no events ({e}): {}", run.stdout))
 }
 
 fn kinds_for<'a>(events: &'a [Value], task: &str) -> Vec<&'a str> {
@@ -625,8 +626,9 @@ fn checked_out_default_and_invalid_branches_are_refused() {
 
     assert_eq!(rev(&repo, "main"), main, "no refused import moved anything");
     let list = repo.arbiter(&["plan", "list", "--json"]).stdout;
-    let ids: Vec<String> = serde_json::from_str::<Vec<Value>>(&list)
-        .expect("JSON")
+    let ids: Vec<String> = serde_json::from_str::<Value>(&list).expect("JSON")["plans"]
+        .as_array()
+        .expect("plans")
         .iter()
         .filter_map(|p| p["id"].as_str().map(str::to_string))
         .collect();
@@ -1035,6 +1037,9 @@ fn a_plan_with_push_sends_its_branch_to_origin_and_never_forces() {
     let again = repo.arbiter(&["plan", "push", "diamond"]);
     again.assert_code(0);
     assert!(again.stdout.contains("already"), "{}", again.stdout);
+    let again = repo.arbiter(&["plan", "push", "diamond", "--json"]);
+    let pushed = assert_schema("plan-push", &again.assert_code(0).stdout);
+    assert_eq!((pushed["up_to_date"].clone(), pushed["commit"].clone()), (json!(true), json!(ours)));
 
     // Someone moved the remote's branch elsewhere: arbiter leaves it, and says why.
     let other = tempfile::tempdir().expect("a temp dir");

@@ -172,7 +172,7 @@ async fn tour(pg: Option<PgDatabase>) {
     run.assert_code(0);
     assert!(run.stdout.contains("w1") && run.stdout.contains("command"), "{}", run.stdout);
     let run = serve.worker(&["list", "--json"], &admin_env);
-    let list: Value = serde_json::from_str(&run.stdout).unwrap();
+    let list: Value = serde_json::from_str::<Value>(&run.stdout).unwrap()["workers"].clone();
     assert_eq!(list[0]["name"], "w1");
     assert_eq!(list[0]["slots"], 2);
     let run = serve.worker(&["list"], &[("ARBITER_TOKEN", &token)]);
@@ -285,7 +285,7 @@ async fn tour(pg: Option<PgDatabase>) {
     assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
     assert!(r.headers()["www-authenticate"].to_str().unwrap().starts_with("Bearer"));
     let run = serve.worker(&["list", "--json"], &admin_env);
-    assert!(serde_json::from_str::<Value>(&run.stdout).unwrap()[0]["revoked_at"].is_string());
+    assert!(serde_json::from_str::<Value>(&run.stdout).unwrap()["workers"][0]["revoked_at"].is_string());
 
     // SIGTERM with an event stream open: the server stops promptly, exit 0.
     assert_eq!(serve.terminate(), Some(0), "{}", serve.log_text());

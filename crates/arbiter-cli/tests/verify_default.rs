@@ -72,7 +72,7 @@ fn without_any_test_command_nothing_is_applied_until_no_verify_is_given() {
     let list = repo.arbiter(&["runs", "list", "--json"]);
     list.assert_code(0);
     let runs: Value = serde_json::from_str(&list.stdout).unwrap();
-    assert_eq!(runs[0]["status"], "not_applied", "{runs:#}");
+    assert_eq!(runs["runs"][0]["status"], "not_applied", "{runs:#}");
 
     // The hint: --no-verify applies the winner, and the report says it was unverified.
     let run = repo.arbiter(&run_without_verify(&["--no-verify"]));

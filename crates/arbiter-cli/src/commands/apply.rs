@@ -5,11 +5,22 @@ use std::path::Path;
 use arbiter_core::artifact::{ApplyRecord, RunState, SCHEMA_VERSION, SelectionArtifact, SettingsArtifact, paths};
 use arbiter_runner::materialize::apply_run_patch;
 use arbiter_runner::rundir::RunDir;
-use serde_json::json;
+use serde::Serialize;
 
 use crate::cli::ApplyArgs;
 use crate::context::{RepoContext, read_artifact};
 use crate::error::{CliError, exit};
+use crate::output::{JsonDocument, out};
+
+/// `apply --json`: the run's `apply.json` as written.
+#[derive(Serialize)]
+struct Applied<'a> {
+    apply: &'a ApplyRecord,
+}
+
+impl JsonDocument for Applied<'_> {
+    const SCHEMA: &'static str = "apply";
+}
 
 pub async fn apply(repo: Option<&Path>, args: &ApplyArgs) -> Result<u8, CliError> {
     let ctx = RepoContext::locate(repo).await?;
@@ -53,12 +64,12 @@ pub async fn apply(repo: Option<&Path>, args: &ApplyArgs) -> Result<u8, CliError
     run_dir.write_json(paths::APPLY, &record)?;
     run_dir.reseal(&[paths::APPLY])?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&json!(record)).unwrap_or_default());
+        crate::output::json(&Applied { apply: &record });
     }
     match result {
         Ok(r) if r.already_applied => {
             if !args.json {
-                println!(
+                out!(
                     "{winner} of run {id} is applied already: the working tree holds its changes{}; nothing was changed",
                     if args.commit { " (commit them yourself if they are not committed)" } else { "" }
                 );
@@ -67,12 +78,12 @@ pub async fn apply(repo: Option<&Path>, args: &ApplyArgs) -> Result<u8, CliError
         }
         Ok(r) => {
             if !args.json {
-                println!(
+                out!(
                     "Applied {winner} of run {id}{}",
                     args.branch.as_ref().map(|b| format!(" on new branch {b}")).unwrap_or_default()
                 );
                 if let Some(c) = r.commit {
-                    println!("Committed {c}");
+                    out!("Committed {c}");
                 }
             }
             Ok(exit::SUCCESS)

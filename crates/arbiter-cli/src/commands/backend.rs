@@ -5,12 +5,53 @@ use std::path::Path;
 
 use arbiter_core::backends::{BackendSecret, BackendSection, key_status};
 use arbiter_core::money::Usd;
+use serde::Serialize;
 use serde_json::json;
 
 use crate::cli::{BackendAddArgs, BackendCommand};
 use crate::config_file;
 use crate::context::RepoContext;
 use crate::error::CliError;
+use crate::output::{JsonDocument, out};
+
+/// `backend list --json`.
+#[derive(Serialize)]
+struct Backends<'a> {
+    backends: Vec<BackendShown<'a>>,
+}
+
+impl JsonDocument for Backends<'_> {
+    const SCHEMA: &'static str = "backend-list";
+}
+
+/// `backend show --json`, and a line of `backend list --json`.
+#[derive(Serialize)]
+struct BackendShown<'a> {
+    name: &'a str,
+    backend: &'a BackendSection,
+    key: arbiter_core::backends::KeyStatus,
+}
+
+impl JsonDocument for BackendShown<'_> {
+    const SCHEMA: &'static str = "backend-show";
+}
+
+/// `backend test --json`: a call that went through (one that did not is an error).
+#[derive(Serialize)]
+struct BackendTested<'a> {
+    backend: &'a str,
+    ok: bool,
+    latency_ms: u64,
+    attempts: u32,
+    usage: Option<&'a arbiter_llm::Usage>,
+    cost: Option<Usd>,
+    flags: &'a [String],
+    tool_calls_work: bool,
+}
+
+impl JsonDocument for BackendTested<'_> {
+    const SCHEMA: &'static str = "backend-test";
+}
 
 pub async fn backend(repo: Option<&Path>, cmd: &BackendCommand) -> Result<u8, CliError> {
     let ctx = RepoContext::locate(repo).await?;
@@ -87,11 +128,11 @@ async fn add(ctx: &RepoContext, a: &BackendAddArgs) -> Result<u8, CliError> {
         }
         None => {}
     }
-    println!("Backend {} saved in {}", a.name, ctx.workspace.config_path().display());
+    out!("Backend {} saved in {}", a.name, ctx.workspace.config_path().display());
     if a.api_key_stdin {
-        println!("  key stored in {} (mode 0600)", secrets_path.display());
+        out!("  key stored in {} (mode 0600)", secrets_path.display());
     }
-    println!("  check it with `arbiter backend test {}`", a.name);
+    out!("  check it with `arbiter backend test {}`", a.name);
     Ok(0)
 }
 
@@ -112,26 +153,31 @@ fn status_of(
 fn list(ctx: &RepoContext, as_json: bool) -> Result<u8, CliError> {
     let (config, secrets) = load(ctx)?;
     if as_json {
-        let rows: Vec<_> = config
+        let backends = config
             .backends
             .iter()
-            .map(|(n, b)| json!({"name": n, "backend": b, "key": status_of(b, n, &secrets)}))
+            .map(|(name, backend)| BackendShown { name, backend, key: status_of(backend, name, &secrets) })
             .collect();
-        println!("{}", serde_json::to_string_pretty(&rows).unwrap_or_default());
+        crate::output::json(&Backends { backends });
         return Ok(0);
     }
     if config.backends.is_empty() {
-        println!(
-            "No backends. Add one: arbiter backend add NAME --provider openai-compatible --model M --base-url URL"
-        );
+        out!("No backends. Add one: arbiter backend add NAME --provider openai-compatible --model M --base-url URL");
         return Ok(0);
     }
-    println!(
+    out!(
         "{:<16} {:<18} {:<28} {:<22} {:>4} {:>3} {:<14} {:<8} KEY",
-        "NAME", "PROVIDER", "MODEL", "ROLES", "CAP", "PAR", "$/MTOK IN/OUT", "STATE"
+        "NAME",
+        "PROVIDER",
+        "MODEL",
+        "ROLES",
+        "CAP",
+        "PAR",
+        "$/MTOK IN/OUT",
+        "STATE"
     );
     for (n, b) in &config.backends {
-        println!(
+        out!(
             "{:<16} {:<18} {:<28} {:<22} {:>4} {:>3} {:<14} {:<8} {}",
             n,
             b.provider,
@@ -155,24 +201,21 @@ fn show(ctx: &RepoContext, name: &str, as_json: bool) -> Result<u8, CliError> {
         .ok_or_else(|| CliError::usage(format!("no backend named '{name}'; `arbiter backend list` shows them")))?;
     let key = status_of(b, name, &secrets);
     if as_json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&json!({"name": name, "backend": b, "key": key})).unwrap_or_default()
-        );
+        crate::output::json(&BackendShown { name, backend: b, key });
         return Ok(0);
     }
-    println!("name:            {name}");
-    println!("provider:        {}", b.provider);
-    println!("model:           {}", b.model);
-    println!("base_url:        {}", b.base_url.as_deref().unwrap_or("(provider default)"));
-    println!("key:             {key}");
-    println!("prices:          {} USD per million tokens (input/output)", b.describe_prices());
-    println!("roles:           {}", b.roles.join(", "));
-    println!("capability:      {}", b.capability);
-    println!("max_parallel:    {}", b.max_parallel);
-    println!("max_tokens:      {}", b.max_tokens.map_or("(default)".into(), |m| m.to_string()));
-    println!("timeout_seconds: {}", b.timeout_seconds.map_or("(default)".into(), |m| m.to_string()));
-    println!("state:           {}", if b.enabled { "enabled" } else { "disabled" });
+    out!("name:            {name}");
+    out!("provider:        {}", b.provider);
+    out!("model:           {}", b.model);
+    out!("base_url:        {}", b.base_url.as_deref().unwrap_or("(provider default)"));
+    out!("key:             {key}");
+    out!("prices:          {} USD per million tokens (input/output)", b.describe_prices());
+    out!("roles:           {}", b.roles.join(", "));
+    out!("capability:      {}", b.capability);
+    out!("max_parallel:    {}", b.max_parallel);
+    out!("max_tokens:      {}", b.max_tokens.map_or("(default)".into(), |m| m.to_string()));
+    out!("timeout_seconds: {}", b.timeout_seconds.map_or("(default)".into(), |m| m.to_string()));
+    out!("state:           {}", if b.enabled { "enabled" } else { "disabled" });
     Ok(0)
 }
 
@@ -187,10 +230,10 @@ fn remove(ctx: &RepoContext, name: &str) -> Result<u8, CliError> {
     if secrets.backends.remove(name).is_some() {
         config_file::write_secrets(&path, &secrets)?;
     }
-    println!("Removed backend {name}");
+    out!("Removed backend {name}");
     for (role, chain) in &config.roles {
         if chain.iter().any(|n| n == name) {
-            println!("  note: [roles] {role} still names {name}; edit {}", ctx.workspace.config_path().display());
+            out!("  note: [roles] {role} still names {name}; edit {}", ctx.workspace.config_path().display());
         }
     }
     Ok(0)
@@ -198,7 +241,7 @@ fn remove(ctx: &RepoContext, name: &str) -> Result<u8, CliError> {
 
 fn enable(ctx: &RepoContext, name: &str, on: bool) -> Result<u8, CliError> {
     config_file::set_enabled(&ctx.workspace.config_path(), name, on)?;
-    println!("Backend {name} {}", if on { "enabled" } else { "disabled" });
+    out!("Backend {name} {}", if on { "enabled" } else { "disabled" });
     Ok(0)
 }
 
@@ -230,12 +273,18 @@ async fn test(ctx: &RepoContext, name: &str, as_json: bool) -> Result<u8, CliErr
             let tools_work = r.tool_calls.iter().any(|c| c.name == "echo");
             let record = arbiter_llm::call_record("analysis", &endpoint, None, r.usage.as_ref());
             if as_json {
-                let v = json!({"backend": name, "ok": true, "latency_ms": r.latency.as_millis() as u64, "attempts": r.attempts,
-                    "usage": r.usage.as_ref().map(|u| json!({"input_tokens": u.input_tokens, "output_tokens": u.output_tokens, "cached_tokens": u.cached_tokens})),
-                    "cost": record.cost, "flags": record.flags, "tool_calls_work": tools_work});
-                println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+                crate::output::json(&BackendTested {
+                    backend: name,
+                    ok: true,
+                    latency_ms: r.latency.as_millis() as u64,
+                    attempts: r.attempts,
+                    usage: r.usage.as_ref(),
+                    cost: record.cost,
+                    flags: &record.flags,
+                    tool_calls_work: tools_work,
+                });
             } else {
-                println!(
+                out!(
                     "Backend {name} ({} {}) answered in {} ms ({} attempt(s))",
                     endpoint.provider,
                     endpoint.model,
@@ -244,11 +293,11 @@ async fn test(ctx: &RepoContext, name: &str, as_json: bool) -> Result<u8, CliErr
                 );
                 match &r.usage {
                     Some(u) => {
-                        println!("  tokens: {} in, {} out, {} cached", u.input_tokens, u.output_tokens, u.cached_tokens)
+                        out!("  tokens: {} in, {} out, {} cached", u.input_tokens, u.output_tokens, u.cached_tokens)
                     }
-                    None => println!("  tokens: not reported by the backend (calls will be flagged usage_unavailable)"),
+                    None => out!("  tokens: not reported by the backend (calls will be flagged usage_unavailable)"),
                 }
-                println!(
+                out!(
                     "  cost: {}",
                     record
                         .cost
@@ -256,9 +305,9 @@ async fn test(ctx: &RepoContext, name: &str, as_json: bool) -> Result<u8, CliErr
                         .unwrap_or_else(|| format!("unknown ({})", record.flags.join(", ")))
                 );
                 if tools_work {
-                    println!("  tool calls: work (native)");
+                    out!("  tool calls: work (native)");
                 } else {
-                    println!(
+                    out!(
                         "  tool calls: NOT used natively; the built-in agent will rely on its text protocol (see docs/builtin-agent.md)"
                     );
                 }

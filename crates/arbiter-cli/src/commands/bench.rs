@@ -20,10 +20,12 @@ use arbiter_server::plan_client::RemotePlanAdmin;
 use arbiter_server::work_api::{ClaimRequest, ClaimResponse, ReportRequest, ReportResponse, WireRetry, WireVerdict};
 use arbiter_store::plans::ImportMode;
 use arbiter_store::workers::Secret;
+use serde::Serialize;
 use serde_json::json;
 
 use crate::cli::ServerArgs;
 use crate::error::CliError;
+use crate::output::{JsonDocument, note, out};
 
 /// Tasks per import request (each well under the server's 1 MiB body limit).
 const BATCH: usize = 2000;
@@ -57,6 +59,53 @@ fn admin_error(e: arbiter_runner::plan_admin::AdminError) -> CliError {
 }
 
 /// The `q` quantile of sorted durations, in milliseconds.
+/// `bench queue --json`.
+#[derive(Serialize)]
+struct QueueReport<'a> {
+    server: &'a str,
+    workers: usize,
+    tasks: usize,
+    import_seconds: f64,
+    cycles: usize,
+    seconds: f64,
+    claim_complete_per_second: f64,
+    claim_ms: ClaimLatency,
+    /// From an import's `task_created` to its `task_claimed`, on the server's clock.
+    wakeup_ms: WakeLatency,
+    /// From sending the import to the claim's answer, on this client's clock.
+    import_to_claim_ms: WakeLatency,
+}
+
+#[derive(Serialize)]
+struct ClaimLatency {
+    p50: f64,
+    p95: f64,
+    p99: f64,
+}
+
+#[derive(Serialize)]
+struct WakeLatency {
+    p50: f64,
+    p95: f64,
+    max: f64,
+    samples: usize,
+}
+
+impl WakeLatency {
+    fn of(sorted: &[Duration]) -> Self {
+        Self {
+            p50: quantile_ms(sorted, 0.5),
+            p95: quantile_ms(sorted, 0.95),
+            max: quantile_ms(sorted, 1.0),
+            samples: sorted.len(),
+        }
+    }
+}
+
+impl JsonDocument for QueueReport<'_> {
+    const SCHEMA: &'static str = "bench-queue";
+}
+
 fn quantile_ms(sorted: &[Duration], q: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
@@ -187,7 +236,7 @@ pub async fn queue(b: QueueBench<'_>) -> Result<u8, CliError> {
         import(&admin, &plan, &repo, batch).await?;
     }
     let load_time = loading.elapsed();
-    eprintln!("imported {} tasks in {:.1} s; draining with {} workers", b.tasks, load_time.as_secs_f64(), b.workers);
+    note!("imported {} tasks in {:.1} s; draining with {} workers", b.tasks, load_time.as_secs_f64(), b.workers);
     let started = Instant::now();
     let mut workers = tokio::task::JoinSet::new();
     for token in &tokens {
@@ -285,33 +334,40 @@ pub async fn queue(b: QueueBench<'_>) -> Result<u8, CliError> {
         let _ = client.revoke(&admin_token, name).await;
     }
 
-    let report = json!({
-        "server": b.server.server, "workers": b.workers, "tasks": b.tasks,
-        "import_seconds": load_time.as_secs_f64(),
-        "cycles": cycles, "seconds": drain.as_secs_f64(), "claim_complete_per_second": per_second,
-        "claim_ms": {"p50": quantile_ms(&latencies, 0.5), "p95": quantile_ms(&latencies, 0.95), "p99": quantile_ms(&latencies, 0.99)},
-        "wakeup_ms": {"p50": quantile_ms(&server_wakes, 0.5), "p95": quantile_ms(&server_wakes, 0.95), "max": quantile_ms(&server_wakes, 1.0), "samples": server_wakes.len()},
-        "import_to_claim_ms": {"p50": quantile_ms(&wakes, 0.5), "p95": quantile_ms(&wakes, 0.95), "max": quantile_ms(&wakes, 1.0), "samples": wakes.len()},
-    });
     if b.json {
-        println!("{}", serde_json::to_string_pretty(&report).unwrap_or_default());
+        crate::output::json(&QueueReport {
+            server: &b.server.server,
+            workers: b.workers,
+            tasks: b.tasks,
+            import_seconds: load_time.as_secs_f64(),
+            cycles,
+            seconds: drain.as_secs_f64(),
+            claim_complete_per_second: per_second,
+            claim_ms: ClaimLatency {
+                p50: quantile_ms(&latencies, 0.5),
+                p95: quantile_ms(&latencies, 0.95),
+                p99: quantile_ms(&latencies, 0.99),
+            },
+            wakeup_ms: WakeLatency::of(&server_wakes),
+            import_to_claim_ms: WakeLatency::of(&wakes),
+        });
     } else {
-        println!("queue benchmark against {} ({} workers, {} tasks)", b.server.server, b.workers, b.tasks);
-        println!("  claim+complete   {per_second:.0}/s ({cycles} cycles in {:.2} s)", drain.as_secs_f64());
-        println!(
+        out!("queue benchmark against {} ({} workers, {} tasks)", b.server.server, b.workers, b.tasks);
+        out!("  claim+complete   {per_second:.0}/s ({cycles} cycles in {:.2} s)", drain.as_secs_f64());
+        out!(
             "  claim latency    p50 {:.2} ms, p95 {:.2} ms, p99 {:.2} ms",
             quantile_ms(&latencies, 0.5),
             quantile_ms(&latencies, 0.95),
             quantile_ms(&latencies, 0.99)
         );
-        println!(
+        out!(
             "  wake-up          p50 {:.2} ms, p95 {:.2} ms, max {:.2} ms (import committed to task claimed, {} imports into an empty plan)",
             quantile_ms(&server_wakes, 0.5),
             quantile_ms(&server_wakes, 0.95),
             quantile_ms(&server_wakes, 1.0),
             server_wakes.len()
         );
-        println!(
+        out!(
             "  import to claim  p50 {:.2} ms, p95 {:.2} ms (as this client sees it: the import's request and the claim's answer included)",
             quantile_ms(&wakes, 0.5),
             quantile_ms(&wakes, 0.95),

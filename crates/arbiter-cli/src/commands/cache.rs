@@ -2,25 +2,39 @@
 
 use arbiter_runner::pool::prune_cache;
 use arbiter_runner::user_dirs::UserDirs;
-use serde_json::json;
+use serde::Serialize;
 
 use crate::error::CliError;
+use crate::output::{JsonDocument, out};
+
+/// `cache prune --json`.
+#[derive(Serialize)]
+struct CachePruned {
+    cache: String,
+    pools_removed: usize,
+    workspaces_removed: usize,
+    bytes_freed: u64,
+    in_use: usize,
+}
+
+impl JsonDocument for CachePruned {
+    const SCHEMA: &'static str = "cache-prune";
+}
 
 pub fn prune(keep: usize, kept: bool, json: bool) -> Result<u8, CliError> {
     let dirs = UserDirs::from_process();
     let report = prune_cache(&dirs.cache, keep, kept);
     if json {
-        let value = json!({
-            "cache": dirs.cache.display().to_string(),
-            "pools_removed": report.pools_removed,
-            "workspaces_removed": report.slots_removed,
-            "bytes_freed": report.bytes_freed,
-            "in_use": report.in_use,
+        crate::output::json(&CachePruned {
+            cache: dirs.cache.display().to_string(),
+            pools_removed: report.pools_removed,
+            workspaces_removed: report.slots_removed,
+            bytes_freed: report.bytes_freed,
+            in_use: report.in_use,
         });
-        println!("{value}");
         return Ok(0);
     }
-    println!(
+    out!(
         "Removed {} workspace(s) and {} pool(s) of repositories that no longer exist from {}: {} freed",
         report.slots_removed,
         report.pools_removed,
@@ -28,10 +42,10 @@ pub fn prune(keep: usize, kept: bool, json: bool) -> Result<u8, CliError> {
         human_bytes(report.bytes_freed)
     );
     if report.in_use > 0 {
-        println!("  {} workspace(s) in use were left alone", report.in_use);
+        out!("  {} workspace(s) in use were left alone", report.in_use);
     }
     if !kept {
-        println!("  workspaces kept with --keep-worktrees stay; `arbiter cache prune --kept` removes them too");
+        out!("  workspaces kept with --keep-worktrees stay; `arbiter cache prune --kept` removes them too");
     }
     Ok(0)
 }

@@ -3,11 +3,34 @@
 use std::path::Path;
 
 use arbiter_core::settings::RunSettings;
-use serde_json::json;
+use serde::Serialize;
 
 use crate::cli::SettingsArgs;
 use crate::context::RepoContext;
 use crate::error::CliError;
+use crate::output::{JsonDocument, out};
+
+/// `config show --json`.
+#[derive(Serialize)]
+struct ConfigShown<'a> {
+    config_file: String,
+    config_file_exists: bool,
+    settings: Vec<Setting>,
+    runners: Option<&'a Vec<arbiter_core::settings::RunnerSpec>>,
+    runners_error: Option<String>,
+}
+
+/// One setting, its value and where it came from.
+#[derive(Serialize)]
+struct Setting {
+    key: &'static str,
+    value: String,
+    origin: arbiter_core::settings::Origin,
+}
+
+impl JsonDocument for ConfigShown<'_> {
+    const SCHEMA: &'static str = "config-show";
+}
 
 pub async fn show(repo: Option<&Path>, args: &SettingsArgs, as_json: bool) -> Result<u8, CliError> {
     let ctx = RepoContext::locate(repo).await?;
@@ -25,45 +48,42 @@ pub async fn show(repo: Option<&Path>, args: &SettingsArgs, as_json: bool) -> Re
         )));
     }
     if as_json {
-        let rows: Vec<_> =
-            settings.rows().into_iter().map(|(k, v, o)| json!({"key": k, "value": v, "origin": o})).collect();
-        let value = json!({
-            "config_file": config_path.display().to_string(),
-            "config_file_exists": config_path.exists(),
-            "settings": rows,
-            "runners": runners.as_ref().ok(),
-            "runners_error": runners.as_ref().err().map(|e| e.to_string()),
+        crate::output::json(&ConfigShown {
+            config_file: config_path.display().to_string(),
+            config_file_exists: config_path.exists(),
+            settings: settings.rows().into_iter().map(|(key, value, origin)| Setting { key, value, origin }).collect(),
+            runners: runners.as_ref().ok(),
+            runners_error: runners.as_ref().err().map(|e| e.to_string()),
         });
-        println!("{}", serde_json::to_string_pretty(&value).unwrap_or_default());
         return Ok(0);
     }
-    println!(
+    out!(
         "Config file: {}{}",
         config_path.display(),
         if config_path.exists() { "" } else { " (absent: built-in defaults apply)" }
     );
-    println!();
+    out!();
     let rows = settings.rows();
     let width = rows.iter().map(|(k, _, _)| k.len()).max().unwrap_or(0);
     let vwidth = rows.iter().map(|(_, v, _)| v.chars().count()).max().unwrap_or(0).min(48);
     for (k, v, origin) in rows {
-        println!("{k:<width$}  {v:<vwidth$}  ({origin})");
+        out!("{k:<width$}  {v:<vwidth$}  ({origin})");
     }
-    println!();
+    out!();
     match runners {
         Ok(list) => {
             for r in list {
                 match &r.kind {
                     arbiter_core::settings::RunnerKind::Command { command } => {
-                        println!("runner {}: command `{}`", r.name, command)
+                        out!("runner {}: command `{}`", r.name, command)
                     }
-                    arbiter_core::settings::RunnerKind::Builtin { backends, round_robin } => println!(
+                    arbiter_core::settings::RunnerKind::Builtin { backends, round_robin } => out!(
                         "runner {}: built-in agent, backends {}{}",
                         r.name,
                         backends.join(", "),
                         if *round_robin { " (one per candidate, round-robin)" } else { " (a fallback chain)" }
                     ),
-                    arbiter_core::settings::RunnerKind::Agent(a) => println!(
+                    arbiter_core::settings::RunnerKind::Agent(a) => out!(
                         "runner {}: agent CLI {}{}{}",
                         r.name,
                         a.cli,
@@ -77,7 +97,7 @@ pub async fn show(repo: Option<&Path>, args: &SettingsArgs, as_json: bool) -> Re
                 }
             }
         }
-        Err(e) => println!("runners: not usable yet: {e}"),
+        Err(e) => out!("runners: not usable yet: {e}"),
     }
     Ok(0)
 }

@@ -18,6 +18,7 @@ use arbiter_runner::git::Git;
 use crate::commands::run::{Prepared, execute, exit_code, preflight, report};
 use crate::context::RepoContext;
 use crate::error::CliError;
+use crate::output::{note, out};
 
 const SCRIPT: &str = include_str!("../demo/script.json");
 const BACKENDS: [&str; 4] = ["demo-fixer", "demo-wrong", "demo-partial", "demo-breaker"];
@@ -71,11 +72,11 @@ pub async fn demo(dir: Option<&Path>, as_json: bool) -> Result<u8, CliError> {
     .map_err(CliError::usage)?;
 
     if !as_json {
-        eprintln!("arbiter demo");
-        eprintln!("  repository: {} (calc.py has a bug; AddTest fails, MulTest passes)", repo.display());
-        eprintln!("  model: SCRIPTED — a mock server on {} plays four agents:", server.base_url());
-        eprintln!("         one fixes the bug, one makes a wrong fix, one a partial fix, one breaks another test");
-        eprintln!("  everything else is real: worktrees, tool calls, the tests arbiter runs itself, the selection\n");
+        note!("arbiter demo");
+        note!("  repository: {} (calc.py has a bug; AddTest fails, MulTest passes)", repo.display());
+        note!("  model: SCRIPTED — a mock server on {} plays four agents:", server.base_url());
+        note!("         one fixes the bug, one makes a wrong fix, one a partial fix, one breaks another test");
+        note!("  everything else is real: worktrees, tool calls, the tests arbiter runs itself, the selection\n");
     }
     let prepared = Prepared::new(&ctx, &config, task, settings, "HEAD".into(), false)?;
     let outcome = execute(&ctx, prepared).await;
@@ -84,18 +85,18 @@ pub async fn demo(dir: Option<&Path>, as_json: bool) -> Result<u8, CliError> {
     report(&outcome, as_json);
     if !as_json {
         let arbiter = crate::invocation::arbiter();
-        println!();
-        println!("The model above was scripted. To run the same tournament with a real model:");
-        println!(
+        out!();
+        out!("The model above was scripted. To run the same tournament with a real model:");
+        out!(
             "  {arbiter} backend add my-model --provider openai-compatible --model MODEL --base-url http://127.0.0.1:8080/v1"
         );
-        println!(
+        out!(
             "  {arbiter} run --runner builtin --backend my-model --candidates 4 --task \"...\" --verify \"your tests\""
         );
         let dir = arbiter_core::command_line::shell_word(&repo.display().to_string());
-        println!("Look around: cd {dir} && git diff && {arbiter} runs show latest");
+        out!("Look around: cd {dir} && git diff && {arbiter} runs show latest");
         if arbiter != "arbiter" {
-            println!("Put arbiter on your PATH: cargo install --path {} --locked", env!("CARGO_MANIFEST_DIR"));
+            out!("Put arbiter on your PATH: cargo install --path {} --locked", env!("CARGO_MANIFEST_DIR"));
         }
     }
     Ok(exit_code(&outcome))

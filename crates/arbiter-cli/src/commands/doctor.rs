@@ -13,6 +13,7 @@ use serde::Serialize;
 
 use crate::context::RepoContext;
 use crate::error::{CliError, exit};
+use crate::output::{JsonDocument, out};
 
 /// How a check came out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -25,6 +26,16 @@ enum Status {
     Fail,
     /// Not used here (an agent CLI that is not installed is not a fault).
     Absent,
+}
+
+/// `doctor --json`.
+#[derive(Serialize)]
+struct Checks<'a> {
+    checks: &'a [Check],
+}
+
+impl JsonDocument for Checks<'_> {
+    const SCHEMA: &'static str = "doctor";
 }
 
 #[derive(Debug, Serialize)]
@@ -66,7 +77,7 @@ pub async fn doctor(repo: Option<&Path>, json: bool) -> Result<u8, CliError> {
     checks.extend(backends(&config).await);
     let failed = checks.iter().any(|c| c.status == Status::Fail);
     if json {
-        println!("{}", serde_json::to_string_pretty(&checks).unwrap_or_default());
+        crate::output::json(&Checks { checks: &checks });
     } else {
         print(&checks);
     }
@@ -89,11 +100,11 @@ fn print(checks: &[Check]) {
     for c in checks {
         if c.area != area {
             area = c.area;
-            println!("{area}");
+            out!("{area}");
         }
-        println!("  {} {:<width$}  {}", mark(c.status), c.name, c.detail);
+        out!("  {} {:<width$}  {}", mark(c.status), c.name, c.detail);
         if let Some(h) = &c.hint {
-            println!("  {:4} {:<width$}  → {h}", "", "");
+            out!("  {:4} {:<width$}  → {h}", "", "");
         }
     }
 }

@@ -8,6 +8,7 @@ use std::time::Duration;
 use arbiter_llm::{MockScript, MockServer};
 
 use crate::error::CliError;
+use crate::output::{note, out};
 
 pub async fn mock_llm(script: &Path, bind: &str) -> Result<u8, CliError> {
     let addr: SocketAddr = bind
@@ -17,14 +18,14 @@ pub async fn mock_llm(script: &Path, bind: &str) -> Result<u8, CliError> {
     let server = MockServer::start(script, addr)
         .await
         .map_err(|e| CliError::environment(format!("cannot listen on {addr}: {e}")))?;
-    println!("mock model server listening on {}", server.base_url());
-    println!("  OpenAI-compatible base URL: {}", server.openai_base_url());
-    println!("  Anthropic base URL:         {}", server.base_url());
-    println!(
+    out!("mock model server listening on {}", server.base_url());
+    out!("  OpenAI-compatible base URL: {}", server.openai_base_url());
+    out!("  Anthropic base URL:         {}", server.base_url());
+    out!(
         "  e.g. arbiter backend add mock --provider openai-compatible --model mock --base-url {}",
         server.openai_base_url()
     );
-    println!("Press Ctrl-C to stop.");
+    out!("Press Ctrl-C to stop.");
     let mut seen = 0;
     let mut tick = tokio::time::interval(Duration::from_millis(200));
     loop {
@@ -35,7 +36,7 @@ pub async fn mock_llm(script: &Path, bind: &str) -> Result<u8, CliError> {
                 for r in requests.iter().skip(seen) {
                     let model = r.body.get("model").and_then(|m| m.as_str()).unwrap_or("-");
                     let stream = r.body.get("stream").and_then(|m| m.as_bool()).unwrap_or(false);
-                    eprintln!("#{} {} {} model={model} stream={stream}", r.number, r.method, r.path);
+                    note!("#{} {} {} model={model} stream={stream}", r.number, r.method, r.path);
                 }
                 seen = requests.len();
             }

@@ -10,6 +10,7 @@ pub mod doctor;
 pub mod init;
 pub mod mock_llm;
 pub mod plan;
+pub mod plan_output;
 pub mod reference;
 pub mod run;
 pub mod runners;

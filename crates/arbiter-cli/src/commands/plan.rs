@@ -10,7 +10,6 @@
 //! whichever side answers. The port decides whether a plan owns its integration branch
 //! ([`plan_branch`](arbiter_runner::plan_branch)); a refusal changes nothing.
 
-use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -42,12 +41,15 @@ use arbiter_runner::workspace::Workspace;
 use arbiter_server::plan_client::RemotePlanAdmin;
 use arbiter_store::plans::{BranchOrigin, ImportMode, PlanRecord, PlanView, TaskRecord};
 use arbiter_store::units::UnitQueue;
-use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use crate::cli::{PlanCommand, PlanServerArgs};
+use crate::commands::plan_output::{
+    PlanDocument, PlanEvents, PlanImported, PlanList, PlanPushed, PlanRan, PlanShown, PlanStatus,
+};
 use crate::context::RepoContext;
 use crate::error::{CliError, exit};
+use crate::output::{note, out};
 
 /// The JSON Schema of plan files (`arbiter plan schema`).
 pub const SCHEMA: &str = include_str!("plan.schema.json");
@@ -146,7 +148,7 @@ fn remote_of(cmd: &PlanCommand) -> Option<&PlanServerArgs> {
 pub async fn plan(repo: Option<&Path>, cmd: &PlanCommand) -> Result<u8, CliError> {
     match cmd {
         PlanCommand::Schema => {
-            print!("{SCHEMA}");
+            crate::output::text(SCHEMA);
             return Ok(exit::SUCCESS);
         }
         PlanCommand::Run {
@@ -206,16 +208,16 @@ pub async fn plan(repo: Option<&Path>, cmd: &PlanCommand) -> Result<u8, CliError
             match output {
                 Some(path) => std::fs::write(path, &text)
                     .map_err(|e| CliError::environment(format!("cannot write {}: {e}", path.display())))?,
-                None => print!("{text}"),
+                None => crate::output::text(&text),
             }
             Ok(exit::SUCCESS)
         }
         PlanCommand::Show { id, json, .. } => {
             let view = admin.view(id).await?.view;
             if *json {
-                println!("{}", pretty(&view_json(&view)));
+                crate::output::json(&PlanShown { plan: PlanDocument::of(&view) });
             } else {
-                print!("{}", render_dag(&view, crate::terminal::stdout_colour()));
+                crate::output::text(&format!("{}", render_dag(&view, crate::terminal::stdout_colour())));
             }
             Ok(exit::SUCCESS)
         }
@@ -223,41 +225,20 @@ pub async fn plan(repo: Option<&Path>, cmd: &PlanCommand) -> Result<u8, CliError
             let details = admin.view(id).await?;
             let (view, attempts) = (&details.view, &details.attempts);
             if *json {
-                let mut v = view_json(view);
-                v["attempts"] =
-                    json!(attempts
-                    .iter()
-                    .map(|a| json!({
-                        "task": a.task_id, "attempt": a.attempt, "fence": a.fence, "worker": a.worker,
-                        "status": a.status.as_str(), "started_at": a.started_at.rfc3339(),
-                        "finished_at": a.finished_at.map(|t| t.rfc3339()), "cost": a.cost, "reserved": a.reserved,
-                        "run_id": a.run_id, "commit": a.commit, "reason": a.reason,
-                    }))
-                    .collect::<Vec<_>>());
-                println!("{}", pretty(&v));
+                crate::output::json(&PlanStatus::of(view, attempts));
             } else {
-                print!("{}", render_status(view, now()));
+                crate::output::text(&format!("{}", render_status(view, now())));
             }
             Ok(exit::SUCCESS)
         }
         PlanCommand::List { json, .. } => {
             let all = admin.list().await?;
             if *json {
-                let v: Vec<_> = all
-                    .iter()
-                    .map(|p| {
-                        json!({
-                            "id": p.id, "name": p.name, "cancelled": p.cancelled,
-                            "counts": p.counts.iter().map(|(s, n)| (s.as_str(), *n)).collect::<BTreeMap<_, _>>(),
-                            "budget": {"limit": p.budget.limit, "spent": p.budget.spent, "reserved": p.budget.reserved},
-                        })
-                    })
-                    .collect();
-                println!("{}", pretty(&json!(v)));
+                crate::output::json(&PlanList::of(&all));
             } else if all.is_empty() {
-                println!("No plans yet; add one with `arbiter plan import FILE`.");
+                out!("No plans yet; add one with `arbiter plan import FILE`.");
             } else {
-                println!("{:<24} {:>6} {:>6}  {:<18} NAME", "PLAN", "TASKS", "DONE", "BUDGET");
+                out!("{:<24} {:>6} {:>6}  {:<18} NAME", "PLAN", "TASKS", "DONE", "BUDGET");
                 for p in &all {
                     let total: usize = p.counts.values().sum();
                     let done = p.counts.get(&TaskStatus::Done).copied().unwrap_or(0);
@@ -266,7 +247,7 @@ pub async fn plan(repo: Option<&Path>, cmd: &PlanCommand) -> Result<u8, CliError
                         None => format!("{} (no limit)", p.budget.spent),
                     };
                     let name = if p.cancelled { format!("{} (cancelled)", p.name) } else { p.name.clone() };
-                    println!("{:<24} {:>6} {:>6}  {:<18} {name}", p.id, total, done, budget);
+                    out!("{:<24} {:>6} {:>6}  {:<18} {name}", p.id, total, done, budget);
                 }
             }
             Ok(exit::SUCCESS)
@@ -281,7 +262,7 @@ pub async fn plan(repo: Option<&Path>, cmd: &PlanCommand) -> Result<u8, CliError
             admin
                 .create(&NewPlan { id: id.clone(), name: name.clone(), repository: Some(repository), budget_usd })
                 .await?;
-            println!("Created plan {id} ({name}); add tasks with `arbiter plan import FILE --update`.");
+            out!("Created plan {id} ({name}); add tasks with `arbiter plan import FILE --update`.");
             Ok(exit::SUCCESS)
         }
         PlanCommand::Budget { id, usd, .. } => {
@@ -289,10 +270,10 @@ pub async fn plan(repo: Option<&Path>, cmd: &PlanCommand) -> Result<u8, CliError
             let b = admin.set_budget(id, limit).await?;
             match b.limit {
                 Some(l) if b.exhausted() => {
-                    println!("Plan {id}: budget {l}, {} spent — still spent; no task will be claimed", b.spent)
+                    out!("Plan {id}: budget {l}, {} spent — still spent; no task will be claimed", b.spent)
                 }
-                Some(l) => println!("Plan {id}: budget {l}, {} spent, {} reserved", b.spent, b.reserved),
-                None => println!("Plan {id}: no budget limit ({} spent)", b.spent),
+                Some(l) => out!("Plan {id}: budget {l}, {} spent, {} reserved", b.spent, b.reserved),
+                None => out!("Plan {id}: no budget limit ({} spent)", b.spent),
             }
             Ok(exit::SUCCESS)
         }
@@ -316,69 +297,55 @@ pub async fn plan(repo: Option<&Path>, cmd: &PlanCommand) -> Result<u8, CliError
                     if *hard { ", forgetting attempts and spending" } else { "" }
                 ))?
             {
-                println!("Not reset.");
+                out!("Not reset.");
                 return Ok(exit::SUCCESS);
             }
             let done = admin.reset(id, *hard, *keep_branch).await?;
             let (n, branch) = (done.reset, &done.branch);
             match (&branch.old_tip, &branch.new_tip, &branch.kept) {
-                (Some(old), Some(new), _) => println!(
+                (Some(old), Some(new), _) => out!(
                     "Reset {n} task(s) of plan {id}; {} was at {} and now points where arbiter created it ({})",
                     branch.name,
                     short(old),
                     short(new)
                 ),
-                (Some(old), None, _) => println!(
+                (Some(old), None, _) => out!(
                     "Reset {n} task(s) of plan {id}; {} stays at {} (--keep-branch): the plan's commits stay on it",
                     branch.name,
                     short(old)
                 ),
-                _ => println!("Reset {n} task(s) of plan {id}."),
+                _ => out!("Reset {n} task(s) of plan {id}."),
             }
             Ok(exit::SUCCESS)
         }
         PlanCommand::Cancel { id, .. } => {
             let n = admin.cancel(id).await?;
-            println!(
-                "Cancelled plan {id}: {n} unfinished task(s); running attempts are stopped at their next heartbeat."
-            );
+            out!("Cancelled plan {id}: {n} unfinished task(s); running attempts are stopped at their next heartbeat.");
             Ok(exit::SUCCESS)
         }
         PlanCommand::Retry { id, task, .. } => {
             let status = admin.retry(id, task).await?;
-            println!("Task {task} of plan {id} is {} again, with new attempts.", status.as_str());
+            out!("Task {task} of plan {id} is {} again, with new attempts.", status.as_str());
             Ok(exit::SUCCESS)
         }
         PlanCommand::Push { id, remote, json, .. } => {
             let pushed = admin.push(id, remote).await?;
             if *json {
-                println!("{}", pretty(&serde_json::to_value(&pushed).unwrap_or_default()));
+                crate::output::json(&PlanPushed { pushed: &pushed });
             } else if pushed.up_to_date {
-                println!(
-                    "{} ({}) has {} at {} already.",
-                    pushed.remote,
-                    pushed.url,
-                    pushed.branch,
-                    short(&pushed.commit)
-                );
+                out!("{} ({}) has {} at {} already.", pushed.remote, pushed.url, pushed.branch, short(&pushed.commit));
             } else {
-                println!(
-                    "Pushed {} at {} to {} ({}).",
-                    pushed.branch,
-                    short(&pushed.commit),
-                    pushed.remote,
-                    pushed.url
-                );
+                out!("Pushed {} at {} to {} ({}).", pushed.branch, short(&pushed.commit), pushed.remote, pushed.url);
             }
             Ok(exit::SUCCESS)
         }
         PlanCommand::Events { id, json, .. } => {
             let events = all_events(admin, id).await?;
             if *json {
-                println!("{}", pretty(&serde_json::to_value(&events).unwrap_or_default()));
+                crate::output::json(&PlanEvents { events: &events });
             } else {
                 for e in &events {
-                    println!(
+                    out!(
                         "{:>6}  {}  {:<22} {:<10} {}",
                         e.id,
                         e.at.rfc3339(),
@@ -397,10 +364,6 @@ fn mode(update: bool) -> ImportMode {
     if update { ImportMode::Update } else { ImportMode::Add }
 }
 
-fn pretty(v: &serde_json::Value) -> String {
-    serde_json::to_string_pretty(v).unwrap_or_default()
-}
-
 fn short(commit: &str) -> &str {
     &commit[..commit.len().min(10)]
 }
@@ -415,7 +378,7 @@ fn confirm(question: &str) -> Result<bool, CliError> {
     if !std::io::stdin().is_terminal() {
         return Err(CliError::usage("this asks for confirmation and there is no terminal to answer it: pass --yes"));
     }
-    eprint!("{question}");
+    crate::output::prompt(&question);
     let _ = std::io::stderr().flush();
     let mut answer = String::new();
     std::io::stdin().read_line(&mut answer)?;
@@ -465,18 +428,19 @@ async fn import(
     let Imported { report, adopted_branch: adopted, verdicts } = plans.admin.import(&import).await?;
     let spec = &import.spec;
     if as_json {
-        let v = json!({
-            "plan": spec.id, "report": report, "adopted_branch": adopted,
-            "verdicts": verdicts.iter().map(|v| json!({"task": v.task, "verdict": v.verdict, "missing": v.missing, "reason": v.reason})).collect::<Vec<_>>(),
+        crate::output::json(&PlanImported {
+            plan: &spec.id,
+            report: &report,
+            adopted_branch: adopted.as_ref(),
+            verdicts: &verdicts,
         });
-        println!("{}", pretty(&v));
         return Ok(exit::SUCCESS);
     }
     if format == Format::Whilly {
         print_step_classes(spec);
     }
     let what = if report.created_plan { "Created" } else { "Updated" };
-    println!(
+    out!(
         "{what} plan {} ({}): {} added, {} updated, {} unchanged{}",
         spec.id,
         spec.name,
@@ -486,14 +450,14 @@ async fn import(
         if report.skipped.is_empty() { String::new() } else { format!(", {} skipped", report.skipped.len()) }
     );
     if let Some(b) = &adopted {
-        println!(
+        out!(
             "  integration branch {} adopted at {}: arbiter commits onto it and never moves it back",
             b.name,
             short(&b.base)
         );
     }
     if !report.differing.is_empty() {
-        println!(
+        out!(
             "  {} existing task(s) differ from the file ({}); pass --update to change those that have not started",
             report.differing.len(),
             report.differing.join(", ")
@@ -501,7 +465,7 @@ async fn import(
     }
     for v in &verdicts {
         let skipped = report.skipped.contains(&v.task);
-        println!(
+        out!(
             "  {:<7} {}: {}{}",
             v.verdict.as_str(),
             v.task,
@@ -517,12 +481,12 @@ async fn import(
 fn print_step_classes(spec: &PlanSpec) {
     let commands: usize = spec.tasks.iter().map(|t| t.verify.len()).sum();
     let checks: usize = spec.tasks.iter().map(|t| t.manual_checks.len()).sum();
-    println!(
+    out!(
         "Whilly test steps: {commands} command(s) run as verify commands, {checks} sentence(s) kept as manual checks for the agents and the judges"
     );
     for t in spec.tasks.iter().filter(|t| !t.manual_checks.is_empty()) {
         for c in &t.manual_checks {
-            println!("  check   {}: {}", t.id, shorten(c, 100));
+            out!("  check   {}: {}", t.id, shorten(c, 100));
         }
     }
 }
@@ -537,31 +501,6 @@ fn program_exists(word: &str, repo: Option<&Path>) -> bool {
         return if path.is_absolute() { executable(path) } else { repo.is_some_and(|r| executable(&r.join(path))) };
     }
     std::env::var_os("PATH").is_some_and(|paths| std::env::split_paths(&paths).any(|d| executable(&d.join(word))))
-}
-
-fn view_json(view: &PlanView) -> serde_json::Value {
-    let p = &view.plan;
-    let edges = view.edges();
-    let depths = dag::depths(&edges);
-    json!({
-        "id": p.header.id, "name": p.header.name, "repository": p.header.repository,
-        "base_ref": p.header.base_ref, "integration_branch": p.header.integration_branch,
-        "integration_branch_record": p.branch_record().map(|b| json!({
-            "origin": b.origin.as_str(), "base": b.base, "recorded_at": b.recorded_at.rfc3339(),
-        })),
-        "cancelled": p.cancelled,
-        "budget": {"limit": p.budget.limit, "spent": p.budget.spent, "reserved": p.budget.reserved, "crossed": p.budget.crossed},
-        "counts": view.counts().iter().map(|(s, n)| (s.as_str(), *n)).collect::<BTreeMap<_, _>>(),
-        "tasks": view.tasks.iter().map(|t| json!({
-            "id": t.spec.id, "title": t.spec.title, "status": t.status.as_str(),
-            "priority": t.spec.priority.as_str(), "dependencies": t.spec.dependencies,
-            "depth": depths.get(&t.spec.id).copied().unwrap_or(0),
-            "waiting_on": view.waiting_on(t).iter().map(|(d, s)| json!({"task": d, "status": s.as_str()})).collect::<Vec<_>>(),
-            "attempts": t.attempts, "max_attempts": t.max_attempts, "cost": t.cost,
-            "lease_owner": t.lease_owner, "lease_expires": t.lease_expires.map(|e| e.rfc3339()),
-            "run_id": t.run_id, "commit": t.commit, "reason": t.reason,
-        })).collect::<Vec<_>>(),
-    })
 }
 
 /// A status badge, coloured on a terminal.
@@ -726,7 +665,7 @@ async fn run(
         }
         if settings.verify.origin == arbiter_core::settings::Origin::Detected && !announced {
             announced = true;
-            eprintln!("arbiter: {} for tasks that name no verify command", settings.verification());
+            note!("arbiter: {} for tasks that name no verify command", settings.verification());
         }
         crate::commands::run::preflight(&settings, workspace.repo_root())
             .map_err(|e| CliError::usage(format!("task {} of plan {id}: {e}", t.spec.id)))?;
@@ -748,7 +687,7 @@ async fn run(
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let printer = tokio::spawn(async move {
         while let Some(p) = rx.recv().await {
-            eprintln!("{}", describe(&p));
+            note!("{}", describe(&p));
         }
     });
     let runner = Arc::new(PlanRunner {
@@ -769,7 +708,7 @@ async fn run(
         poll: Duration::from_secs(1),
         progress: Some(tx),
     });
-    eprintln!("Running plan {id} with {workers} worker(s) on {}", header.integration_branch);
+    note!("Running plan {id} with {workers} worker(s) on {}", header.integration_branch);
     let outcome = runner.run(id, workers).await;
     drop(runner);
     let _ = printer.await;
@@ -788,22 +727,23 @@ async fn run(
         exit::NO_RESULT
     };
     if as_json {
-        let mut v = view_json(&view);
-        v["interrupted"] = json!(outcome.interrupted);
-        v["exit_code"] = json!(code);
-        println!("{}", pretty(&v));
+        crate::output::json(&PlanRan {
+            plan: PlanDocument::of(&view),
+            interrupted: outcome.interrupted,
+            exit_code: code,
+        });
     } else {
         let done = view.tasks.iter().filter(|t| t.status.is_success()).count();
-        println!();
-        println!(
+        out!();
+        out!(
             "Plan {id}: {done} of {} task(s) done or skipped{}",
             view.tasks.len(),
             if outcome.interrupted { " (interrupted)" } else { "" }
         );
-        print!("{}", render_table(&view, SystemClock.now()));
-        println!("Spent {} · integration branch {}", view.plan.budget.spent, header.integration_branch);
+        crate::output::text(&format!("{}", render_table(&view, SystemClock.now())));
+        out!("Spent {} · integration branch {}", view.plan.budget.spent, header.integration_branch);
         if let Some(why) = stopped_because(&view) {
-            println!("{why}");
+            out!("{why}");
         }
     }
     Ok(code)

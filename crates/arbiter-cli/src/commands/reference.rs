@@ -7,6 +7,7 @@ use clap::CommandFactory;
 
 use crate::cli::Cli;
 use crate::error::CliError;
+use crate::output::note;
 
 pub fn completions(shell: clap_complete::Shell) -> Result<u8, CliError> {
     let mut cmd = Cli::command();
@@ -26,7 +27,7 @@ pub fn man(dir: Option<&Path>) -> Result<u8, CliError> {
         .map_err(|e| CliError::usage(format!("--dir {}: cannot create it: {e}", dir.display())))?;
     let mut written = 0;
     write_pages(&cmd.clone(), "arbiter", dir, &mut written)?;
-    eprintln!("arbiter: wrote {written} man page(s) to {}", dir.display());
+    note!("arbiter: wrote {written} man page(s) to {}", dir.display());
     Ok(0)
 }
 

@@ -10,12 +10,13 @@ use arbiter_runner::SystemClock;
 use arbiter_runner::cli_runner::{Cli, install_hint};
 use arbiter_runner::engine::{Engine, EngineError, RunOutcome, RunRequest};
 use arbiter_runner::preflight::{CommandSite, check_program, inside_repository, locate_program};
-use serde_json::json;
+use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
 use crate::cli::RunArgs;
 use crate::context::RepoContext;
 use crate::error::{CliError, exit};
+use crate::output::{JsonDocument, note, out};
 use crate::progress;
 
 pub async fn run(repo: Option<&Path>, args: &RunArgs) -> Result<u8, CliError> {
@@ -57,22 +58,21 @@ pub async fn run(repo: Option<&Path>, args: &RunArgs) -> Result<u8, CliError> {
 pub async fn detect_verify(ctx: &RepoContext, settings: &mut RunSettings, base: &str) -> Result<(), CliError> {
     if !settings.wants_detection() {
         if settings.unverified.value {
-            eprintln!(
-                "arbiter: --no-verify: no verify command checks the candidates; the winner is applied unverified"
-            );
+            note!("arbiter: --no-verify: no verify command checks the candidates; the winner is applied unverified");
         }
         return Ok(());
     }
     let commit = ctx.git.resolve_commit(base).await?;
     match arbiter_runner::verify_detect::at_commit(&ctx.git, &commit).await? {
         Some(d) => {
-            eprintln!(
+            note!(
                 "arbiter: no verify command given: checking every candidate with `{}` (detected from {}); pass --verify 'CMD' for another, or --no-verify for none",
-                d.command, d.from
+                d.command,
+                d.from
             );
             settings.use_detected_verify(d.command, d.from);
         }
-        None => eprintln!(
+        None => note!(
             "arbiter: no verify command given and none found in the repository: the candidates are ranked, but the winner is not applied. Give one with --verify 'CMD' (or `verify = [\"CMD\"]` under [run] in .arbiter/config.toml), or pass --no-verify to apply an unverified winner"
         ),
     }
@@ -285,9 +285,10 @@ async fn run_uncommitted_programs_outside(
         }
     }
     for c in &outside.copies {
-        eprintln!(
+        note!(
             "arbiter: {} is not committed at {base}: every candidate runs your working tree's copy of it ({}) from outside its workspace; it is never part of a patch",
-            c.path, c.copy
+            c.path,
+            c.copy
         );
     }
     settings.outside_programs = outside.copies;
@@ -377,12 +378,12 @@ pub(crate) async fn watch_signals(cancel: CancellationToken) {
         return;
     };
     tokio::select! { _ = int.recv() => {}, _ = term.recv() => {} }
-    eprintln!(
+    note!(
         "\narbiter: interrupted; stopping candidates and writing what was gathered (press Ctrl-C again to quit at once)"
     );
     cancel.cancel();
     tokio::select! { _ = int.recv() => {}, _ = term.recv() => {} }
-    eprintln!("arbiter: quitting; leftover worktrees are pruned by the next run");
+    note!("arbiter: quitting; leftover worktrees are pruned by the next run");
     std::process::exit(exit::INTERRUPTED as i32);
 }
 
@@ -396,52 +397,105 @@ pub fn exit_code(o: &RunOutcome) -> u8 {
     }
 }
 
+/// `run --json`, `runs resume --json`, `demo --json`: how the tournament ended.
+#[derive(Serialize)]
+struct RunReport<'a> {
+    run_id: String,
+    status: RunStatus,
+    winner: Option<String>,
+    summary: &'a str,
+    materialization: Option<&'a arbiter_core::artifact::Materialization>,
+    candidates: Vec<CandidateLine<'a>>,
+    cost: CostLine,
+    spending: &'a arbiter_core::artifact::SpendingReport,
+    run_dir: String,
+    verification: &'a str,
+    exit_code: u8,
+}
+
+#[derive(Serialize)]
+struct CandidateLine<'a> {
+    candidate_id: String,
+    rank: usize,
+    runner: &'a str,
+    eligible: bool,
+    gates_passed: usize,
+    gates_total: usize,
+    votes: usize,
+    reason: &'a str,
+}
+
+#[derive(Serialize)]
+struct CostLine {
+    known_usd: arbiter_core::money::Usd,
+    complete: bool,
+    description: String,
+}
+
+impl JsonDocument for RunReport<'_> {
+    const SCHEMA: &'static str = "run";
+}
+
 pub fn report(o: &RunOutcome, as_json: bool) {
     if as_json {
-        let value = json!({
-            "run_id": o.run_id,
-            "status": o.status,
-            "winner": o.decision.winner,
-            "summary": o.decision.summary,
-            "materialization": o.materialization,
-            "candidates": o.decision.ranking.iter().map(|r| json!({
-                "candidate_id": r.candidate_id, "rank": r.rank, "runner": r.runner, "eligible": r.eligible,
-                "gates_passed": r.gates_passed, "gates_total": r.gates_total, "votes": r.votes, "reason": r.reason,
-            })).collect::<Vec<_>>(),
-            "cost": {"known_usd": o.cost.total.known_cost, "complete": o.cost.complete, "description": o.cost.total.describe_cost()},
-            "spending": o.spending,
-            "run_dir": o.run_dir.display().to_string(),
-            "verification": o.verification,
-            "exit_code": exit_code(o),
+        crate::output::json(&RunReport {
+            run_id: o.run_id.to_string(),
+            status: o.status,
+            winner: o.decision.winner.as_ref().map(|w| w.to_string()),
+            summary: &o.decision.summary,
+            materialization: o.materialization.as_ref(),
+            candidates: o
+                .decision
+                .ranking
+                .iter()
+                .map(|r| CandidateLine {
+                    candidate_id: r.candidate_id.to_string(),
+                    rank: r.rank,
+                    runner: &r.runner,
+                    eligible: r.eligible,
+                    gates_passed: r.gates_passed,
+                    gates_total: r.gates_total,
+                    votes: r.votes,
+                    reason: &r.reason,
+                })
+                .collect(),
+            cost: CostLine {
+                known_usd: o.cost.total.known_cost,
+                complete: o.cost.complete,
+                description: o.cost.total.describe_cost(),
+            },
+            spending: &o.spending,
+            run_dir: o.run_dir.display().to_string(),
+            verification: &o.verification,
+            exit_code: exit_code(o),
         });
-        println!("{}", serde_json::to_string_pretty(&value).unwrap_or_default());
         return;
     }
-    println!();
-    println!("{}", o.verification);
+    out!();
+    out!("{}", o.verification);
     for r in &o.decision.ranking {
         let mark = if o.decision.winner.as_ref() == Some(&r.candidate_id) { "★" } else { " " };
-        println!("{mark} {} ({}): {}", r.candidate_id, r.runner, r.reason);
+        out!("{mark} {} ({}): {}", r.candidate_id, r.runner, r.reason);
     }
-    println!();
+    out!();
     let t = &o.cost.total;
-    println!("Tokens: {} in / {} out; cost {}", t.input_tokens, t.output_tokens, t.describe_cost());
+    out!("Tokens: {} in / {} out; cost {}", t.input_tokens, t.output_tokens, t.describe_cost());
     if o.spending.noteworthy() {
-        println!("Spending: {}", o.spending.describe());
+        out!("Spending: {}", o.spending.describe());
     }
     match &o.materialization {
         Some(m) if m.applied => match &m.commit {
-            Some(c) => println!("Applied: {} (commit {c})", m.mode),
-            None => println!("Applied: the winner's patch is in the working tree"),
+            Some(c) => out!("Applied: {} (commit {c})", m.mode),
+            None => out!("Applied: the winner's patch is in the working tree"),
         },
-        Some(m) if m.error.is_some() => println!("Not applied: {}", m.error.clone().unwrap_or_default()),
-        Some(_) => println!("Not applied (--apply none); apply with `arbiter apply {}`", o.run_id),
+        Some(m) if m.error.is_some() => out!("Not applied: {}", m.error.clone().unwrap_or_default()),
+        Some(_) => out!("Not applied (--apply none); apply with `arbiter apply {}`", o.run_id),
         None => {}
     }
     match (&o.decision.winner, o.status) {
-        (Some(w), _) => println!("Winner: {w}"),
-        (None, RunStatus::Interrupted) => println!("Interrupted: no winner"),
-        (None, _) => println!("No acceptable candidate: {}", o.decision.summary),
+        (Some(w), _) => out!("Winner: {w}"),
+        (None, RunStatus::Interrupted) => out!("Interrupted: no winner"),
+        (None, _) => out!("No acceptable candidate: {}", o.decision.summary),
     }
-    println!("Run directory: {}", o.run_dir.display());
+    out!("Run directory: {}", o.run_dir.display());
 }

@@ -12,6 +12,17 @@ use serde::Serialize;
 
 use crate::context::RepoContext;
 use crate::error::CliError;
+use crate::output::{JsonDocument, out};
+
+/// `runners --json`.
+#[derive(Serialize)]
+struct Runners<'a> {
+    runners: &'a [RunnerRow],
+}
+
+impl JsonDocument for Runners<'_> {
+    const SCHEMA: &'static str = "runners";
+}
 
 /// One line of the listing.
 #[derive(Debug, Serialize)]
@@ -130,7 +141,7 @@ pub async fn runners(repo: Option<&Path>, json: bool) -> Result<u8, CliError> {
         }
     }
     if json {
-        println!("{}", serde_json::to_string_pretty(&rows).unwrap_or_default());
+        crate::output::json(&Runners { runners: &rows });
     } else {
         print_table(&rows);
     }
@@ -189,13 +200,13 @@ fn print_table(rows: &[RunnerRow]) {
     let w_name = rows.iter().map(|r| r.name.len()).max().unwrap_or(0).max(4);
     let w_kind = rows.iter().map(|r| r.kind.len()).max().unwrap_or(0).max(4);
     let w_version = rows.iter().map(|r| version(r).chars().count()).max().unwrap_or(0).clamp(7, 40);
-    println!("{:<w_name$}  {:<w_kind$}  {:<9}  {:<w_version$}  DETAILS", "NAME", "KIND", "INSTALLED", "VERSION");
+    out!("{:<w_name$}  {:<w_kind$}  {:<9}  {:<w_version$}  DETAILS", "NAME", "KIND", "INSTALLED", "VERSION");
     for (r, note) in rows.iter().zip(notes) {
         let v: String = version(r).chars().take(w_version).collect();
-        println!("{:<w_name$}  {:<w_kind$}  {:<9}  {:<w_version$}  {note}", r.name, r.kind, installed(r), v);
+        out!("{:<w_name$}  {:<w_kind$}  {:<9}  {:<w_version$}  {note}", r.name, r.kind, installed(r), v);
     }
-    println!();
-    println!(
+    out!();
+    out!(
         "Use a name with `arbiter run --runner NAME[,NAME...]`; configure one with a [runners.NAME] table (docs/runners.md)."
     );
 }

@@ -8,10 +8,65 @@ use arbiter_core::status::RunStatus;
 use arbiter_core::task::shorten;
 use arbiter_core::time::human_duration;
 use arbiter_runner::rundir::RunDir;
-use serde_json::json;
+use serde::Serialize;
 
 use crate::context::{RepoContext, read_artifact};
 use crate::error::{CliError, exit};
+use crate::output::{JsonDocument, out};
+
+/// `runs list --json`.
+#[derive(Serialize)]
+struct RunsList {
+    runs: Vec<RunLine>,
+}
+
+#[derive(Serialize)]
+struct RunLine {
+    run_id: String,
+    status: RunStatus,
+    winner: Option<String>,
+    candidates: u32,
+    task: String,
+    started_at: String,
+    finished_at: Option<String>,
+    run_dir: String,
+}
+
+impl JsonDocument for RunsList {
+    const SCHEMA: &'static str = "runs-list";
+}
+
+/// `runs show --json`: the run's artifacts as they are in its directory.
+#[derive(Serialize)]
+struct RunShown {
+    run_dir: String,
+    state: RunState,
+    selection: Option<SelectionArtifact>,
+    ranking: Option<RankingArtifact>,
+    cost: Option<CostSummary>,
+}
+
+impl JsonDocument for RunShown {
+    const SCHEMA: &'static str = "runs-show";
+}
+
+/// `runs verify --json`.
+#[derive(Serialize)]
+struct RunVerified<'a> {
+    run_id: String,
+    run_dir: String,
+    sealed: bool,
+    holds: bool,
+    files: Option<usize>,
+    changed: Option<&'a [String]>,
+    missing: Option<&'a [String]>,
+    unexpected: Option<&'a [String]>,
+    message: &'a str,
+}
+
+impl JsonDocument for RunVerified<'_> {
+    const SCHEMA: &'static str = "runs-verify";
+}
 
 pub async fn list(repo: Option<&Path>, limit: u32, as_json: bool) -> Result<u8, CliError> {
     if limit == 0 {
@@ -35,28 +90,31 @@ pub async fn list(repo: Option<&Path>, limit: u32, as_json: bool) -> Result<u8, 
         }
     }
     if as_json {
-        let rows: Vec<_> = runs
+        let runs = runs
             .iter()
-            .map(|r| {
-                json!({
-                    "run_id": r.id, "status": r.status, "winner": r.winner, "candidates": r.candidates,
-                    "task": r.task_title, "started_at": r.started_at.rfc3339(),
-                    "finished_at": r.finished_at.map(|t| t.rfc3339()), "run_dir": r.run_dir,
-                })
+            .map(|r| RunLine {
+                run_id: r.id.to_string(),
+                status: r.status,
+                winner: r.winner.as_ref().map(|w| w.to_string()),
+                candidates: r.candidates,
+                task: r.task_title.clone(),
+                started_at: r.started_at.rfc3339(),
+                finished_at: r.finished_at.map(|t| t.rfc3339()),
+                run_dir: r.run_dir.clone(),
             })
             .collect();
-        println!("{}", serde_json::to_string_pretty(&rows).unwrap_or_default());
+        crate::output::json(&RunsList { runs });
         return Ok(0);
     }
     if runs.is_empty() {
-        println!("No runs yet. Start one with `arbiter run`.");
+        out!("No runs yet. Start one with `arbiter run`.");
         return Ok(0);
     }
-    println!("{:<23}  {:<11}  {:<6}  {:>4}  {:<8}  TASK", "RUN", "STATUS", "WINNER", "CAND", "DURATION");
+    out!("{:<23}  {:<11}  {:<6}  {:>4}  {:<8}  TASK", "RUN", "STATUS", "WINNER", "CAND", "DURATION");
     for r in runs {
         let duration =
             r.finished_at.map(|f| human_duration(f.millis_since(r.started_at))).unwrap_or_else(|| "-".into());
-        println!(
+        out!(
             "{:<23}  {:<11}  {:<6}  {:>4}  {:<8}  {}",
             r.id,
             r.status.as_str(),
@@ -67,7 +125,7 @@ pub async fn list(repo: Option<&Path>, limit: u32, as_json: bool) -> Result<u8, 
         );
     }
     if let Some(first) = interrupted.first() {
-        println!(
+        out!(
             "\n{} run(s) were interrupted: their arbiter is gone. `arbiter runs resume {first}` continues one (finished candidates are kept).",
             interrupted.len()
         );
@@ -83,51 +141,56 @@ pub async fn show(repo: Option<&Path>, run: &str, as_json: bool) -> Result<u8, C
     let ranking: Option<RankingArtifact> = read_artifact(&dir, paths::RANKING).ok();
     let cost: Option<CostSummary> = read_artifact(&dir, paths::COST).ok();
     if as_json {
-        let value = json!({"run_dir": dir.display().to_string(), "state": state, "selection": selection, "ranking": ranking, "cost": cost});
-        println!("{}", serde_json::to_string_pretty(&value).unwrap_or_default());
+        crate::output::json(&RunShown { run_dir: dir.display().to_string(), state, selection, ranking, cost });
         return Ok(0);
     }
-    println!("Run {id}  [{}]", state.status);
-    println!("Task:     {}", state.task.title());
-    println!("Base:     {} ({})", &state.base_commit[..state.base_commit.len().min(12)], state.base_ref);
+    out!("Run {id}  [{}]", state.status);
+    out!("Task:     {}", state.task.title());
+    out!("Base:     {} ({})", &state.base_commit[..state.base_commit.len().min(12)], state.base_ref);
     if let Some(done) = state.finished_at {
-        println!("Duration: {}", human_duration(done.millis_since(state.started_at)));
+        out!("Duration: {}", human_duration(done.millis_since(state.started_at)));
     }
     if let Some(c) = &cost {
-        println!("Cost:     {}", c.total.describe_cost());
+        out!("Cost:     {}", c.total.describe_cost());
     }
-    println!();
+    out!();
     match (&selection, &ranking) {
         (Some(sel), Some(rank)) => {
             for r in &rank.candidates {
                 let mark = if sel.winner.as_ref() == Some(&r.candidate_id) { "★" } else { " " };
-                println!(
+                out!(
                     "{mark} #{} {} ({})  gates {}/{}  votes {}  lines {}",
-                    r.rank, r.candidate_id, r.runner, r.gates_passed, r.gates_total, r.votes, r.patch_weight
+                    r.rank,
+                    r.candidate_id,
+                    r.runner,
+                    r.gates_passed,
+                    r.gates_total,
+                    r.votes,
+                    r.patch_weight
                 );
-                println!("      {}", r.reason);
+                out!("      {}", r.reason);
             }
-            println!();
-            println!("{}", sel.summary);
+            out!();
+            out!("{}", sel.summary);
         }
         _ => {
             for c in &state.candidates {
-                println!("  {} ({})  {}", c.id, c.runner, c.status);
+                out!("  {} ({})  {}", c.id, c.runner, c.status);
             }
             if let Some(m) = &state.message {
-                println!("{m}");
+                out!("{m}");
             }
         }
     }
     if let Some(m) = &state.materialization {
-        println!("Result:   {}", m.describe());
+        out!("Result:   {}", m.describe());
         if !m.applied {
-            println!("          apply with `arbiter apply {id}`");
+            out!("          apply with `arbiter apply {id}`");
         }
     }
-    println!("Report:   {}", dir.join(paths::REPORT).display());
-    println!("Viewer:   {}", dir.join(paths::VIEWER).display());
-    println!("Run directory: {}", dir.display());
+    out!("Report:   {}", dir.join(paths::REPORT).display());
+    out!("Viewer:   {}", dir.join(paths::VIEWER).display());
+    out!("Run directory: {}", dir.display());
     Ok(0)
 }
 
@@ -175,12 +238,17 @@ pub async fn verify(repo: Option<&Path>, given: &str, as_json: bool) -> Result<u
     let (id, dir) = ctx.resolve_run(given)?;
     let run_dir = RunDir::open(dir.clone());
     let print_json = |sealed: bool, holds: bool, v: Option<&arbiter_core::manifest::Verification>, message: &str| {
-        let value = json!({
-            "run_id": id, "run_dir": dir.display().to_string(), "sealed": sealed, "holds": holds,
-            "files": v.map(|v| v.files), "changed": v.map(|v| &v.changed), "missing": v.map(|v| &v.missing),
-            "unexpected": v.map(|v| &v.unexpected), "message": message,
+        crate::output::json(&RunVerified {
+            run_id: id.to_string(),
+            run_dir: dir.display().to_string(),
+            sealed,
+            holds,
+            files: v.map(|v| v.files),
+            changed: v.map(|v| v.changed.as_slice()),
+            missing: v.map(|v| v.missing.as_slice()),
+            unexpected: v.map(|v| v.unexpected.as_slice()),
+            message,
         });
-        println!("{}", serde_json::to_string_pretty(&value).unwrap_or_default());
     };
     let outcome = match run_dir.verify() {
         Ok(Some(found)) => Ok(found),
@@ -209,18 +277,18 @@ pub async fn verify(repo: Option<&Path>, given: &str, as_json: bool) -> Result<u
     if as_json {
         print_json(true, holds, Some(&v), &message);
     } else if holds {
-        println!("{message}");
+        out!("{message}");
     } else {
-        println!("Run {id} was changed after arbiter sealed it:");
+        out!("Run {id} was changed after arbiter sealed it:");
         if let Some(f) = &foreign {
-            println!("  {f}");
+            out!("  {f}");
         }
         for (what, list) in [("changed", &v.changed), ("missing", &v.missing), ("unexpected", &v.unexpected)] {
             for path in list {
-                println!("  {what:<10}  {path}");
+                out!("  {what:<10}  {path}");
             }
         }
-        println!("arbiter writes a finished run's directory only through its own commands, which reseal it.");
+        out!("arbiter writes a finished run's directory only through its own commands, which reseal it.");
     }
     Ok(if holds { exit::SUCCESS } else { exit::NO_RESULT })
 }

@@ -28,6 +28,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::cli::ServeArgs;
 use crate::error::CliError;
+use crate::output::out;
 
 const HOW_TO_MAKE: &str = "make one with `openssl rand -hex 32` (or `head -c 32 /dev/urandom | xxd -p -c 64`)";
 
@@ -78,7 +79,7 @@ pub async fn serve(database_url: Option<&str>, args: &ServeArgs) -> Result<u8, C
     let url = bound.url();
     tracing::info!(url = %url, data_dir = %data_dir.display(), store = store_kind, "listening");
     // Scripts (and the tests) read the address from here, the port too when 0 was asked for.
-    println!("arbiter serve: listening on {url}");
+    out!("arbiter serve: listening on {url}");
     let _ = std::io::stdout().flush();
 
     let shutdown = CancellationToken::new();

@@ -23,6 +23,17 @@ use tokio_util::sync::CancellationToken;
 
 use crate::cli::{ServerArgs, WorkerCommand};
 use crate::error::CliError;
+use crate::output::{JsonDocument, out, warning};
+
+/// `worker list --json`.
+#[derive(serde::Serialize)]
+struct Workers<'a> {
+    workers: &'a [WorkerView],
+}
+
+impl JsonDocument for Workers<'_> {
+    const SCHEMA: &'static str = "worker-list";
+}
 
 pub async fn worker(cmd: &WorkerCommand) -> Result<u8, CliError> {
     match cmd {
@@ -50,7 +61,7 @@ pub async fn worker(cmd: &WorkerCommand) -> Result<u8, CliError> {
             let registered = client.register(&bootstrap, &request).await.map_err(client_error)?;
             write_token_file(token_file, &registered.token)?;
             let verb = if registered.replaced { "re-registered" } else { "registered" };
-            println!(
+            out!(
                 "{verb} worker {} (id {}); its token is in {} (mode 0600)",
                 registered.name,
                 registered.worker_id,
@@ -74,18 +85,16 @@ pub async fn worker(cmd: &WorkerCommand) -> Result<u8, CliError> {
             let admin = admin_token()?;
             let workers = client(server)?.workers(&admin).await.map_err(client_error)?;
             if *json {
-                let text = serde_json::to_string_pretty(&workers)
-                    .map_err(|e| CliError::environment(format!("cannot print the list: {e}")))?;
-                println!("{text}");
+                crate::output::json(&Workers { workers: &workers });
             } else {
-                print!("{}", table(&workers));
+                crate::output::text(&format!("{}", table(&workers)));
             }
             Ok(0)
         }
         WorkerCommand::Revoke { name, server } => {
             let admin = admin_token()?;
             let worker = client(server)?.revoke(&admin, name).await.map_err(client_error)?;
-            println!("revoked worker {} (id {}): its token no longer works", worker.name, worker.id);
+            out!("revoked worker {} (id {}): its token no longer works", worker.name, worker.id);
             Ok(0)
         }
         WorkerCommand::Rotate { name, server, token_file } => {
@@ -98,7 +107,7 @@ pub async fn worker(cmd: &WorkerCommand) -> Result<u8, CliError> {
             match token_file {
                 Some(file) => {
                     write_token_file(file, &rotated.token)?;
-                    println!(
+                    out!(
                         "rotated the token of worker {} (id {}): the new one is in {} (mode 0600); the old one no longer works",
                         rotated.name,
                         rotated.worker_id,
@@ -106,11 +115,11 @@ pub async fn worker(cmd: &WorkerCommand) -> Result<u8, CliError> {
                     );
                 }
                 None => {
-                    eprintln!(
+                    warning!(
                         "warning: the new token of worker {} is printed below, this once: hand it to the worker over a secure channel (its old token no longer works); --token-file FILE writes it to a 0600 file instead",
                         rotated.name
                     );
-                    println!("{}", rotated.token);
+                    out!("{}", rotated.token);
                 }
             }
             Ok(0)

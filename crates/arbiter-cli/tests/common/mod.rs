@@ -438,3 +438,21 @@ pub fn assert_candidates_prepared(run_dir: &Path) {
         );
     }
 }
+
+/// Parses `stdout` as the `--json` document `schema` names and checks it against
+/// `docs/schemas/<schema>.schema.json` (the documented shape): every field it has, of its
+/// type, and no field the schema does not name.
+#[track_caller]
+pub fn assert_schema(schema: &str, stdout: &str) -> Value {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/schemas").join(format!("{schema}.schema.json"));
+    let document: Value = serde_json::from_str(stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}"));
+    let validator = jsonschema::validator_for(&read_json(&path)).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let errors: Vec<String> =
+        validator.iter_errors(&document).map(|e| format!("{} at {}", e, e.instance_path())).collect();
+    assert!(
+        errors.is_empty(),
+        "{schema}: the document does not match its schema:\n{}\n{document:#}",
+        errors.join("\n")
+    );
+    document
+}

@@ -1,0 +1,123 @@
+//! The one writer of standard output, and the rules for what goes to standard error.
+//!
+//! - **stdout** is the command's result: human lines ([`out!`], [`text`]) or, with
+//!   `--json`, one typed document ([`json`]) whose type names its schema in
+//!   `docs/schemas/` and carries `schema_version`. A reader that stops reading
+//!   (`arbiter plan show big | head`) ends the output: the process exits at once with the
+//!   status a process killed by SIGPIPE has (141), saying nothing.
+//! - **stderr** is for people watching: notes ([`note!`]) and the live progress, which
+//!   `--quiet` silences, and warnings ([`warning!`]) and errors, which it does not. Every
+//!   stderr line goes through [`crate::console`], above the live progress block.
+//!
+//! Nothing else in the CLI prints (a test holds it to that).
+
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use serde::Serialize;
+
+/// The version of every `--json` document's shape (`schema_version`); it grows when a
+/// field is removed or changes meaning, not when one is added.
+pub const JSON_SCHEMA_VERSION: u32 = 1;
+
+static QUIET: AtomicBool = AtomicBool::new(false);
+
+/// `--quiet`: no notes and no live progress on stderr.
+pub fn set_quiet(quiet: bool) {
+    QUIET.store(quiet, Ordering::Relaxed);
+}
+
+/// Whether `--quiet` was given.
+pub fn quiet() -> bool {
+    QUIET.load(Ordering::Relaxed)
+}
+
+/// A `--json` document: what it is (the file of its schema under `docs/schemas/`, without
+/// `.schema.json`).
+pub trait JsonDocument: Serialize {
+    const SCHEMA: &'static str;
+}
+
+#[derive(Serialize)]
+struct Versioned<'a, T: Serialize> {
+    schema: &'static str,
+    schema_version: u32,
+    #[serde(flatten)]
+    document: &'a T,
+}
+
+/// Writes `document` as the command's JSON result, led by the name of its schema and its
+/// `schema_version`.
+pub fn json<T: JsonDocument>(document: &T) {
+    let versioned = Versioned { schema: T::SCHEMA, schema_version: JSON_SCHEMA_VERSION, document };
+    match serde_json::to_string_pretty(&versioned) {
+        Ok(text) => line(&text),
+        Err(e) => write_warning(&format!("the JSON result could not be written: {e}")),
+    }
+}
+
+/// Writes `text` and a newline to stdout.
+pub fn line(text: &str) {
+    write_stdout(format_args!("{text}\n"));
+}
+
+/// Writes `text` to stdout as it is (a rendered table that ends its own lines).
+pub fn text(text: &str) {
+    write_stdout(format_args!("{text}"));
+}
+
+fn write_stdout(args: std::fmt::Arguments<'_>) {
+    let mut out = std::io::stdout().lock();
+    let written = out.write_fmt(args).and_then(|()| out.flush());
+    if let Err(e) = written
+        && e.kind() == std::io::ErrorKind::BrokenPipe
+    {
+        std::process::exit(141);
+    }
+}
+
+/// A note for whoever watches stderr (what arbiter decided, where it wrote): silenced by
+/// `--quiet`.
+pub fn write_note(text: &str) {
+    if !quiet() {
+        crate::console::line(text);
+    }
+}
+
+/// A warning: always on stderr, `--quiet` or not.
+pub fn write_warning(text: &str) {
+    crate::console::line(text);
+}
+
+/// `out!("...", args)`: one line of the command's human result on stdout.
+macro_rules! out {
+    () => {
+        $crate::output::line("")
+    };
+    ($($arg:tt)*) => {
+        $crate::output::line(&format!($($arg)*))
+    };
+}
+pub(crate) use out;
+
+/// `note!("...", args)`: a note on stderr, silenced by `--quiet`.
+macro_rules! note {
+    ($($arg:tt)*) => {
+        $crate::output::write_note(&format!($($arg)*))
+    };
+}
+pub(crate) use note;
+
+/// `warning!("...", args)`: a warning on stderr, printed even with `--quiet`.
+macro_rules! warning {
+    ($($arg:tt)*) => {
+        $crate::output::write_warning(&format!($($arg)*))
+    };
+}
+pub(crate) use warning;
+
+/// A question on stderr, the answer to be typed after it on the same line.
+pub fn prompt(question: &str) {
+    let mut err = std::io::stderr().lock();
+    let _ = err.write_all(question.as_bytes()).and_then(|()| err.flush());
+}

@@ -1,0 +1,151 @@
+//! Every `--json` document the CLI prints matches its documented schema
+//! (`docs/schemas/<name>.schema.json`): run for real, then validated. The documents of the
+//! control plane (`worker list`, `bench queue`) and of `plan events` / `plan push` are
+//! checked where those commands run (distributed.rs, plans.rs).
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use common::*;
+use serde_json::{Value, json};
+
+const FIX: &str = "sed -i 's/return a - b/return a + b/' calc.py\n";
+
+/// `arbiter ARGS --json` in `repo`, exiting `code`, checked against `schema`.
+fn document(repo: &TestRepo, schema: &str, args: &[&str], code: i32) -> Value {
+    let mut args = args.to_vec();
+    args.push("--json");
+    let run = repo.arbiter(&args);
+    run.assert_code(code);
+    let doc = assert_schema(schema, &run.stdout);
+    assert_eq!((doc["schema"].as_str(), doc["schema_version"].as_u64()), (Some(schema), Some(1)), "{doc:#}");
+    doc
+}
+
+#[test]
+fn the_run_documents_match_their_schemas() {
+    let repo = python_repo(FIX);
+    repo.arbiter(&["init"]).assert_code(0);
+    let run = ["run", "--task", "Fix add", "--command", "./agent.sh", "--candidates", "2", "--verify", VERIFY_PY];
+    let mut not_applied = run.to_vec();
+    not_applied.extend(["--apply", "none"]);
+    let ran = document(&repo, "run", &not_applied, 0);
+    assert_eq!(ran["candidates"].as_array().map(Vec::len), Some(2), "{ran:#}");
+    let id = ran["run_id"].as_str().expect("a run id").to_string();
+
+    let list = document(&repo, "runs-list", &["runs", "list"], 0);
+    assert_eq!(list["runs"][0]["run_id"], json!(id));
+    let shown = document(&repo, "runs-show", &["runs", "show", &id], 0);
+    assert_eq!(shown["state"]["run_id"], json!(id));
+    let verified = document(&repo, "runs-verify", &["runs", "verify", &id], 0);
+    assert_eq!(verified["holds"], json!(true));
+    let applied = document(&repo, "apply", &["apply", &id], 0);
+    assert_eq!(applied["apply"]["applied"], json!(true), "{applied:#}");
+    assert!(repo.read("calc.py").contains("return a + b"));
+
+    // A run directory someone changed: the document says so, and the exit code too.
+    std::fs::write(repo.run_dir().join("selection.json"), "{}").unwrap();
+    let broken = document(&repo, "runs-verify", &["runs", "verify", &id], 1);
+    assert_eq!((broken["holds"].clone(), broken["changed"].clone()), (json!(false), json!(["selection.json"])));
+}
+
+#[test]
+fn the_machine_and_configuration_documents_match_their_schemas() {
+    let repo = python_repo(FIX);
+    repo.arbiter(&["init"]).assert_code(0);
+    let config = document(&repo, "config-show", &["config", "show"], 0);
+    assert!(config["settings"].as_array().is_some_and(|s| !s.is_empty()), "{config:#}");
+    document(&repo, "runners", &["runners"], 0);
+    let doctor = repo.arbiter(&["doctor", "--json"]);
+    assert_schema("doctor", &doctor.stdout);
+    document(&repo, "cache-prune", &["cache", "prune"], 0);
+
+    let mock = MockLlm::start(&json!({"responses": [
+        {"tool_calls": [{"name": "echo", "arguments": {"text": "ping"}}], "repeat": true}
+    ]}));
+    let url = mock.openai_url();
+    let add = ["backend", "add", "local", "--provider", "openai-compatible", "--model", "m", "--base-url", &url];
+    repo.arbiter(&add).assert_code(0);
+    let list = document(&repo, "backend-list", &["backend", "list"], 0);
+    assert_eq!(list["backends"][0]["key"]["source"], "none", "{list:#}");
+    document(&repo, "backend-show", &["backend", "show", "local"], 0);
+    let tested = document(&repo, "backend-test", &["backend", "test", "local"], 0);
+    assert_eq!(tested["tool_calls_work"], json!(true), "{tested:#}");
+}
+
+#[test]
+fn the_plan_documents_match_their_schemas() {
+    let repo = TestRepo::new();
+    repo.write("README.md", "# plan\n");
+    // The task's id is in the first line of its prompt: "(Task A of plan p ...".
+    repo.write_agent(
+        "agent.sh",
+        "task=$(sed -n 's/^(Task \\([^ ]*\\) of plan.*/\\1/p' \"$ARBITER_PROMPT_FILE\")\necho \"$task\" > \"$task.txt\"\n",
+    );
+    repo.commit_all("start");
+    repo.arbiter(&["init"]).assert_code(0);
+    let plan = json!({"id": "p", "name": "Plan p", "defaults": {"verify": ["true"], "candidates": 1,
+    "runners": "command", "command": "./agent.sh"},
+    "tasks": [
+        {"id": "A", "title": "Write A", "description": "Write A.txt holding A.", "acceptance_criteria": ["A.txt exists"]},
+        {"id": "B", "title": "Write B", "description": "Write B.txt holding B.", "dependencies": ["A"],
+         "acceptance_criteria": ["B.txt exists"]}
+    ]});
+    repo.write("plan.json", plan.to_string());
+    let applied = document(&repo, "plan-import", &["plan", "apply", "plan.json"], 0);
+    assert_eq!(applied["report"]["added"], json!(["A", "B"]), "{applied:#}");
+    assert_eq!(applied["verdicts"].as_array().map(Vec::len), Some(2), "{applied:#}");
+    let imported = document(&repo, "plan-import", &["plan", "import", "plan.json"], 0);
+    assert_eq!(imported["report"]["unchanged"], json!(["A", "B"]), "{imported:#}");
+    let shown = document(&repo, "plan-show", &["plan", "show", "p"], 0);
+    assert_eq!(shown["tasks"][1]["waiting_on"], json!([{"task": "A", "status": "ready"}]), "{shown:#}");
+    let ran = document(&repo, "plan-run", &["plan", "run", "p"], 0);
+    assert_eq!((ran["counts"]["done"].clone(), ran["exit_code"].clone()), (json!(2), json!(0)), "{ran:#}");
+    let status = document(&repo, "plan-status", &["plan", "status", "p"], 0);
+    assert_eq!(status["attempts"].as_array().map(Vec::len), Some(2), "{status:#}");
+    let list = document(&repo, "plan-list", &["plan", "list"], 0);
+    assert_eq!(list["plans"][0]["id"], "p");
+    let events = document(&repo, "plan-events", &["plan", "events", "p"], 0);
+    assert!(events["events"].as_array().is_some_and(|e| e.iter().any(|e| e["kind"] == "task_done")));
+}
+
+/// Every document the CLI can print has its schema, and every schema is checked by a test.
+#[test]
+fn every_json_document_has_a_schema_and_a_test() {
+    let cli = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let named: BTreeSet<String> = rust_files(&cli.join("src"))
+        .iter()
+        .flat_map(|text| {
+            text.lines()
+                .filter_map(|l| l.trim().strip_prefix("const SCHEMA: &'static str = \""))
+                .filter_map(|rest| rest.strip_suffix("\";"))
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let files: BTreeSet<String> = std::fs::read_dir(cli.join("../../docs/schemas"))
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str().and_then(|n| n.strip_suffix(".schema.json")).map(str::to_string))
+        .collect();
+    assert_eq!(named, files, "a --json document without a schema file, or a schema no document has");
+    let tests = rust_files(&cli.join("tests")).join("\n");
+    let unchecked: Vec<&String> = files
+        .iter()
+        .filter(|name| {
+            !tests.contains(&format!("assert_schema(\"{name}\""))
+                && !tests.contains(&format!("document(&repo, \"{name}\""))
+        })
+        .collect();
+    assert!(unchecked.is_empty(), "schemas no test checks a document against: {unchecked:?}");
+}
+
+fn rust_files(dir: &Path) -> Vec<String> {
+    files_under(dir)
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "rs"))
+        .map(|p| std::fs::read_to_string(dir.join(p)).unwrap())
+        .collect()
+}
