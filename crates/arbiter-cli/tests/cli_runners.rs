@@ -660,10 +660,9 @@ fn runners_lists_every_kind_with_install_state_and_version() {
     let path = format!("{}:{}", partial.path().display(), std::env::var("PATH").unwrap_or_default());
     let run = Run::from_output(repo.arbiter_cmd(&["runners", "--json"]).env("PATH", &path).output().expect("run"));
     run.assert_code(0);
-    let rows: Value = serde_json::from_str(&run.stdout).unwrap_or_else(|e| panic!("{e}: {}", run.stdout));
+    let rows = assert_schema("runners", &run.stdout)["runners"].clone();
     let row = |name: &str| {
-        rows["runners"]
-            .as_array()
+        rows.as_array()
             .expect("rows")
             .iter()
             .find(|r| r["name"] == name)

@@ -85,7 +85,7 @@ fn without_any_test_command_nothing_is_applied_until_no_verify_is_given() {
 
     // The other hint: `arbiter apply` of the unapplied run.
     repo.git(&["checkout", "--", "notes.txt"]);
-    let first = runs[0]["run_id"].as_str().unwrap().to_string();
+    let first = runs["runs"][0]["run_id"].as_str().unwrap().to_string();
     repo.arbiter(&["apply", &first]).assert_code(0);
     assert_eq!(repo.read("notes.txt"), "final\n");
 
