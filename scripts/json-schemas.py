@@ -67,7 +67,7 @@ PLAN = {
         "id": S, "title": S, "status": {"enum": TASK_STATUS},
         "priority": {"enum": ["critical", "high", "medium", "low"]}, "dependencies": STRS,
         "depth": I, "waiting_on": arr(obj({"task": S, "status": {"enum": TASK_STATUS}})),
-        "attempts": I, "max_attempts": I, "cost": USD, "lease_owner": SN, "lease_expires": TIMEN,
+        "attempts": I, "max_attempts": I, "cost": USD, "uncosted_calls": I, "lease_owner": SN, "lease_expires": TIMEN,
         "run_id": SN, "commit": SN, "reason": SN,
     })),
 }

@@ -544,3 +544,44 @@ fn quiet_silences_notes_and_progress_but_not_results_or_errors() {
     assert_ne!(missing.code, Some(0));
     assert!(missing.stderr.contains("arbiter: error:"), "errors still print: {}", missing.stderr);
 }
+
+/// A command agent reports no usage: its run said "cost unknown", the plan said "$0.00"
+/// for the same task. The plan now says what it does not know, as the run does.
+#[test]
+fn a_plan_task_whose_calls_have_no_cost_reads_unknown_as_its_run_does() {
+    let repo = TestRepo::new();
+    repo.write("README.md", "# plan\n");
+    repo.write_agent("agent.sh", "echo done > done.txt\n");
+    repo.commit_all("start");
+    repo.arbiter(&["init"]).assert_code(0);
+    let plan = json!({"id": "p", "name": "Plan p", "defaults": {"verify": ["true"], "candidates": 2,
+        "runners": "command", "command": "./agent.sh"},
+        "tasks": [{"id": "A", "title": "Write done", "description": "Write done.txt.", "acceptance_criteria": ["done.txt"]}]});
+    repo.write("plan.json", plan.to_string());
+    repo.arbiter(&["plan", "import", "plan.json"]).assert_code(0);
+    let ran = repo.arbiter(&["plan", "run", "p"]);
+    ran.assert_code(0);
+    assert!(ran.stdout.contains("Spent $0.00, plus 2 call(s) of unknown cost"), "{}", ran.stdout);
+
+    let run_id = repo
+        .arbiter(&["runs", "list"])
+        .stdout
+        .lines()
+        .nth(1)
+        .and_then(|l| l.split_whitespace().next())
+        .map(str::to_string);
+    let shown = repo.arbiter(&["runs", "show", &run_id.expect("a run")]);
+    assert!(shown.stdout.contains("Cost:     unknown (2 call(s) without usage or price)"), "{}", shown.stdout);
+    let status = repo.arbiter(&["plan", "status", "p"]);
+    status.assert_code(0);
+    let row = status.stdout.lines().find(|l| l.starts_with("A ")).expect("task A's row").to_string();
+    assert!(row.contains("unknown") && !row.contains("$0.00"), "{row}");
+    assert!(
+        status.stdout.contains("No budget limit: $0.00 spent, plus 2 call(s) of unknown cost"),
+        "{}",
+        status.stdout
+    );
+    assert!(status.stdout.contains("Cost unknown for 2 call(s) of 1 task(s)"), "{}", status.stdout);
+    let json_status = assert_schema("plan-status", &repo.arbiter(&["plan", "status", "p", "--json"]).stdout);
+    assert_eq!(json_status["tasks"][0]["uncosted_calls"], 2, "{json_status:#}");
+}

@@ -13,7 +13,7 @@
 //! plan or branch that cannot be used, a change the plan's state does not allow) or the
 //! environment failed (exit 3: git, the store, the network), with the message to print.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 
@@ -73,6 +73,38 @@ pub struct PlanDetails {
     #[serde(flatten)]
     pub view: PlanView,
     pub attempts: Vec<AttemptRecord>,
+    /// Per task, the model calls of its runs whose cost is unknown (see [`uncosted_calls`]);
+    /// tasks without any are left out.
+    #[serde(default)]
+    pub uncosted_calls: BTreeMap<String, u64>,
+}
+
+/// How many model calls of each task's runs had no known cost (a runner that reports no
+/// usage, a model without a price), read from the runs' `cost_summary.json` in `runs_dir`.
+/// The plan's money holds only what is known: this is what it does not know, so that a
+/// command agent's task reads "cost unknown", as its run does, not "$0.00". A run id that
+/// is not one (a hostile report) names no file.
+pub fn uncosted_calls(runs_dir: &Path, attempts: &[AttemptRecord]) -> BTreeMap<String, u64> {
+    let mut runs: BTreeSet<(&str, arbiter_core::ids::RunId)> = BTreeSet::new();
+    for a in attempts {
+        if let Some(run) = a.run_id.as_deref().and_then(|r| arbiter_core::ids::RunId::parse(r).ok()) {
+            runs.insert((a.task_id.as_str(), run));
+        }
+    }
+    let mut by_task = BTreeMap::new();
+    for (task, run) in runs {
+        let file = runs_dir.join(run.as_str()).join(arbiter_core::artifact::paths::COST);
+        let Some(summary) = std::fs::read(&file)
+            .ok()
+            .and_then(|bytes| serde_json::from_slice::<arbiter_core::cost::CostSummary>(&bytes).ok())
+        else {
+            continue;
+        };
+        if summary.total.uncosted_calls > 0 {
+            *by_task.entry(task.to_string()).or_insert(0) += summary.total.uncosted_calls;
+        }
+    }
+    by_task
 }
 
 /// An empty plan to create (`plan create`); tasks come with `plan import --update`.
@@ -393,7 +425,12 @@ impl PlanAdmin for LocalPlanAdmin {
     async fn view(&self, plan: &str) -> Result<PlanDetails, AdminError> {
         let view = self.plan_view(plan).await?;
         let attempts = self.plans.attempts(plan).await?;
-        Ok(PlanDetails { view, attempts })
+        let uncosted = match self.repositories.workspace_for(&view.plan.header).await {
+            Ok(workspace) => uncosted_calls(&workspace.runs_dir(), &attempts),
+            // A repository that is gone has no runs to read: its costs stay as known.
+            Err(_) => BTreeMap::new(),
+        };
+        Ok(PlanDetails { view, attempts, uncosted_calls: uncosted })
     }
 
     async fn list(&self) -> Result<Vec<PlanSummary>, AdminError> {

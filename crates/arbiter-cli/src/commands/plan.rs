@@ -10,6 +10,7 @@
 //! whichever side answers. The port decides whether a plan owns its integration branch
 //! ([`plan_branch`](arbiter_runner::plan_branch)); a refusal changes nothing.
 
+use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -213,9 +214,10 @@ pub async fn plan(repo: Option<&Path>, cmd: &PlanCommand) -> Result<u8, CliError
             Ok(exit::SUCCESS)
         }
         PlanCommand::Show { id, json, .. } => {
-            let view = admin.view(id).await?.view;
+            let details = admin.view(id).await?;
+            let view = details.view;
             if *json {
-                crate::output::json(&PlanShown { plan: PlanDocument::of(&view) });
+                crate::output::json(&PlanShown { plan: PlanDocument::of(&view, &details.uncosted_calls) });
             } else {
                 crate::output::text(&format!("{}", render_dag(&view, crate::terminal::stdout_colour())));
             }
@@ -225,9 +227,9 @@ pub async fn plan(repo: Option<&Path>, cmd: &PlanCommand) -> Result<u8, CliError
             let details = admin.view(id).await?;
             let (view, attempts) = (&details.view, &details.attempts);
             if *json {
-                crate::output::json(&PlanStatus::of(view, attempts));
+                crate::output::json(&PlanStatus::of(view, attempts, &details.uncosted_calls));
             } else {
-                crate::output::text(&format!("{}", render_status(view, now())));
+                crate::output::text(&render_status(view, &details.uncosted_calls, now()));
             }
             Ok(exit::SUCCESS)
         }
@@ -567,7 +569,29 @@ fn note(view: &PlanView, t: &TaskRecord, now: arbiter_core::time::Timestamp) -> 
     }
 }
 
-fn render_table(view: &PlanView, now: arbiter_core::time::Timestamp) -> String {
+/// A task's cost as far as it is known: "unknown" when none of its calls had one, "≥$0.12"
+/// when some had none (the way `runs show` says "cost unknown" of the same run).
+fn cost_cell(cost: Usd, uncosted: u64) -> String {
+    match uncosted {
+        0 => cost.to_string(),
+        _ if cost == Usd::ZERO => "unknown".to_string(),
+        _ => format!("≥{cost}"),
+    }
+}
+
+/// The line under a table whose tasks had calls of unknown cost, saying what that means.
+fn uncosted_note(uncosted: &BTreeMap<String, u64>) -> String {
+    let calls: u64 = uncosted.values().sum();
+    if calls == 0 {
+        return String::new();
+    }
+    format!(
+        "Cost unknown for {calls} call(s) of {} task(s): their runner reports no usage or price (a command agent, a model without prices); the amounts spent count only what is known.\n",
+        uncosted.len()
+    )
+}
+
+fn render_table(view: &PlanView, uncosted: &BTreeMap<String, u64>, now: arbiter_core::time::Timestamp) -> String {
     let width = view.tasks.iter().map(|t| t.spec.id.chars().count()).max().unwrap_or(4).max(4);
     let mut out =
         format!("{:<width$}  {:<9} {:>8}  {:<10} {:<10} NOTE\n", "TASK", "STATUS", "ATTEMPTS", "COST", "COMMIT");
@@ -577,11 +601,12 @@ fn render_table(view: &PlanView, now: arbiter_core::time::Timestamp) -> String {
             t.spec.id,
             t.status.as_str(),
             format!("{}/{}", t.attempts, t.max_attempts),
-            t.cost.to_string(),
+            cost_cell(t.cost, uncosted.get(&t.spec.id).copied().unwrap_or(0)),
             t.commit.as_deref().map(short).unwrap_or("-"),
             note(view, t, now)
         ));
     }
+    out.push_str(&uncosted_note(uncosted));
     out
 }
 
@@ -594,7 +619,7 @@ fn branch_owner(p: &PlanRecord) -> String {
     }
 }
 
-fn render_status(view: &PlanView, now: arbiter_core::time::Timestamp) -> String {
+fn render_status(view: &PlanView, uncosted: &BTreeMap<String, u64>, now: arbiter_core::time::Timestamp) -> String {
     let p = &view.plan;
     let mut out =
         format!("Plan {} — {}{}\n", p.header.id, p.header.name, if p.cancelled { " (cancelled)" } else { "" });
@@ -607,8 +632,9 @@ fn render_status(view: &PlanView, now: arbiter_core::time::Timestamp) -> String 
     ));
     out.push_str(&match p.budget.limit {
         Some(l) => format!(
-            "Budget {l}: {} spent, {} reserved{}\n",
+            "Budget {l}: {} spent{}, {} reserved{}\n",
             p.budget.spent,
+            unknown_beside(uncosted),
             p.budget.reserved,
             if p.budget.exhausted() {
                 " — spent: no task will be claimed until `arbiter plan budget` raises it"
@@ -616,12 +642,20 @@ fn render_status(view: &PlanView, now: arbiter_core::time::Timestamp) -> String 
                 ""
             }
         ),
-        None => format!("No budget limit: {} spent\n", p.budget.spent),
+        None => format!("No budget limit: {} spent{}\n", p.budget.spent, unknown_beside(uncosted)),
     });
     let counts: Vec<String> = view.counts().iter().map(|(s, n)| format!("{} {n}", s.as_str())).collect();
     out.push_str(&format!("{} task(s): {}\n\n", view.tasks.len(), counts.join(", ")));
-    out.push_str(&render_table(view, now));
+    out.push_str(&render_table(view, uncosted, now));
     out
+}
+
+/// ", plus N call(s) of unknown cost" after an amount spent, when there are such calls.
+fn unknown_beside(uncosted: &BTreeMap<String, u64>) -> String {
+    match uncosted.values().sum::<u64>() {
+        0 => String::new(),
+        calls => format!(", plus {calls} call(s) of unknown cost"),
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -726,9 +760,11 @@ async fn run(
     } else {
         exit::NO_RESULT
     };
+    let attempts = plans.attempts(id).await?;
+    let uncosted = arbiter_runner::plan_admin::uncosted_calls(&target.workspace.runs_dir(), &attempts);
     if as_json {
         crate::output::json(&PlanRan {
-            plan: PlanDocument::of(&view),
+            plan: PlanDocument::of(&view, &uncosted),
             interrupted: outcome.interrupted,
             exit_code: code,
         });
@@ -740,8 +776,13 @@ async fn run(
             view.tasks.len(),
             if outcome.interrupted { " (interrupted)" } else { "" }
         );
-        crate::output::text(&format!("{}", render_table(&view, SystemClock.now())));
-        out!("Spent {} · integration branch {}", view.plan.budget.spent, header.integration_branch);
+        crate::output::text(&render_table(&view, &uncosted, SystemClock.now()));
+        out!(
+            "Spent {}{} · integration branch {}",
+            view.plan.budget.spent,
+            unknown_beside(&uncosted),
+            header.integration_branch
+        );
         if let Some(why) = stopped_because(&view) {
             out!("{why}");
         }

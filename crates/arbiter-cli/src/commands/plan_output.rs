@@ -47,6 +47,8 @@ struct TaskLine<'a> {
     attempts: u32,
     max_attempts: u32,
     cost: Usd,
+    /// Calls of its runs whose cost is unknown: `cost` is what is known.
+    uncosted_calls: u64,
     lease_owner: Option<&'a str>,
     lease_expires: Option<String>,
     run_id: Option<&'a str>,
@@ -61,7 +63,7 @@ struct Waiting {
 }
 
 impl<'a> PlanDocument<'a> {
-    pub fn of(view: &'a PlanView) -> Self {
+    pub fn of(view: &'a PlanView, uncosted: &BTreeMap<String, u64>) -> Self {
         let p = &view.plan;
         let depths = dag::depths(&view.edges());
         let task = |t: &'a TaskRecord| TaskLine {
@@ -75,6 +77,7 @@ impl<'a> PlanDocument<'a> {
             attempts: t.attempts,
             max_attempts: t.max_attempts,
             cost: t.cost,
+            uncosted_calls: uncosted.get(&t.spec.id).copied().unwrap_or(0),
             lease_owner: t.lease_owner.as_deref(),
             lease_expires: t.lease_expires.map(|e| e.rfc3339()),
             run_id: t.run_id.as_deref(),
@@ -136,7 +139,7 @@ struct AttemptLine<'a> {
 }
 
 impl<'a> PlanStatus<'a> {
-    pub fn of(view: &'a PlanView, attempts: &'a [AttemptRecord]) -> Self {
+    pub fn of(view: &'a PlanView, attempts: &'a [AttemptRecord], uncosted: &BTreeMap<String, u64>) -> Self {
         let attempts = attempts
             .iter()
             .map(|a| AttemptLine {
@@ -154,7 +157,7 @@ impl<'a> PlanStatus<'a> {
                 reason: a.reason.as_deref(),
             })
             .collect();
-        PlanStatus { plan: PlanDocument::of(view), attempts }
+        PlanStatus { plan: PlanDocument::of(view, uncosted), attempts }
     }
 }
 
