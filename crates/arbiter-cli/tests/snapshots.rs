@@ -119,3 +119,51 @@ fn config_show_reads_as_it_did() {
     show.assert_code(0);
     insta::assert_snapshot!("config_show", normalized(&repo, &show.stdout));
 }
+
+/// `text` with RFC 3339 times (`2026-12-02T04:21:07.932Z`) as `[TIME]` and `worker` as
+/// `[WORKER]`, after [`normalized`].
+fn normalized_plan(repo: &TestRepo, text: &str, worker: &str) -> String {
+    normalized(repo, &text.replace(worker, "[WORKER]"))
+        .split_inclusive([' ', '\n'])
+        .map(|word| {
+            let core = word.trim_end_matches([' ', '\n']);
+            let b = core.as_bytes();
+            let is_time = b.len() >= 20 && b[4] == b'-' && b[10] == b'T' && core.ends_with('Z');
+            if is_time { format!("[TIME]{}", &word[core.len()..]) } else { word.to_string() }
+        })
+        .collect()
+}
+
+#[test]
+fn a_plan_run_its_events_and_the_plan_list_read_as_they_did() {
+    let repo = TestRepo::new();
+    repo.write("README.md", "# snapshots\n");
+    // The task's id is in the first line of its prompt: "(Task A of plan p ...".
+    repo.write_agent(
+        "agent.sh",
+        "task=$(sed -n 's/^(Task \\([^ ]*\\) of plan.*/\\1/p' \"$ARBITER_PROMPT_FILE\")\necho \"$task\" > \"$task.txt\"\n",
+    );
+    repo.commit_all("init");
+    repo.arbiter(&["init"]).assert_code(0);
+    let plan = serde_json::json!({"id": "p", "name": "Plan p", "defaults": {"verify": ["true"], "candidates": 2,
+    "runners": "command", "command": "./agent.sh"},
+    "tasks": [
+        {"id": "A", "title": "Write A", "description": "Write A.txt.", "acceptance_criteria": ["A.txt exists"]},
+        {"id": "B", "title": "Write B", "description": "Write B.txt.", "dependencies": ["A"], "acceptance_criteria": ["B.txt exists"]}
+    ]});
+    repo.write("plan.json", plan.to_string());
+    repo.arbiter(&["plan", "import", "plan.json"]).assert_code(0);
+    let run = repo.arbiter(&["plan", "run", "p"]);
+    run.assert_code(0);
+    let status: serde_json::Value =
+        serde_json::from_str(&repo.arbiter(&["plan", "status", "p", "--json"]).stdout).unwrap();
+    let worker = status["attempts"][0]["worker"].as_str().expect("a worker").to_string();
+    insta::assert_snapshot!("plan_run_stdout", normalized_plan(&repo, &run.stdout, &worker));
+    insta::assert_snapshot!("plan_run_stderr", normalized_plan(&repo, &run.stderr, &worker));
+    let events = repo.arbiter(&["plan", "events", "p"]);
+    events.assert_code(0);
+    insta::assert_snapshot!("plan_events", normalized_plan(&repo, &events.stdout, &worker));
+    let list = repo.arbiter(&["plan", "list"]);
+    list.assert_code(0);
+    insta::assert_snapshot!("plan_list", normalized(&repo, &list.stdout));
+}

@@ -348,7 +348,7 @@ pub async fn plan(repo: Option<&Path>, cmd: &PlanCommand) -> Result<u8, CliError
             } else {
                 for e in &events {
                     out!(
-                        "{:>6}  {}  {:<22} {:<10} {}",
+                        "{:>6}  {}  {:<26} {:<10} {}",
                         e.id,
                         e.at.rfc3339(),
                         e.kind,

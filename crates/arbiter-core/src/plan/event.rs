@@ -330,7 +330,7 @@ fn describe_task(e: &TaskEntry) -> String {
         | TaskEntry::LeaseExpiredFailed(a)
         | TaskEntry::AttemptFailedRetry(a)
         | TaskEntry::TaskFailed(a) => {
-            let mut text = format!("{} (fence {}, {})", a.status.as_str(), a.fence, a.cost);
+            let mut text = format!("{} (fence {}{})", a.status.as_str(), a.fence, charged(a.cost));
             if let Some(c) = &a.commit {
                 text.push_str(&format!(", commit {}", short(c)));
             }
@@ -351,11 +351,19 @@ fn describe_task(e: &TaskEntry) -> String {
 fn describe_unit(e: &UnitEntry) -> String {
     match e {
         UnitEntry::UnitsStarted { units, run_id, .. } => format!("run {run_id}: {}", units.join(", ")),
+        UnitEntry::UnitClaimed { unit, kind, worker, fence, .. } if unit == kind.as_str() => {
+            format!("{unit} by {worker} (fence {fence})")
+        }
         UnitEntry::UnitClaimed { unit, kind, worker, fence, .. } => {
             format!("{unit} ({}) by {worker} (fence {fence})", kind.as_str())
         }
         UnitEntry::EvaluationReady { fence } => format!("fence {fence}"),
-        UnitEntry::UnitDone { unit, worker, cost, .. } => format!("{unit} by {worker} ({cost})"),
+        UnitEntry::UnitDone { unit, worker, cost, .. } => {
+            format!(
+                "{unit} by {worker}{}",
+                if *cost == Usd::ZERO { String::new() } else { format!(" ({cost} charged)") }
+            )
+        }
         UnitEntry::UnitReleased(l) | UnitEntry::UnitExpired(l) | UnitEntry::UnitGivenUp(l) => {
             format!("{} from {}: {}", l.unit, l.worker, l.reason)
         }
@@ -363,6 +371,12 @@ fn describe_unit(e: &UnitEntry) -> String {
             format!("{unit} from {worker} (fence {fence}); its {cost} is kept")
         }
     }
+}
+
+/// ", $0.12 charged" for a cost, nothing for none (which may be a cost unknown: a report
+/// carries only what could be charged).
+fn charged(cost: Usd) -> String {
+    if cost == Usd::ZERO { String::new() } else { format!(", {cost} charged") }
 }
 
 fn after(dependencies: &[String]) -> String {
@@ -428,7 +442,7 @@ mod tests {
             cost: Usd::ZERO,
             not_before: None,
         }));
-        assert_eq!(done.describe(), "done (fence 2, $0.00), commit 0123456789ab");
+        assert_eq!(done.describe(), "done (fence 2), commit 0123456789ab");
         let exceeded = PlanLogEntry::from(PlanEntry::BudgetExceeded {
             limit: None,
             spent: Usd::ZERO,
