@@ -219,7 +219,7 @@ pub async fn plan(repo: Option<&Path>, cmd: &PlanCommand) -> Result<u8, CliError
             if *json {
                 crate::output::json(&PlanShown { plan: PlanDocument::of(&view, &details.uncosted_calls) });
             } else {
-                crate::output::text(&format!("{}", render_dag(&view, crate::terminal::stdout_colour())));
+                crate::output::text(&render_dag(&view, crate::terminal::stdout_colour()));
             }
             Ok(exit::SUCCESS)
         }
@@ -380,7 +380,7 @@ fn confirm(question: &str) -> Result<bool, CliError> {
     if !std::io::stdin().is_terminal() {
         return Err(CliError::usage("this asks for confirmation and there is no terminal to answer it: pass --yes"));
     }
-    crate::output::prompt(&question);
+    crate::output::prompt(question);
     let _ = std::io::stderr().flush();
     let mut answer = String::new();
     std::io::stdin().read_line(&mut answer)?;

@@ -87,7 +87,7 @@ pub async fn worker(cmd: &WorkerCommand) -> Result<u8, CliError> {
             if *json {
                 crate::output::json(&Workers { workers: &workers });
             } else {
-                crate::output::text(&format!("{}", table(&workers)));
+                crate::output::text(&table(&workers));
             }
             Ok(0)
         }
