@@ -551,4 +551,45 @@ mod tests {
         ));
         assert!(matches!(AdminError::from(CoordinatorError::Refused("no".into())), AdminError::Invalid(_)));
     }
+
+    fn attempt(task: &str, run: &str) -> AttemptRecord {
+        AttemptRecord {
+            task_id: task.into(),
+            attempt: 1,
+            fence: 1,
+            worker: "w".into(),
+            status: arbiter_core::plan::state::AttemptStatus::Succeeded,
+            started_at: Timestamp(0),
+            finished_at: None,
+            reserved: Usd::ZERO,
+            cost: Usd::ZERO,
+            run_id: Some(run.into()),
+            commit: None,
+            reason: None,
+        }
+    }
+
+    /// Each task's calls of unknown cost come from its runs' summaries, each run once; a
+    /// run id a hostile worker reported (`../elsewhere`) names no file.
+    #[test]
+    fn uncosted_calls_are_read_from_the_tasks_runs_and_only_theirs() {
+        let dir = tempfile::tempdir().unwrap();
+        let runs = dir.path().join("runs");
+        let summary = |calls: u64| {
+            let mut s = arbiter_core::cost::summarize(Vec::new());
+            s.total.uncosted_calls = calls;
+            s.total.calls = calls;
+            serde_json::to_vec(&s).unwrap()
+        };
+        let (one, two) = ("20261202T040000Z-000001", "20261202T040100Z-000002");
+        for (id, calls) in [(one, 2), (two, 3)] {
+            std::fs::create_dir_all(runs.join(id)).unwrap();
+            std::fs::write(runs.join(id).join(arbiter_core::artifact::paths::COST), summary(calls)).unwrap();
+        }
+        std::fs::create_dir_all(dir.path().join("elsewhere")).unwrap();
+        std::fs::write(dir.path().join("elsewhere").join(arbiter_core::artifact::paths::COST), summary(99)).unwrap();
+        let attempts = [attempt("A", one), attempt("A", one), attempt("B", two), attempt("C", "../elsewhere")];
+        let got = uncosted_calls(&runs, &attempts);
+        assert_eq!(got, BTreeMap::from([("A".to_string(), 2), ("B".to_string(), 3)]));
+    }
 }
