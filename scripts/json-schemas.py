@@ -137,7 +137,7 @@ DOCUMENTS = {
     "backend-show": ("`arbiter backend show NAME --json`", None),
     "backend-test": ("`arbiter backend test NAME --json`: one small real call", {
         "backend": S, "ok": B, "latency_ms": I, "attempts": I,
-        "usage": {"type": ["object", "null"], "properties": {"input_tokens": I, "output_tokens": I}},
+        "usage": {"type": ["object", "null"], "properties": {"input_tokens": I, "output_tokens": I, "cached_tokens": I}},
         "cost": USDN, "flags": STRS, "tool_calls_work": B,
     }),
     "plan-show": ("`arbiter plan show ID --json`: the plan and its tasks", dict(PLAN)),

@@ -52,7 +52,10 @@ pub fn json<T: JsonDocument>(document: &T) {
     let versioned = Versioned { schema: T::SCHEMA, schema_version: JSON_SCHEMA_VERSION, document };
     match serde_json::to_string_pretty(&versioned) {
         Ok(text) => line(&text),
-        Err(e) => write_warning(&format!("the JSON result could not be written: {e}")),
+        Err(e) => {
+            write_warning(&format!("arbiter: error: the JSON result could not be made: {e}"));
+            std::process::exit(i32::from(crate::error::exit::ENVIRONMENT));
+        }
     }
 }
 
@@ -69,11 +72,26 @@ pub fn text(text: &str) {
 fn write_stdout(args: std::fmt::Arguments<'_>) {
     let mut out = std::io::stdout().lock();
     let written = out.write_fmt(args).and_then(|()| out.flush());
-    if let Err(e) = written
-        && e.kind() == std::io::ErrorKind::BrokenPipe
-    {
-        std::process::exit(141);
+    match written {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(141),
+        // A full disk or a failing device: the result did not reach its reader, which must
+        // not take the exit code for success.
+        Err(e) => {
+            write_warning(&format!("arbiter: error: the result could not be written to standard output: {e}"));
+            std::process::exit(i32::from(crate::error::exit::ENVIRONMENT));
+        }
     }
+}
+
+/// `text` with its control characters escaped (`\u{1b}`, `\n`): text that came from
+/// outside (a worker's report, an agent's reason) printed on one line can neither fake lines
+/// nor drive the terminal.
+pub fn printable(text: &str) -> String {
+    if !text.chars().any(char::is_control) {
+        return text.to_string();
+    }
+    text.chars().map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() }).collect()
 }
 
 /// A note for whoever watches stderr (what arbiter decided, where it wrote): silenced by
@@ -120,4 +138,15 @@ pub(crate) use warning;
 pub fn prompt(question: &str) {
     let mut err = std::io::stderr().lock();
     let _ = err.write_all(question.as_bytes()).and_then(|()| err.flush());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::printable;
+
+    #[test]
+    fn text_from_outside_prints_on_its_line_without_driving_the_terminal() {
+        assert_eq!(printable("lease lost"), "lease lost");
+        assert_eq!(printable("ok\n     9  forged line\u{1b}[2J"), "ok\\n     9  forged line\\u{1b}[2J");
+    }
 }

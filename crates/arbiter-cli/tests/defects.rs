@@ -585,3 +585,18 @@ fn a_plan_task_whose_calls_have_no_cost_reads_unknown_as_its_run_does() {
     let json_status = assert_schema("plan-status", &repo.arbiter(&["plan", "status", "p", "--json"]).stdout);
     assert_eq!(json_status["tasks"][0]["uncosted_calls"], 2, "{json_status:#}");
 }
+
+/// A result that cannot be written (a full disk) is a failure the reader must see: exit 3
+/// and why, not 0 with nothing written. A reader that stops reading is not (exit 141).
+#[test]
+fn a_result_that_cannot_be_written_is_not_a_success() {
+    let repo = TestRepo::new();
+    repo.write("README.md", "# full\n");
+    repo.commit_all("start");
+    repo.arbiter(&["init"]).assert_code(0);
+    let full = std::fs::OpenOptions::new().write(true).open("/dev/full").expect("/dev/full");
+    let out = repo.arbiter_cmd(&["runs", "list", "--json"]).stdout(full).output().expect("arbiter runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("could not be written to standard output"), "{stderr}");
+}

@@ -73,37 +73,62 @@ pub struct PlanDetails {
     #[serde(flatten)]
     pub view: PlanView,
     pub attempts: Vec<AttemptRecord>,
-    /// Per task, the model calls of its runs whose cost is unknown (see [`uncosted_calls`]);
-    /// tasks without any are left out.
+    /// Per task with calls of unknown cost, how many calls its runs made and how many of
+    /// them had no known cost (see [`call_costs`]).
     #[serde(default)]
-    pub uncosted_calls: BTreeMap<String, u64>,
+    pub call_costs: BTreeMap<String, CallCosts>,
 }
 
-/// How many model calls of each task's runs had no known cost (a runner that reports no
-/// usage, a model without a price), read from the runs' `cost_summary.json` in `runs_dir`.
-/// The plan's money holds only what is known: this is what it does not know, so that a
-/// command agent's task reads "cost unknown", as its run does, not "$0.00". A run id that
-/// is not one (a hostile report) names no file.
-pub fn uncosted_calls(runs_dir: &Path, attempts: &[AttemptRecord]) -> BTreeMap<String, u64> {
+/// How many model calls a task's runs made, and how many of them had no known cost.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CallCosts {
+    pub calls: u64,
+    pub uncosted: u64,
+}
+
+impl CallCosts {
+    /// Nothing about the task's cost is known: every call it made had none.
+    pub fn all_unknown(&self) -> bool {
+        self.uncosted > 0 && self.uncosted == self.calls
+    }
+}
+
+/// The calls of each task's runs, from the runs' `cost_summary.json` in `runs_dir`, for the
+/// tasks some of whose calls had no known cost (a runner that reports no usage, a model
+/// without a price). The plan's money holds only what is known: this is what it does not
+/// know, so that a command agent's task reads "cost unknown", as its run does, not "$0.00".
+/// A run id that is not one (a hostile report) names no file; a summary that cannot be read
+/// counts nothing.
+pub async fn call_costs(runs_dir: &Path, attempts: &[AttemptRecord]) -> BTreeMap<String, CallCosts> {
+    /// The part of `cost_summary.json` read here (the rest, every call, is not needed).
+    #[derive(Deserialize)]
+    struct Summary {
+        total: Total,
+    }
+    #[derive(Deserialize)]
+    struct Total {
+        calls: u64,
+        uncosted_calls: u64,
+    }
     let mut runs: BTreeSet<(&str, arbiter_core::ids::RunId)> = BTreeSet::new();
     for a in attempts {
         if let Some(run) = a.run_id.as_deref().and_then(|r| arbiter_core::ids::RunId::parse(r).ok()) {
             runs.insert((a.task_id.as_str(), run));
         }
     }
-    let mut by_task = BTreeMap::new();
+    let mut by_task: BTreeMap<String, CallCosts> = BTreeMap::new();
     for (task, run) in runs {
         let file = runs_dir.join(run.as_str()).join(arbiter_core::artifact::paths::COST);
-        let Some(summary) = std::fs::read(&file)
-            .ok()
-            .and_then(|bytes| serde_json::from_slice::<arbiter_core::cost::CostSummary>(&bytes).ok())
+        let Some(summary) =
+            tokio::fs::read(&file).await.ok().and_then(|bytes| serde_json::from_slice::<Summary>(&bytes).ok())
         else {
             continue;
         };
-        if summary.total.uncosted_calls > 0 {
-            *by_task.entry(task.to_string()).or_insert(0) += summary.total.uncosted_calls;
-        }
+        let costs = by_task.entry(task.to_string()).or_default();
+        costs.calls += summary.total.calls;
+        costs.uncosted += summary.total.uncosted_calls;
     }
+    by_task.retain(|_, c| c.uncosted > 0);
     by_task
 }
 
@@ -425,12 +450,12 @@ impl PlanAdmin for LocalPlanAdmin {
     async fn view(&self, plan: &str) -> Result<PlanDetails, AdminError> {
         let view = self.plan_view(plan).await?;
         let attempts = self.plans.attempts(plan).await?;
-        let uncosted = match self.repositories.workspace_for(&view.plan.header).await {
-            Ok(workspace) => uncosted_calls(&workspace.runs_dir(), &attempts),
+        let call_costs = match self.repositories.workspace_for(&view.plan.header).await {
+            Ok(workspace) => call_costs(&workspace.runs_dir(), &attempts).await,
             // A repository that is gone has no runs to read: its costs stay as known.
             Err(_) => BTreeMap::new(),
         };
-        Ok(PlanDetails { view, attempts, uncosted_calls: uncosted })
+        Ok(PlanDetails { view, attempts, call_costs })
     }
 
     async fn list(&self) -> Result<Vec<PlanSummary>, AdminError> {
@@ -572,13 +597,13 @@ mod tests {
     /// Each task's calls of unknown cost come from its runs' summaries, each run once; a
     /// run id a hostile worker reported (`../elsewhere`) names no file.
     #[test]
-    fn uncosted_calls_are_read_from_the_tasks_runs_and_only_theirs() {
+    fn call_costs_are_read_from_the_tasks_runs_and_only_theirs() {
         let dir = tempfile::tempdir().unwrap();
         let runs = dir.path().join("runs");
-        let summary = |calls: u64| {
+        let summary = |uncosted: u64| {
             let mut s = arbiter_core::cost::summarize(Vec::new());
-            s.total.uncosted_calls = calls;
-            s.total.calls = calls;
+            s.total.uncosted_calls = uncosted;
+            s.total.calls = uncosted + 1;
             serde_json::to_vec(&s).unwrap()
         };
         let (one, two) = ("20261202T040000Z-000001", "20261202T040100Z-000002");
@@ -589,7 +614,9 @@ mod tests {
         std::fs::create_dir_all(dir.path().join("elsewhere")).unwrap();
         std::fs::write(dir.path().join("elsewhere").join(arbiter_core::artifact::paths::COST), summary(99)).unwrap();
         let attempts = [attempt("A", one), attempt("A", one), attempt("B", two), attempt("C", "../elsewhere")];
-        let got = uncosted_calls(&runs, &attempts);
-        assert_eq!(got, BTreeMap::from([("A".to_string(), 2), ("B".to_string(), 3)]));
+        let got = tokio::runtime::Runtime::new().unwrap().block_on(call_costs(&runs, &attempts));
+        let costs = |calls, uncosted| CallCosts { calls, uncosted };
+        assert_eq!(got, BTreeMap::from([("A".to_string(), costs(3, 2)), ("B".to_string(), costs(4, 3))]));
+        assert!(!got["A"].all_unknown() && costs(2, 2).all_unknown() && !costs(0, 0).all_unknown());
     }
 }

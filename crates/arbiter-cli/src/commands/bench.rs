@@ -58,7 +58,6 @@ fn admin_error(e: arbiter_runner::plan_admin::AdminError) -> CliError {
     if e.is_usage() { CliError::usage(message) } else { CliError::environment(message) }
 }
 
-/// The `q` quantile of sorted durations, in milliseconds.
 /// `bench queue --json`.
 #[derive(Serialize)]
 struct QueueReport<'a> {
@@ -106,6 +105,7 @@ impl JsonDocument for QueueReport<'_> {
     const SCHEMA: &'static str = "bench-queue";
 }
 
+/// The `q` quantile of sorted durations, in milliseconds.
 fn quantile_ms(sorted: &[Duration], q: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;

@@ -32,7 +32,7 @@ use arbiter_runner::SystemClock;
 use arbiter_runner::coordinator::PlanRepositories;
 use arbiter_runner::git::Git;
 use arbiter_runner::plan_admin::{
-    AdminError, Imported, LocalPlanAdmin, NewPlan, PlanAdmin, PlanImport, all_events, normalize_lexically,
+    AdminError, CallCosts, Imported, LocalPlanAdmin, NewPlan, PlanAdmin, PlanImport, all_events, normalize_lexically,
 };
 use arbiter_runner::plan_branch::BranchError;
 use arbiter_runner::plan_repos::{ByRepository, is_url};
@@ -217,7 +217,7 @@ pub async fn plan(repo: Option<&Path>, cmd: &PlanCommand) -> Result<u8, CliError
             let details = admin.view(id).await?;
             let view = details.view;
             if *json {
-                crate::output::json(&PlanShown { plan: PlanDocument::of(&view, &details.uncosted_calls) });
+                crate::output::json(&PlanShown { plan: PlanDocument::of(&view, &details.call_costs) });
             } else {
                 crate::output::text(&render_dag(&view, crate::terminal::stdout_colour()));
             }
@@ -227,9 +227,9 @@ pub async fn plan(repo: Option<&Path>, cmd: &PlanCommand) -> Result<u8, CliError
             let details = admin.view(id).await?;
             let (view, attempts) = (&details.view, &details.attempts);
             if *json {
-                crate::output::json(&PlanStatus::of(view, attempts, &details.uncosted_calls));
+                crate::output::json(&PlanStatus::of(view, attempts, &details.call_costs));
             } else {
-                crate::output::text(&render_status(view, &details.uncosted_calls, now()));
+                crate::output::text(&render_status(view, &details.call_costs, now()));
             }
             Ok(exit::SUCCESS)
         }
@@ -353,7 +353,9 @@ pub async fn plan(repo: Option<&Path>, cmd: &PlanCommand) -> Result<u8, CliError
                         e.at.rfc3339(),
                         e.kind,
                         e.task_id.as_deref().unwrap_or("-"),
-                        e.entry().map(|entry| entry.describe()).unwrap_or_else(|| e.data.to_string())
+                        crate::output::printable(
+                            &e.entry().map(|entry| entry.describe()).unwrap_or_else(|| e.data.to_string())
+                        )
                     );
                 }
             }
@@ -570,18 +572,18 @@ fn note(view: &PlanView, t: &TaskRecord, now: arbiter_core::time::Timestamp) -> 
 }
 
 /// A task's cost as far as it is known: "unknown" when none of its calls had one, "≥$0.12"
-/// when some had none (the way `runs show` says "cost unknown" of the same run).
-fn cost_cell(cost: Usd, uncosted: u64) -> String {
-    match uncosted {
-        0 => cost.to_string(),
-        _ if cost == Usd::ZERO => "unknown".to_string(),
-        _ => format!("≥{cost}"),
+/// when some had none (as `runs show` says "unknown" or "partial" of the same run).
+fn cost_cell(cost: Usd, calls: Option<&CallCosts>) -> String {
+    match calls {
+        None => cost.to_string(),
+        Some(c) if c.all_unknown() => "unknown".to_string(),
+        Some(_) => format!("≥{cost}"),
     }
 }
 
 /// The line under a table whose tasks had calls of unknown cost, saying what that means.
-fn uncosted_note(uncosted: &BTreeMap<String, u64>) -> String {
-    let calls: u64 = uncosted.values().sum();
+fn uncosted_note(uncosted: &BTreeMap<String, CallCosts>) -> String {
+    let calls: u64 = uncosted.values().map(|c| c.uncosted).sum();
     if calls == 0 {
         return String::new();
     }
@@ -591,7 +593,7 @@ fn uncosted_note(uncosted: &BTreeMap<String, u64>) -> String {
     )
 }
 
-fn render_table(view: &PlanView, uncosted: &BTreeMap<String, u64>, now: arbiter_core::time::Timestamp) -> String {
+fn render_table(view: &PlanView, uncosted: &BTreeMap<String, CallCosts>, now: arbiter_core::time::Timestamp) -> String {
     let width = view.tasks.iter().map(|t| t.spec.id.chars().count()).max().unwrap_or(4).max(4);
     let mut out =
         format!("{:<width$}  {:<9} {:>8}  {:<10} {:<10} NOTE\n", "TASK", "STATUS", "ATTEMPTS", "COST", "COMMIT");
@@ -601,9 +603,9 @@ fn render_table(view: &PlanView, uncosted: &BTreeMap<String, u64>, now: arbiter_
             t.spec.id,
             t.status.as_str(),
             format!("{}/{}", t.attempts, t.max_attempts),
-            cost_cell(t.cost, uncosted.get(&t.spec.id).copied().unwrap_or(0)),
+            cost_cell(t.cost, uncosted.get(&t.spec.id)),
             t.commit.as_deref().map(short).unwrap_or("-"),
-            note(view, t, now)
+            crate::output::printable(&note(view, t, now))
         ));
     }
     out.push_str(&uncosted_note(uncosted));
@@ -619,7 +621,11 @@ fn branch_owner(p: &PlanRecord) -> String {
     }
 }
 
-fn render_status(view: &PlanView, uncosted: &BTreeMap<String, u64>, now: arbiter_core::time::Timestamp) -> String {
+fn render_status(
+    view: &PlanView,
+    uncosted: &BTreeMap<String, CallCosts>,
+    now: arbiter_core::time::Timestamp,
+) -> String {
     let p = &view.plan;
     let mut out =
         format!("Plan {} — {}{}\n", p.header.id, p.header.name, if p.cancelled { " (cancelled)" } else { "" });
@@ -651,8 +657,8 @@ fn render_status(view: &PlanView, uncosted: &BTreeMap<String, u64>, now: arbiter
 }
 
 /// ", plus N call(s) of unknown cost" after an amount spent, when there are such calls.
-fn unknown_beside(uncosted: &BTreeMap<String, u64>) -> String {
-    match uncosted.values().sum::<u64>() {
+fn unknown_beside(uncosted: &BTreeMap<String, CallCosts>) -> String {
+    match uncosted.values().map(|c| c.uncosted).sum::<u64>() {
         0 => String::new(),
         calls => format!(", plus {calls} call(s) of unknown cost"),
     }
@@ -760,8 +766,9 @@ async fn run(
     } else {
         exit::NO_RESULT
     };
-    let attempts = plans.attempts(id).await?;
-    let uncosted = arbiter_runner::plan_admin::uncosted_calls(&target.workspace.runs_dir(), &attempts);
+    // What the run did stands even if the store cannot say more now.
+    let attempts = plans.attempts(id).await.unwrap_or_default();
+    let uncosted = arbiter_runner::plan_admin::call_costs(&target.workspace.runs_dir(), &attempts).await;
     if as_json {
         crate::output::json(&PlanRan {
             plan: PlanDocument::of(&view, &uncosted),

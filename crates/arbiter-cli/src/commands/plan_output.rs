@@ -8,6 +8,7 @@ use arbiter_core::budget::Budget;
 use arbiter_core::money::Usd;
 use arbiter_core::plan::dag;
 use arbiter_core::plan::gate::GateResult;
+use arbiter_runner::plan_admin::CallCosts;
 use arbiter_store::plans::{AttemptRecord, BranchRecord, ImportReport, PlanEvent, PlanSummary, PlanView, TaskRecord};
 use serde::Serialize;
 
@@ -63,7 +64,7 @@ struct Waiting {
 }
 
 impl<'a> PlanDocument<'a> {
-    pub fn of(view: &'a PlanView, uncosted: &BTreeMap<String, u64>) -> Self {
+    pub fn of(view: &'a PlanView, uncosted: &BTreeMap<String, CallCosts>) -> Self {
         let p = &view.plan;
         let depths = dag::depths(&view.edges());
         let task = |t: &'a TaskRecord| TaskLine {
@@ -77,7 +78,7 @@ impl<'a> PlanDocument<'a> {
             attempts: t.attempts,
             max_attempts: t.max_attempts,
             cost: t.cost,
-            uncosted_calls: uncosted.get(&t.spec.id).copied().unwrap_or(0),
+            uncosted_calls: uncosted.get(&t.spec.id).map_or(0, |c| c.uncosted),
             lease_owner: t.lease_owner.as_deref(),
             lease_expires: t.lease_expires.map(|e| e.rfc3339()),
             run_id: t.run_id.as_deref(),
@@ -139,7 +140,7 @@ struct AttemptLine<'a> {
 }
 
 impl<'a> PlanStatus<'a> {
-    pub fn of(view: &'a PlanView, attempts: &'a [AttemptRecord], uncosted: &BTreeMap<String, u64>) -> Self {
+    pub fn of(view: &'a PlanView, attempts: &'a [AttemptRecord], uncosted: &BTreeMap<String, CallCosts>) -> Self {
         let attempts = attempts
             .iter()
             .map(|a| AttemptLine {

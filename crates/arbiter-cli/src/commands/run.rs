@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 use crate::cli::RunArgs;
 use crate::context::RepoContext;
 use crate::error::{CliError, exit};
-use crate::output::{JsonDocument, note, out};
+use crate::output::{JsonDocument, note, out, warning};
 use crate::progress;
 
 pub async fn run(repo: Option<&Path>, args: &RunArgs) -> Result<u8, CliError> {
@@ -58,7 +58,7 @@ pub async fn run(repo: Option<&Path>, args: &RunArgs) -> Result<u8, CliError> {
 pub async fn detect_verify(ctx: &RepoContext, settings: &mut RunSettings, base: &str) -> Result<(), CliError> {
     if !settings.wants_detection() {
         if settings.unverified.value {
-            note!("arbiter: --no-verify: no verify command checks the candidates; the winner is applied unverified");
+            warning!("arbiter: --no-verify: no verify command checks the candidates; the winner is applied unverified");
         }
         return Ok(());
     }
@@ -72,7 +72,7 @@ pub async fn detect_verify(ctx: &RepoContext, settings: &mut RunSettings, base: 
             );
             settings.use_detected_verify(d.command, d.from);
         }
-        None => note!(
+        None => warning!(
             "arbiter: no verify command given and none found in the repository: the candidates are ranked, but the winner is not applied. Give one with --verify 'CMD' (or `verify = [\"CMD\"]` under [run] in .arbiter/config.toml), or pass --no-verify to apply an unverified winner"
         ),
     }
@@ -285,7 +285,7 @@ async fn run_uncommitted_programs_outside(
         }
     }
     for c in &outside.copies {
-        note!(
+        warning!(
             "arbiter: {} is not committed at {base}: every candidate runs your working tree's copy of it ({}) from outside its workspace; it is never part of a patch",
             c.path,
             c.copy
@@ -378,12 +378,12 @@ pub(crate) async fn watch_signals(cancel: CancellationToken) {
         return;
     };
     tokio::select! { _ = int.recv() => {}, _ = term.recv() => {} }
-    note!(
+    warning!(
         "\narbiter: interrupted; stopping candidates and writing what was gathered (press Ctrl-C again to quit at once)"
     );
     cancel.cancel();
     tokio::select! { _ = int.recv() => {}, _ = term.recv() => {} }
-    note!("arbiter: quitting; leftover worktrees are pruned by the next run");
+    warning!("arbiter: quitting; leftover worktrees are pruned by the next run");
     std::process::exit(exit::INTERRUPTED as i32);
 }
 
