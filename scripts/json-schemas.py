@@ -155,7 +155,7 @@ DOCUMENTS = {
         "plan": S,
         "report": obj({"created_plan": B, "added": STRS, "updated": STRS, "unchanged": STRS, "skipped": STRS},
                       closed=False),
-        "adopted_branch": {"type": ["object", "null"]},
+        "adopted_branch": nullable(obj({"name": S, "origin": {"enum": ["adopted"]}, "base": S, "recorded_at": TIME})),
         "verdicts": arr(obj({"task": S, "verdict": {"enum": ["ALLOW", "WARN", "REJECT"]}, "missing": STRS,
                              "reason": S})),
     }),

@@ -109,6 +109,19 @@ fn the_plan_documents_match_their_schemas() {
     assert_eq!(list["plans"][0]["id"], "p");
     let events = document(&repo, "plan-events", &["plan", "events", "p"], 0);
     assert!(events["events"].as_array().is_some_and(|e| e.iter().any(|e| e["kind"] == "task_done")));
+
+    // A branch handed over with --adopt-branch is in the import's document, as plan show has it.
+    repo.git(&["branch", "feature"]);
+    let tip = repo.git(&["rev-parse", "feature"]).trim().to_string();
+    let adopt = json!({"id": "q", "name": "Plan q", "integration_branch": "feature", "defaults": {"verify": ["true"]},
+        "tasks": [{"id": "A", "title": "Write A", "description": "Write A.txt holding A.", "acceptance_criteria": ["A.txt exists"]}]});
+    repo.write("adopt.json", adopt.to_string());
+    let adopted = document(&repo, "plan-import", &["plan", "import", "adopt.json", "--adopt-branch", "feature"], 0);
+    assert_eq!(adopted["adopted_branch"]["name"], "feature", "{adopted:#}");
+    assert_eq!(
+        (adopted["adopted_branch"]["origin"].clone(), adopted["adopted_branch"]["base"].clone()),
+        (json!("adopted"), json!(tip))
+    );
 }
 
 /// Every document the CLI can print has its schema, and every schema is checked by a test.

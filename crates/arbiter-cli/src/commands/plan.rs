@@ -432,12 +432,7 @@ async fn import(
     let Imported { report, adopted_branch: adopted, verdicts } = plans.admin.import(&import).await?;
     let spec = &import.spec;
     if as_json {
-        crate::output::json(&PlanImported {
-            plan: &spec.id,
-            report: &report,
-            adopted_branch: adopted.as_ref(),
-            verdicts: &verdicts,
-        });
+        crate::output::json(&PlanImported::new(&spec.id, &report, adopted.as_ref(), &verdicts));
         return Ok(exit::SUCCESS);
     }
     if format == Format::Whilly {

@@ -31,6 +31,8 @@ pub struct PlanDocument<'a> {
 
 #[derive(Serialize)]
 struct BranchLine<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    name: Option<&'a str>,
     origin: &'static str,
     base: &'a str,
     recorded_at: String,
@@ -101,7 +103,7 @@ impl<'a> PlanDocument<'a> {
 }
 
 fn branch_line(b: &BranchRecord) -> BranchLine<'_> {
-    BranchLine { origin: b.origin.as_str(), base: &b.base, recorded_at: b.recorded_at.rfc3339() }
+    BranchLine { name: None, origin: b.origin.as_str(), base: &b.base, recorded_at: b.recorded_at.rfc3339() }
 }
 
 /// `plan show --json`.
@@ -217,10 +219,23 @@ impl JsonDocument for PlanList {
 /// `plan import --json`, `plan apply --json`.
 #[derive(Serialize)]
 pub struct PlanImported<'a> {
-    pub plan: &'a str,
-    pub report: &'a ImportReport,
-    pub adopted_branch: Option<&'a BranchRecord>,
-    pub verdicts: &'a [GateResult],
+    plan: &'a str,
+    report: &'a ImportReport,
+    /// The branch `--adopt-branch` handed over, recorded as `plan show` shows it.
+    adopted_branch: Option<BranchLine<'a>>,
+    verdicts: &'a [GateResult],
+}
+
+impl<'a> PlanImported<'a> {
+    pub fn new(
+        plan: &'a str,
+        report: &'a ImportReport,
+        adopted: Option<&'a BranchRecord>,
+        verdicts: &'a [GateResult],
+    ) -> Self {
+        let adopted_branch = adopted.map(|b| BranchLine { name: Some(&b.name), ..branch_line(b) });
+        PlanImported { plan, report, adopted_branch, verdicts }
+    }
 }
 
 impl JsonDocument for PlanImported<'_> {
