@@ -549,11 +549,7 @@ fn quiet_silences_notes_and_progress_but_not_results_or_errors() {
 /// for the same task. The plan now says what it does not know, as the run does.
 #[test]
 fn a_plan_task_whose_calls_have_no_cost_reads_unknown_as_its_run_does() {
-    let repo = TestRepo::new();
-    repo.write("README.md", "# plan\n");
-    repo.write_agent("agent.sh", "echo done > done.txt\n");
-    repo.commit_all("start");
-    repo.arbiter(&["init"]).assert_code(0);
+    let repo = initialized_repo("# plan\n", "echo done > done.txt\n");
     let plan = json!({"id": "p", "name": "Plan p", "defaults": {"verify": ["true"], "candidates": 2,
         "runners": "command", "command": "./agent.sh"},
         "tasks": [{"id": "A", "title": "Write done", "description": "Write done.txt.", "acceptance_criteria": ["done.txt"]}]});
@@ -590,10 +586,7 @@ fn a_plan_task_whose_calls_have_no_cost_reads_unknown_as_its_run_does() {
 /// and why, not 0 with nothing written. A reader that stops reading is not (exit 141).
 #[test]
 fn a_result_that_cannot_be_written_is_not_a_success() {
-    let repo = TestRepo::new();
-    repo.write("README.md", "# full\n");
-    repo.commit_all("start");
-    repo.arbiter(&["init"]).assert_code(0);
+    let repo = initialized_repo("# full\n", "true\n");
     let full = std::fs::OpenOptions::new().write(true).open("/dev/full").expect("/dev/full");
     let out = repo.arbiter_cmd(&["runs", "list", "--json"]).stdout(full).output().expect("arbiter runs");
     let stderr = String::from_utf8_lossy(&out.stderr);

@@ -17,10 +17,7 @@ use common::*;
 const RUN: &str = "20261202T051759Z-a15c82";
 
 fn with_the_earlier_run() -> TestRepo {
-    let repo = TestRepo::new();
-    repo.write("README.md", "# earlier\n");
-    repo.commit_all("start");
-    repo.arbiter(&["init"]).assert_code(0);
+    let repo = initialized_repo("# earlier\n", "true\n");
     let from = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/runs").join(RUN);
     let to = repo.arbiter_dir().join("runs").join(RUN);
     for file in files_under(&from) {

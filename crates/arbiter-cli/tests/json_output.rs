@@ -77,15 +77,7 @@ fn the_machine_and_configuration_documents_match_their_schemas() {
 
 #[test]
 fn the_plan_documents_match_their_schemas() {
-    let repo = TestRepo::new();
-    repo.write("README.md", "# plan\n");
-    // The task's id is in the first line of its prompt: "(Task A of plan p ...".
-    repo.write_agent(
-        "agent.sh",
-        "task=$(sed -n 's/^(Task \\([^ ]*\\) of plan.*/\\1/p' \"$ARBITER_PROMPT_FILE\")\necho \"$task\" > \"$task.txt\"\n",
-    );
-    repo.commit_all("start");
-    repo.arbiter(&["init"]).assert_code(0);
+    let repo = initialized_repo("# plan\n", TASK_FILE_AGENT);
     let plan = json!({"id": "p", "name": "Plan p", "defaults": {"verify": ["true"], "candidates": 1,
     "runners": "command", "command": "./agent.sh"},
     "tasks": [

@@ -136,15 +136,7 @@ fn normalized_plan(repo: &TestRepo, text: &str, worker: &str) -> String {
 
 #[test]
 fn a_plan_run_its_events_and_the_plan_list_read_as_they_did() {
-    let repo = TestRepo::new();
-    repo.write("README.md", "# snapshots\n");
-    // The task's id is in the first line of its prompt: "(Task A of plan p ...".
-    repo.write_agent(
-        "agent.sh",
-        "task=$(sed -n 's/^(Task \\([^ ]*\\) of plan.*/\\1/p' \"$ARBITER_PROMPT_FILE\")\necho \"$task\" > \"$task.txt\"\n",
-    );
-    repo.commit_all("init");
-    repo.arbiter(&["init"]).assert_code(0);
+    let repo = initialized_repo("# snapshots\n", TASK_FILE_AGENT);
     let plan = serde_json::json!({"id": "p", "name": "Plan p", "defaults": {"verify": ["true"], "candidates": 2,
     "runners": "command", "command": "./agent.sh"},
     "tasks": [

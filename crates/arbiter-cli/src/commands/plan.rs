@@ -577,8 +577,13 @@ fn cost_cell(cost: Usd, calls: Option<&CallCosts>) -> String {
 }
 
 /// The line under a table whose tasks had calls of unknown cost, saying what that means.
+/// The calls of unknown cost of every task.
+fn uncosted_total(uncosted: &BTreeMap<String, CallCosts>) -> u64 {
+    uncosted.values().map(|c| c.uncosted).sum()
+}
+
 fn uncosted_note(uncosted: &BTreeMap<String, CallCosts>) -> String {
-    let calls: u64 = uncosted.values().map(|c| c.uncosted).sum();
+    let calls = uncosted_total(uncosted);
     if calls == 0 {
         return String::new();
     }
@@ -653,7 +658,7 @@ fn render_status(
 
 /// ", plus N call(s) of unknown cost" after an amount spent, when there are such calls.
 fn unknown_beside(uncosted: &BTreeMap<String, CallCosts>) -> String {
-    match uncosted.values().map(|c| c.uncosted).sum::<u64>() {
+    match uncosted_total(uncosted) {
         0 => String::new(),
         calls => format!(", plus {calls} call(s) of unknown cost"),
     }

@@ -410,6 +410,22 @@ pub fn pytest_python(test: &str) -> Option<PathBuf> {
     Some(python)
 }
 
+/// A repository holding `README.md` (`readme`) and `agent.sh` (`agent_body`), committed,
+/// with `arbiter init` done.
+pub fn initialized_repo(readme: &str, agent_body: &str) -> TestRepo {
+    let repo = TestRepo::new();
+    repo.write("README.md", readme);
+    repo.write_agent("agent.sh", agent_body);
+    repo.commit_all("start");
+    repo.arbiter(&["init"]).assert_code(0);
+    repo
+}
+
+/// The body of an agent for plans: it writes `<task>.txt` holding the id of the task its
+/// prompt names (the prompt's first line: "(Task A of plan p ...").
+pub const TASK_FILE_AGENT: &str =
+    "task=$(sed -n 's/^(Task \\([^ ]*\\) of plan.*/\\1/p' \"$ARBITER_PROMPT_FILE\")\necho \"$task\" > \"$task.txt\"\n";
+
 /// A repository holding the buggy calculator, its tests and `agent.sh` (`agent_body`),
 /// committed on `main`.
 pub fn python_repo(agent_body: &str) -> TestRepo {
