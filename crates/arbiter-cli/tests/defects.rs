@@ -593,3 +593,25 @@ fn a_result_that_cannot_be_written_is_not_a_success() {
     assert_eq!(out.status.code(), Some(3), "{stderr}");
     assert!(stderr.contains("could not be written to standard output"), "{stderr}");
 }
+
+/// A plan file is not trusted: its titles and its Whilly test steps are printed with their
+/// control characters escaped, so they cannot colour, clear or forge the user's terminal.
+#[test]
+fn a_hostile_plan_file_cannot_drive_the_terminal() {
+    let repo = initialized_repo("# hostile\n", "true\n");
+    let whilly = json!({"project": "Hostile", "plan_id": "hostile", "tasks": [{
+        "id": "T1", "priority": "high", "status": "pending",
+        "description": "Title \u{1b}[31mred\u{1b}[0m and\nPlan forged",
+        "acceptance_criteria": ["it holds"],
+        "test_steps": ["Confirm \u{1b}[2J it reads well"]}]});
+    repo.write("tasks.json", whilly.to_string());
+    let imported = repo.arbiter(&["plan", "import", "tasks.json"]);
+    imported.assert_code(0);
+    let shown = repo.arbiter(&["plan", "show", "hostile"]);
+    shown.assert_code(0);
+    for out in [&imported.stdout, &shown.stdout] {
+        assert!(!out.contains('\u{1b}') && !out.contains("\nPlan forged"), "{out}");
+    }
+    assert!(imported.stdout.contains("\\u{1b}[2J"), "{}", imported.stdout);
+    assert!(shown.stdout.contains("\\u{1b}[31mred"), "{}", shown.stdout);
+}

@@ -485,7 +485,7 @@ fn print_step_classes(spec: &PlanSpec) {
     );
     for t in spec.tasks.iter().filter(|t| !t.manual_checks.is_empty()) {
         for c in &t.manual_checks {
-            out!("  check   {}: {}", t.id, shorten(c, 100));
+            out!("  check   {}: {}", t.id, crate::output::printable(&shorten(c, 100)));
         }
     }
 }
@@ -530,7 +530,12 @@ fn render_dag(view: &PlanView, colour: bool) -> String {
     for id in dag::order(&edges) {
         let Some(t) = view.task(&id) else { continue };
         let indent = "  ".repeat(depths.get(&id).copied().unwrap_or(0));
-        out.push_str(&format!("{indent}{} {:<width$}  {}\n", badge(t.status, colour), t.spec.id, t.spec.title));
+        out.push_str(&format!(
+            "{indent}{} {:<width$}  {}\n",
+            badge(t.status, colour),
+            t.spec.id,
+            crate::output::printable(&t.spec.title)
+        ));
         if !t.spec.dependencies.is_empty() {
             let waiting = view.waiting_on(t);
             let mut line = format!("{indent}            └─ depends on: {}", t.spec.dependencies.join(", "));
