@@ -35,6 +35,7 @@ impl Command {
             | Command::Runs(_)
             | Command::Apply(_)
             | Command::Plan(_)
+            | Command::Dashboard { .. }
             | Command::Serve(_) => None,
             Command::Config(_) => Some("config"),
             Command::Backend(_) => Some("backend"),
@@ -138,6 +139,16 @@ pub enum Command {
         /// Print one JSON value on stdout instead of text.
         #[arg(long)]
         json: bool,
+    },
+    /// Watch a plan live in the terminal: its tasks by status and depth, who runs what, the
+    /// budget, the events; Enter opens a task, `c` cancels the plan, `r` retries a task (each
+    /// confirmed), `q` quits. Locally from the store, or from a control plane with --server.
+    Dashboard {
+        /// The plan to watch (default: the only plan, or the only one with work left).
+        #[arg(long, value_name = "ID")]
+        plan: Option<String>,
+        #[command(flatten)]
+        remote: PlanServerArgs,
     },
     /// Shell completions for bash, zsh, fish, elvish or powershell, on stdout (e.g.
     /// `arbiter completions bash > ~/.local/share/bash-completion/completions/arbiter`).

@@ -91,6 +91,10 @@ async fn dispatch(cli: Cli) -> Result<u8, CliError> {
         Command::Serve(args) => commands::serve::serve(cli.database_url.as_deref(), args).await,
         Command::Worker(cmd) => commands::worker::worker(cmd).await,
         Command::Doctor { json } => commands::doctor::doctor(repo, *json).await,
+        Command::Dashboard { plan, remote } => {
+            commands::dashboard::dashboard(commands::dashboard::DashboardArgs { plan: plan.as_deref(), repo, remote })
+                .await
+        }
         Command::Completions { shell } => commands::reference::completions(*shell),
         Command::Man { dir } => commands::reference::man(dir.as_deref()),
         Command::Bench(crate::cli::BenchCommand::Queue { server, workers, tasks, wakeups, repository, json }) => {

@@ -595,6 +595,26 @@ async fn hostile_clients_of_the_work_protocol_are_refused() {
     assert!(r.text().await.unwrap().contains("was not uploaded"));
     let r = post("/api/v1/work/report", Some(&ta), won(json!([]))).await.unwrap();
     assert_eq!(r.status(), 422);
+    // A report with the next claim: B may not end A's lease that way either, and claims
+    // nothing; a bad claim is refused before the report is taken.
+    let task_status = |task: &str| {
+        let store = store.clone();
+        let task = task.to_string();
+        async move { store.plan("hostile").await.unwrap().unwrap().task(&task).unwrap().status.as_str().to_string() }
+    };
+    let other = if lease["task_id"] == "H" { "I" } else { "H" };
+    let and_claim = |slot: &str| json!({"report": failed, "claim": {"slot": slot, "wait_ms": 0}});
+    let r = post("/api/v1/work/report-and-claim", Some(&tb), and_claim("1")).await.unwrap();
+    assert_eq!(r.status(), 403);
+    assert_eq!(task_status(other).await, "ready", "a refused report claimed nothing");
+    let r = post("/api/v1/work/report-and-claim", Some(&ta), and_claim("../x")).await.unwrap();
+    assert_eq!(r.status(), 422);
+    assert_eq!(task_status(lease["task_id"].as_str().unwrap()).await, "running", "the report was not taken");
+    let r =
+        post("/api/v1/work/report-and-claim", Some(&ta), json!({"report": failed, "claim": {"slot": "1"}, "then": 1}))
+            .await
+            .unwrap();
+    assert_eq!(r.status(), 422);
     // An oversized upload is refused on its declared size, before its body is read.
     let status = raw_request(
         &serve.url,
@@ -625,6 +645,9 @@ async fn hostile_clients_of_the_work_protocol_are_refused() {
     assert_eq!(r.status(), 409);
     assert_eq!(r.json::<Value>().await.unwrap()["error"], "stale_lease");
     assert!(store.events("hostile").await.unwrap().iter().any(|e| e.kind == "stale_report_refused"));
+    let r = post("/api/v1/work/report-and-claim", Some(&ta), and_claim("1")).await.unwrap();
+    assert_eq!(r.status(), 409);
+    assert_eq!(task_status(other).await, "ready", "a stale report claimed nothing");
     // A revoked token is refused everywhere.
     serve.worker(&["revoke", "b"], &[("ARBITER_TOKEN", ADMIN)]).assert_code(0);
     assert_eq!(post("/api/v1/work/claim", Some(&tb), claim.clone()).await.unwrap().status(), 401);

@@ -316,6 +316,14 @@ impl CrossTestMatrix {
 mod tests {
     use super::*;
 
+    /// Settings take the built-in rules without checking their patterns.
+    #[test]
+    fn the_built_in_rules_patterns_are_globs() {
+        for rule in default_rules(&["pytest -q".to_string()]) {
+            assert_eq!(crate::protect::invalid_glob(&rule.pattern), None, "{}", rule.pattern);
+        }
+    }
+
     fn id(i: usize) -> CandidateId {
         CandidateId::from_index(i)
     }

@@ -208,6 +208,14 @@ mod tests {
         DEFAULT_PROTECTED.iter().map(|s| s.to_string()).collect()
     }
 
+    /// Settings take the built-in lists without checking them (see `RunSettings::resolve`).
+    #[test]
+    fn the_built_in_lists_are_globs() {
+        for g in DEFAULT_PROTECTED.iter().chain(DEFAULT_BUILD_OUTPUTS).chain(CONFIGURATION) {
+            assert_eq!(invalid_glob(g), None, "{g}");
+        }
+    }
+
     #[test]
     fn globs_match_components() {
         assert!(glob_match("tests/**", "tests/a/b.py"));

@@ -125,6 +125,10 @@ impl AgentRunner for BuiltinRunner {
             if tokens_used >= self.limits.max_tokens {
                 break Ending::Limit(format!("max_tokens ({} used of {})", tokens_used, self.limits.max_tokens));
             }
+            // Stopped (the budget is spent, the run interrupted): no new call is made.
+            if ctx.cancel.is_cancelled() {
+                break Ending::Cancelled;
+            }
             steps += 1;
             let request = ChatRequest {
                 system: Some(SYSTEM_PROMPT.to_string()),
@@ -135,9 +139,10 @@ impl AgentRunner for BuiltinRunner {
             };
             let mut fallbacks = Vec::new();
             let result = tokio::select! {
+                biased;
+                _ = ctx.cancel.cancelled() => { break Ending::Cancelled; }
                 r = chat_with_fallback(&self.client, &self.chain, &request, |f| fallbacks.push(f)) => Some(r),
                 _ = tokio::time::sleep_until(deadline) => None,
-                _ = ctx.cancel.cancelled() => { break Ending::Cancelled; }
             };
             for f in &fallbacks {
                 let reason = ctx.redactor.redact(&f.reason);

@@ -257,6 +257,36 @@ pub trait Coordinator: Send + Sync {
         cost: Usd,
         run_dir: Option<&Path>,
     ) -> Result<Reported, CoordinatorError>;
+
+    /// Reports, then claims the slot's next unit as [`Coordinator::claim`] does: a busy
+    /// worker's one round trip per unit to a control plane. `told` hears what the report did
+    /// before the claim is made. No claim is made after a stale report, nor after a report
+    /// that could not get through (`None`).
+    async fn report_then_claim(
+        &self,
+        assignment: &Assignment,
+        report: (Verdict, Usd, Option<&Path>),
+        next: NextClaim<'_>,
+        told: &(dyn for<'r> Fn(&'r Reported) + Send + Sync),
+    ) -> Result<(Reported, Option<Claim>), CoordinatorError> {
+        let (verdict, cost, run_dir) = report;
+        let reported = self.report(assignment, verdict, cost, run_dir).await?;
+        told(&reported);
+        if reported == Reported::Stale {
+            return Ok((reported, None));
+        }
+        let claim = self.claim(next.worker, next.caps, next.plan, next.wait).await?;
+        Ok((reported, Some(claim)))
+    }
+}
+
+/// The claim a report is followed by.
+#[derive(Clone, Copy, Debug)]
+pub struct NextClaim<'a> {
+    pub worker: &'a str,
+    pub caps: &'a Capabilities,
+    pub plan: Option<&'a str>,
+    pub wait: Duration,
 }
 
 /// Where the tasks of a plan run: its repository on this machine.

@@ -24,7 +24,9 @@ use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
 
 use crate::budget::SpendingSink;
-use crate::coordinator::{Assignment, Capabilities, Claim, Coordinator, CoordinatorError, Reported, Verdict, Work};
+use crate::coordinator::{
+    Assignment, Capabilities, Claim, Coordinator, CoordinatorError, NextClaim, Reported, Verdict, Work,
+};
 use crate::engine::{Engine, RunOutcome, RunRequest, UnitRequest};
 use crate::runners::ModelAccess;
 use crate::workspace::Workspace;
@@ -235,25 +237,48 @@ impl Worker {
         first_error.map_or(Ok(()), Err)
     }
 
-    /// One slot: claim, run, report, until the worker stops.
+    /// One slot: claim, run, report, until the worker stops. A busy slot's report brings
+    /// its next claim (a look, not a wait: an idle slot waits in a claim of its own, which
+    /// stopping interrupts).
     async fn slot(&self, worker: &str) -> Result<(), CoordinatorError> {
+        let mut next: Option<Claim> = None;
         loop {
-            if self.cancel.is_cancelled() {
-                return Ok(());
-            }
-            let claim = tokio::select! {
-                _ = self.cancel.cancelled() => return Ok(()),
-                claim = self.coordinator.claim(worker, &self.capabilities, self.plan.as_deref(), self.claim_wait) => claim?,
+            let claim = match next.take() {
+                Some(claim) => claim,
+                None if self.cancel.is_cancelled() => return Ok(()),
+                None => tokio::select! {
+                    _ = self.cancel.cancelled() => return Ok(()),
+                    claim = self.coordinator.claim(worker, &self.capabilities, self.plan.as_deref(), self.claim_wait) => claim?,
+                },
             };
             match claim {
+                // Claimed as the worker began to stop: given back at once.
+                Claim::Assigned(assignment) if self.cancel.is_cancelled() => {
+                    let released = Verdict::Released { reason: "the worker is stopping".into() };
+                    return match self.coordinator.report(&assignment, released, Usd::ZERO, None).await {
+                        Ok(_) | Err(CoordinatorError::Unreachable(_)) => Ok(()),
+                        Err(e) => Err(e),
+                    };
+                }
                 Claim::Assigned(assignment) => {
-                    self.attempt(*assignment).await?;
+                    let then = (self.until != Until::OneUnit).then_some(NextClaim {
+                        worker,
+                        caps: &self.capabilities,
+                        plan: self.plan.as_deref(),
+                        wait: Duration::ZERO,
+                    });
+                    next = self.attempt(*assignment, then).await?;
                     if self.until == Until::OneUnit {
                         return Ok(());
                     }
                 }
                 Claim::Finished if self.until != Until::Stopped => return Ok(()),
                 Claim::Finished | Claim::Idle => {}
+            }
+            // Only work is taken from a report's claim: nothing found, the slot claims
+            // (and waits) on its own.
+            if !matches!(next, Some(Claim::Assigned(_))) {
+                next = None;
             }
         }
     }
@@ -286,8 +311,13 @@ impl Worker {
         Heartbeat { lost, beat }
     }
 
-    /// One unit of work, then its report.
-    async fn attempt(&self, assignment: Assignment) -> Result<(), CoordinatorError> {
+    /// One unit of work, then its report, followed by the claim `then` when the worker
+    /// goes on (and is not stopping): what that claim found.
+    async fn attempt(
+        &self,
+        assignment: Assignment,
+        then: Option<NextClaim<'_>>,
+    ) -> Result<Option<Claim>, CoordinatorError> {
         let lease = assignment.lease.clone();
         let task_id = assignment.task.id.clone();
         let unit = assignment.work.name();
@@ -323,26 +353,46 @@ impl Worker {
             Verdict::Released { reason } => Some(reason.clone()),
             _ => None,
         };
-        let reported =
-            match self.coordinator.report(&assignment, verdict, spending.unforwarded(), done.dir.as_deref()).await {
-                Ok(r) => r,
-                // The control plane stayed away: the lease runs out there and the work is
-                // handed out again; this worker goes on with other work.
-                Err(CoordinatorError::Unreachable(why)) => {
-                    self.tell(Progress::Abandoned { task: task_id, reason: why });
-                    return Ok(());
+        // What the report did is told before anything its claim does.
+        let tell_reported = |reported: &Reported| {
+            self.tell(match reported.clone() {
+                Reported::Done { commit, recovered: true } => Progress::Recovered { task: task_id.clone(), commit },
+                Reported::Done { commit, recovered: false } => {
+                    Progress::Done { task: task_id.clone(), run: done.run_id.clone(), commit }
                 }
-                Err(e) => return Err(e),
-            };
-        self.tell(match reported {
-            Reported::Done { commit, recovered: true } => Progress::Recovered { task: task_id, commit },
-            Reported::Done { commit, recovered: false } => Progress::Done { task: task_id, run: done.run_id, commit },
-            Reported::Failed { reason, retry_at } => Progress::Failed { task: task_id, reason, retry_at },
-            Reported::Released => Progress::Released { task: task_id, reason: released_reason.unwrap_or_default() },
-            Reported::UnitDone { evaluation_ready } => Progress::UnitDone { task: task_id, unit, evaluation_ready },
-            Reported::Stale => Progress::LeaseLost { task: task_id },
-        });
-        Ok(())
+                Reported::Failed { reason, retry_at } => Progress::Failed { task: task_id.clone(), reason, retry_at },
+                Reported::Released => {
+                    Progress::Released { task: task_id.clone(), reason: released_reason.clone().unwrap_or_default() }
+                }
+                Reported::UnitDone { evaluation_ready } => {
+                    Progress::UnitDone { task: task_id.clone(), unit: unit.clone(), evaluation_ready }
+                }
+                Reported::Stale => Progress::LeaseLost { task: task_id.clone() },
+            })
+        };
+        let report = (verdict, spending.unforwarded(), done.dir.as_deref());
+        let answer = match then.filter(|_| !self.cancel.is_cancelled()) {
+            Some(next) => self.coordinator.report_then_claim(&assignment, report, next, &tell_reported).await,
+            None => {
+                let (verdict, cost, dir) = report;
+                let reported = self.coordinator.report(&assignment, verdict, cost, dir).await;
+                if let Ok(r) = &reported {
+                    tell_reported(r);
+                }
+                reported.map(|r| (r, None))
+            }
+        };
+        let next = match answer {
+            Ok((_, next)) => next,
+            // The control plane stayed away: the lease runs out there and the work is
+            // handed out again; this worker goes on with other work.
+            Err(CoordinatorError::Unreachable(why)) => {
+                self.tell(Progress::Abandoned { task: task_id.clone(), reason: why });
+                return Ok(None);
+            }
+            Err(e) => return Err(e),
+        };
+        Ok(next)
     }
 
     /// Runs the assignment's work: its verdict, its run and directory when it made one.

@@ -277,6 +277,22 @@ impl ReportResponse {
     }
 }
 
+/// `POST /api/v1/work/report-and-claim`: a report, then the next claim of a slot (a busy
+/// worker's one round trip per unit).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReportAndClaimRequest {
+    pub report: ReportRequest,
+    pub claim: ClaimRequest,
+}
+
+/// What the report did, and what the claim found.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ReportAndClaimResponse {
+    pub report: ReportResponse,
+    pub claim: ClaimResponse,
+}
+
 /// `GET /api/v1/work/runs/{run_id}/files?plan=ID`: the files of a run the server holds.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunFiles {

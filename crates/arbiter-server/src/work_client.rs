@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use arbiter_core::money::Usd;
 use arbiter_runner::coordinator::{
-    Assignment, Capabilities, Claim, Coordinator, CoordinatorError, Reported, Verdict, Work,
+    Assignment, Capabilities, Claim, Coordinator, CoordinatorError, NextClaim, Reported, Verdict, Work,
 };
 use arbiter_runner::repo_cache::RepoCache;
 use arbiter_runner::rundir::digest_file;
@@ -264,26 +264,11 @@ impl Coordinator for HttpCoordinator {
         plan: Option<&str>,
         wait: Duration,
     ) -> Result<Claim, CoordinatorError> {
-        // The server knows what this worker registered; the slot names the claimer.
-        let slot = worker.rsplit(':').next().unwrap_or("1").to_string();
-        let request = ClaimRequest {
-            slot,
-            plan: plan.map(str::to_string),
-            wait_ms: wait.as_millis().min(u128::from(MAX_CLAIM_WAIT_MS)) as u64,
-        };
+        let request = claim_request(worker, plan, wait);
         let answer: Result<ClaimResponse, _> =
             self.with_retries(None, || self.post("api/v1/work/claim", &request)).await;
         match answer {
-            Ok(ClaimResponse::Assigned { assignment }) => {
-                *self.lease_ttl.lock().unwrap_or_else(|p| p.into_inner()) =
-                    Duration::from_millis(assignment.lease_ttl_ms.max(1000));
-                let a = assignment.into_assignment().map_err(|e| {
-                    CoordinatorError::Refused(format!("the server's assignment is not what this arbiter expects: {e}"))
-                })?;
-                Ok(Claim::Assigned(Box::new(a)))
-            }
-            Ok(ClaimResponse::Idle) => Ok(Claim::Idle),
-            Ok(ClaimResponse::Finished) => Ok(Claim::Finished),
+            Ok(answer) => self.claimed(answer),
             // Stopping while the server was away.
             Err(e) if transient(&e) && self.stop.is_cancelled() => Ok(Claim::Idle),
             Err(e) => Err(coordinator_error(e)),
@@ -350,18 +335,7 @@ impl Coordinator for HttpCoordinator {
         cost: Usd,
         run_dir: Option<&Path>,
     ) -> Result<Reported, CoordinatorError> {
-        let files = match (&assignment.work, run_dir, &verdict) {
-            (_, _, Verdict::Released { .. }) | (_, None, _) => Vec::new(),
-            (Work::Candidate { index, run_id }, Some(dir), _) => {
-                let id = arbiter_core::ids::CandidateId::from_index(*index);
-                self.upload_dir(run_id.as_str(), dir, &format!("candidates/{id}")).await?
-            }
-            (_, Some(dir), _) => {
-                let run_id = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-                self.upload_dir(&run_id, dir, "").await?
-            }
-        };
-        let request = ReportRequest { lease: assignment.lease_ref(), verdict: WireVerdict::new(&verdict), cost, files };
+        let request = self.report_request(assignment, &verdict, cost, run_dir).await?;
         // Worth retrying while the lease could still be alive (and a little past: the
         // server records a late report's cost).
         let deadline = tokio::time::Instant::now() + self.lease() * 2;
@@ -372,5 +346,80 @@ impl Coordinator for HttpCoordinator {
             Err(ClientError::Api { status, .. }) if status == StatusCode::CONFLICT => Ok(Reported::Stale),
             Err(e) => Err(coordinator_error(e)),
         }
+    }
+
+    async fn report_then_claim(
+        &self,
+        assignment: &Assignment,
+        report: (Verdict, Usd, Option<&Path>),
+        next: NextClaim<'_>,
+        told: &(dyn for<'r> Fn(&'r Reported) + Send + Sync),
+    ) -> Result<(Reported, Option<Claim>), CoordinatorError> {
+        let (verdict, cost, run_dir) = report;
+        let request = ReportAndClaimRequest {
+            report: self.report_request(assignment, &verdict, cost, run_dir).await?,
+            claim: claim_request(next.worker, next.plan, next.wait),
+        };
+        // One try: a report that did not get through is sent again on its own (the server
+        // refuses it as stale when the first one did arrive).
+        let (reported, claim) =
+            match self.post::<_, ReportAndClaimResponse>("api/v1/work/report-and-claim", &request).await {
+                Ok(answer) => (answer.report.into_reported(), Some(answer.claim)),
+                Err(ClientError::Api { status, .. }) if status == StatusCode::CONFLICT => (Reported::Stale, None),
+                Err(e) if transient(&e) => (self.report(assignment, verdict, cost, run_dir).await?, None),
+                Err(e) => return Err(coordinator_error(e)),
+            };
+        told(&reported);
+        Ok((reported, claim.map(|c| self.claimed(c)).transpose()?))
+    }
+}
+
+impl HttpCoordinator {
+    /// A report of the assignment's work, its files uploaded first.
+    async fn report_request(
+        &self,
+        assignment: &Assignment,
+        verdict: &Verdict,
+        cost: Usd,
+        run_dir: Option<&Path>,
+    ) -> Result<ReportRequest, CoordinatorError> {
+        let files = match (&assignment.work, run_dir, verdict) {
+            (_, _, Verdict::Released { .. }) | (_, None, _) => Vec::new(),
+            (Work::Candidate { index, run_id }, Some(dir), _) => {
+                let id = arbiter_core::ids::CandidateId::from_index(*index);
+                self.upload_dir(run_id.as_str(), dir, &format!("candidates/{id}")).await?
+            }
+            (_, Some(dir), _) => {
+                let run_id = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+                self.upload_dir(&run_id, dir, "").await?
+            }
+        };
+        Ok(ReportRequest { lease: assignment.lease_ref(), verdict: WireVerdict::new(verdict), cost, files })
+    }
+
+    /// A claim's answer as the worker loop takes it.
+    fn claimed(&self, answer: ClaimResponse) -> Result<Claim, CoordinatorError> {
+        match answer {
+            ClaimResponse::Assigned { assignment } => {
+                *self.lease_ttl.lock().unwrap_or_else(|p| p.into_inner()) =
+                    Duration::from_millis(assignment.lease_ttl_ms.max(1000));
+                let a = assignment.into_assignment().map_err(|e| {
+                    CoordinatorError::Refused(format!("the server's assignment is not what this arbiter expects: {e}"))
+                })?;
+                Ok(Claim::Assigned(Box::new(a)))
+            }
+            ClaimResponse::Idle => Ok(Claim::Idle),
+            ClaimResponse::Finished => Ok(Claim::Finished),
+        }
+    }
+}
+
+/// The claim of slot `worker` (`<worker id>:<slot>`): the server knows what the worker
+/// registered.
+fn claim_request(worker: &str, plan: Option<&str>, wait: Duration) -> ClaimRequest {
+    ClaimRequest {
+        slot: worker.rsplit(':').next().unwrap_or("1").to_string(),
+        plan: plan.map(str::to_string),
+        wait_ms: wait.as_millis().min(u128::from(MAX_CLAIM_WAIT_MS)) as u64,
     }
 }

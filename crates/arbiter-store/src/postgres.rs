@@ -28,6 +28,9 @@ use crate::plan_sql::{PlanDialect, pick_ready, pick_ready_among, plan_budget, ta
 use crate::plans::{AttemptResult, Claimed, Finished, Lease, Wake};
 
 /// How long a connection attempt may take before the server counts as unreachable.
+/// How long a pooled connection may sit idle and still be used without a ping first.
+const IDLE_BEFORE_PING: Duration = Duration::from_secs(10);
+
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// What to check, for a connection that failed with `problem`.
@@ -79,9 +82,21 @@ impl PgStore {
                 let _ = first.close().await;
             }
         }
+        // A connection taken from the pool is pinged only when it sat idle long enough for
+        // the server (or something between) to have dropped it: sqlx pings every one by
+        // default, a round trip more for every statement.
         let pool = PgPoolOptions::new()
             .max_connections(16)
             .acquire_timeout(CONNECT_TIMEOUT)
+            .test_before_acquire(false)
+            .before_acquire(|conn, meta| {
+                Box::pin(async move {
+                    if meta.idle_for > IDLE_BEFORE_PING {
+                        sqlx::Connection::ping(conn).await?;
+                    }
+                    Ok(true)
+                })
+            })
             .connect_lazy_with(url.options.clone());
         let store = PgStore { pool, work: Arc::new(Notify::new()), listening: Arc::new(OnceCell::new()) };
         store.migrate().await?;

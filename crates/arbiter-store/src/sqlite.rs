@@ -39,8 +39,10 @@ impl SqliteStore {
             .synchronous(SqliteSynchronous::Normal)
             .busy_timeout(Duration::from_secs(5))
             .foreign_keys(true);
+        // A connection to a file does not go stale: no ping before each use (sqlx's default).
         let pool = SqlitePoolOptions::new()
             .max_connections(4)
+            .test_before_acquire(false)
             .connect_with(options)
             .await
             .map_err(|source| StoreError::Open { location, source })?;

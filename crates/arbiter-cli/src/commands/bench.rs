@@ -3,8 +3,9 @@
 //!
 //! It registers `--workers` workers (with the bootstrap token), imports a plan of `--tasks`
 //! independent tasks (with the admin token, in batches), and lets every worker claim and
-//! report until the plan is drained: claim+complete cycles per second, and the latency of
-//! the claims that got work. Then the wake-up: with every worker waiting in a long poll on an
+//! report until the plan is drained, as a worker's slot does (each report brings the next
+//! claim: `report-and-claim`): claim+complete cycles per second, and the latency of the
+//! requests that got work. Then the wake-up: with every worker waiting in a long poll on an
 //! empty plan, one task is imported at a time, `--wakeups` times, and the time from sending
 //! the import to a worker holding the task is measured, and on the server's clock the time
 //! from the import's `task_created` event to the task's `task_claimed`. The plans stay on the server
@@ -17,7 +18,10 @@ use arbiter_runner::plan_admin::{PlanAdmin, PlanImport};
 use arbiter_server::api::RegisterRequest;
 use arbiter_server::client::{Client, ClientOptions};
 use arbiter_server::plan_client::RemotePlanAdmin;
-use arbiter_server::work_api::{ClaimRequest, ClaimResponse, ReportRequest, ReportResponse, WireRetry, WireVerdict};
+use arbiter_server::work_api::{
+    ClaimRequest, ClaimResponse, ReportAndClaimRequest, ReportAndClaimResponse, ReportRequest, ReportResponse,
+    WireAssignment, WireRetry, WireVerdict,
+};
 use arbiter_store::plans::ImportMode;
 use arbiter_store::workers::Secret;
 use serde::Serialize;
@@ -150,21 +154,39 @@ async fn claim(
     Ok((answer, started.elapsed()))
 }
 
-/// Completes a claimed no-op task.
-async fn complete(
-    client: &Client,
-    token: &Secret,
-    a: &arbiter_server::work_api::WireAssignment,
-) -> Result<(), CliError> {
+/// The report of a claimed no-op task.
+fn no_op_report(a: &WireAssignment) -> Result<ReportRequest, CliError> {
     let assignment = a.clone().into_assignment().map_err(CliError::environment)?;
-    let request = ReportRequest {
+    Ok(ReportRequest {
         lease: assignment.lease_ref(),
         verdict: WireVerdict::Failed { reason: "no-op".into(), retry: WireRetry::Never, run_id: None },
         cost: arbiter_core::money::Usd::ZERO,
         files: Vec::new(),
-    };
-    let _: ReportResponse = client.post("api/v1/work/report", token, &request).await.map_err(client_error)?;
+    })
+}
+
+/// Completes a claimed no-op task.
+async fn complete(client: &Client, token: &Secret, a: &WireAssignment) -> Result<(), CliError> {
+    let _: ReportResponse = client.post("api/v1/work/report", token, &no_op_report(a)?).await.map_err(client_error)?;
     Ok(())
+}
+
+/// Completes a claimed no-op task and looks for the next of `plan` in the same request, as a
+/// busy worker does: the answer and how long it took.
+async fn complete_and_claim(
+    client: &Client,
+    token: &Secret,
+    a: &WireAssignment,
+    plan: &str,
+) -> Result<(ClaimResponse, Duration), CliError> {
+    let started = Instant::now();
+    let request = ReportAndClaimRequest {
+        report: no_op_report(a)?,
+        claim: ClaimRequest { slot: "1".into(), plan: Some(plan.to_string()), wait_ms: 0 },
+    };
+    let answer: ReportAndClaimResponse =
+        client.post("api/v1/work/report-and-claim", token, &request).await.map_err(client_error)?;
+    Ok((answer.claim, started.elapsed()))
 }
 
 /// The benchmark's no-op workers wait for wake-ups as a worker without `--plan` does, ready
@@ -242,16 +264,19 @@ pub async fn queue(b: QueueBench<'_>) -> Result<u8, CliError> {
     for token in &tokens {
         let (client, plan, token) = (client.clone(), plan.clone(), token.clone());
         workers.spawn(async move {
+            // As a worker's slot: a claim, then each report brings the next claim; when that
+            // finds nothing, a claim of its own (a long poll).
             let mut latencies = Vec::new();
+            let mut answer = claim(&client, &token, Some(&plan), 1000).await?;
             loop {
-                match claim(&client, &token, Some(&plan), 1000).await? {
+                answer = match answer {
                     (ClaimResponse::Assigned { assignment }, took) => {
                         latencies.push(took);
-                        complete(&client, &token, &assignment).await?;
+                        complete_and_claim(&client, &token, &assignment, &plan).await?
                     }
                     (ClaimResponse::Finished, _) => return Ok::<_, CliError>(latencies),
-                    (ClaimResponse::Idle, _) => {}
-                }
+                    (ClaimResponse::Idle, _) => claim(&client, &token, Some(&plan), 1000).await?,
+                };
             }
         });
     }

@@ -5,6 +5,7 @@ pub mod backend;
 pub mod bench;
 pub mod cache;
 pub mod config;
+pub mod dashboard;
 pub mod demo;
 pub mod doctor;
 pub mod init;

@@ -115,6 +115,21 @@ impl Plans {
     }
 }
 
+/// The plan administration a command that watches plans reads through (`arbiter
+/// dashboard`): the local store's, or a control plane's with `--server`, and what to call it.
+pub(crate) async fn open_admin(
+    repo: Option<&Path>,
+    remote: &PlanServerArgs,
+) -> Result<crate::commands::dashboard::Opened, CliError> {
+    let plans = Plans::open(repo, remote).await?;
+    let source = match (remote.server(), &plans.ctx) {
+        (Some(server), _) => server.server,
+        (None, Some(ctx)) => format!("the store of {}", ctx.workspace.repo_root().display()),
+        (None, None) => "the local store".to_string(),
+    };
+    Ok(crate::commands::dashboard::Opened { admin: plans.admin, source })
+}
+
 /// Plan administration over `plans` and the repositories of this machine.
 fn local_admin(ctx: &RepoContext, plans: Arc<dyn UnitQueue>) -> Arc<dyn PlanAdmin> {
     Arc::new(LocalPlanAdmin::new(plans, Arc::new(repositories(ctx))))

@@ -8,6 +8,8 @@
 //! - `POST /api/v1/work/charge` → 204.
 //! - `POST /api/v1/work/report` → what the report did; 409 `stale_lease` when the lease was
 //!   lost meanwhile (its cost is charged all the same).
+//! - `POST /api/v1/work/report-and-claim` → `{report, claim}`: a report, then the slot's next
+//!   claim, in one round trip (409 as a report's, claiming nothing).
 //! - `GET /api/v1/work/runs/{run_id}/files?plan=ID` → `{files: [{path, sha256, size}]}`, and
 //!   `GET /api/v1/work/runs/{run_id}/file?plan=ID&path=P` → the bytes: only for a worker
 //!   holding the run's evaluation.
@@ -46,6 +48,7 @@ pub fn routes() -> Router<AppState> {
         .route("/api/v1/work/heartbeat", post(heartbeat))
         .route("/api/v1/work/charge", post(charge))
         .route("/api/v1/work/report", post(report))
+        .route("/api/v1/work/report-and-claim", post(report_and_claim))
         .route("/api/v1/work/runs/{run_id}/files", get(run_files))
         .route("/api/v1/work/runs/{run_id}/file", get(run_file))
 }
@@ -110,13 +113,28 @@ async fn claim(
     ApiJson(req): ApiJson<ClaimRequest>,
 ) -> Result<Json<ClaimResponse>, ApiError> {
     let plane = plane(&state)?;
+    check_claim(&req)?;
+    Ok(Json(claim_for(&state, &plane, worker.worker(), &req).await?))
+}
+
+/// 422 unless the claim names a valid slot and plan.
+fn check_claim(req: &ClaimRequest) -> Result<(), ApiError> {
     check_slot(&req.slot)?;
     if let Some(plan) = &req.plan
         && !crate::routes::safe_id(plan)
     {
         return Err(invalid("plan: not a plan id"));
     }
-    let w = worker.worker();
+    Ok(())
+}
+
+/// A checked claim: work for the worker's slot, or nothing within its wait.
+async fn claim_for(
+    state: &AppState,
+    plane: &WorkPlane,
+    w: &WorkerRecord,
+    req: &ClaimRequest,
+) -> Result<ClaimResponse, ApiError> {
     let claimer = format!("{}:{}", w.id, req.slot);
     let caps = capabilities(w);
     if plane.seen(&w.id) {
@@ -127,7 +145,7 @@ async fn claim(
         let remaining = deadline.saturating_duration_since(Instant::now());
         let claimed = tokio::select! {
             c = plane.coordinator.claim(&claimer, &caps, req.plan.as_deref(), remaining) => c,
-            _ = state.stopping.cancelled() => return Ok(Json(ClaimResponse::Idle)),
+            _ = state.stopping.cancelled() => return Ok(ClaimResponse::Idle),
         };
         match claimed.map_err(coordinator_error)? {
             Claim::Assigned(a) => {
@@ -135,10 +153,10 @@ async fn claim(
                 state.plan_events.notify_waiters();
                 let ttl = plane.coordinator.lease.as_millis() as u64;
                 tracing::info!(worker = %w.name, plan = %a.plan.id, task = %a.task.id, unit = %a.work.name(), "claimed");
-                return Ok(Json(ClaimResponse::Assigned { assignment: Box::new(WireAssignment::new(&a, ttl)) }));
+                return Ok(ClaimResponse::Assigned { assignment: Box::new(WireAssignment::new(&a, ttl)) });
             }
-            Claim::Finished => return Ok(Json(ClaimResponse::Finished)),
-            Claim::Idle if Instant::now() >= deadline => return Ok(Json(ClaimResponse::Idle)),
+            Claim::Finished => return Ok(ClaimResponse::Finished),
+            Claim::Idle if Instant::now() >= deadline => return Ok(ClaimResponse::Idle),
             Claim::Idle => {}
         }
     }
@@ -196,12 +214,37 @@ async fn report(
     worker: WorkerAuth,
     State(state): State<AppState>,
     ApiJson(req): ApiJson<ReportRequest>,
-) -> Result<Response, ApiError> {
+) -> Result<Json<ReportResponse>, ApiError> {
     let plane = plane(&state)?;
+    Ok(Json(report_for(&state, &plane, worker.worker(), req).await?))
+}
+
+/// A report, then the slot's next claim (one round trip for a busy worker). The claim is
+/// checked before the report is taken; a stale report is 409 and claims nothing.
+async fn report_and_claim(
+    worker: WorkerAuth,
+    State(state): State<AppState>,
+    ApiJson(req): ApiJson<ReportAndClaimRequest>,
+) -> Result<Json<ReportAndClaimResponse>, ApiError> {
+    let plane = plane(&state)?;
+    check_claim(&req.claim)?;
+    let w = worker.worker();
+    let report = report_for(&state, &plane, w, req.report).await?;
+    let claim = claim_for(&state, &plane, w, &req.claim).await?;
+    Ok(Json(ReportAndClaimResponse { report, claim }))
+}
+
+/// How the work of the worker's lease ended: recorded, with its files placed.
+async fn report_for(
+    state: &AppState,
+    plane: &WorkPlane,
+    worker: &WorkerRecord,
+    req: ReportRequest,
+) -> Result<ReportResponse, ApiError> {
     if req.cost < arbiter_core::money::Usd::ZERO {
         return Err(invalid("cost: a cost is not negative"));
     }
-    let held = held(&plane, worker.worker(), &req.lease).await?;
+    let held = held(plane, worker, &req.lease).await?;
     let verdict_run = match &req.verdict {
         WireVerdict::Won { run_id, .. } => Some(run_id.as_str()),
         WireVerdict::Failed { run_id, .. } => run_id.as_deref(),
@@ -215,7 +258,7 @@ async fn report(
         let (run, prefix) = report_scope(&held, verdict_run).map_err(invalid)?;
         let workspace = plane.repositories.workspace_for(&held.plan).await.map_err(coordinator_error)?;
         let dir = workspace.run_dir(&run);
-        place_files(&state, &dir, &prefix, &req.files).await.map_err(invalid)?;
+        place_files(state, &dir, &prefix, &req.files).await.map_err(invalid)?;
         if let WireVerdict::Won { winner, .. } = &req.verdict {
             let file = run_path(&format!("candidates/{winner}/patch.diff")).map_err(invalid)?;
             let path = dir.join(file);
@@ -251,7 +294,7 @@ async fn report(
     match ReportResponse::new(reported) {
         Some(answer) => {
             state.metrics.completed(completion);
-            Ok(Json(answer).into_response())
+            Ok(answer)
         }
         None => Err(stale()),
     }
