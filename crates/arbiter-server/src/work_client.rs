@@ -336,16 +336,7 @@ impl Coordinator for HttpCoordinator {
         run_dir: Option<&Path>,
     ) -> Result<Reported, CoordinatorError> {
         let request = self.report_request(assignment, &verdict, cost, run_dir).await?;
-        // Worth retrying while the lease could still be alive (and a little past: the
-        // server records a late report's cost).
-        let deadline = tokio::time::Instant::now() + self.lease() * 2;
-        let answer: Result<ReportResponse, _> =
-            self.with_retries(Some(deadline), || self.post("api/v1/work/report", &request)).await;
-        match answer {
-            Ok(r) => Ok(r.into_reported()),
-            Err(ClientError::Api { status, .. }) if status == StatusCode::CONFLICT => Ok(Reported::Stale),
-            Err(e) => Err(coordinator_error(e)),
-        }
+        self.send_report(&request).await
     }
 
     async fn report_then_claim(
@@ -366,7 +357,7 @@ impl Coordinator for HttpCoordinator {
             match self.post::<_, ReportAndClaimResponse>("api/v1/work/report-and-claim", &request).await {
                 Ok(answer) => (answer.report.into_reported(), Some(answer.claim)),
                 Err(ClientError::Api { status, .. }) if status == StatusCode::CONFLICT => (Reported::Stale, None),
-                Err(e) if transient(&e) => (self.report(assignment, verdict, cost, run_dir).await?, None),
+                Err(e) if transient(&e) => (self.send_report(&request.report).await?, None),
                 Err(e) => return Err(coordinator_error(e)),
             };
         told(&reported);
@@ -375,6 +366,19 @@ impl Coordinator for HttpCoordinator {
 }
 
 impl HttpCoordinator {
+    /// Sends a report, retrying while the lease could still be alive (and a little past:
+    /// the server records a late report's cost).
+    async fn send_report(&self, request: &ReportRequest) -> Result<Reported, CoordinatorError> {
+        let deadline = tokio::time::Instant::now() + self.lease() * 2;
+        let answer: Result<ReportResponse, _> =
+            self.with_retries(Some(deadline), || self.post("api/v1/work/report", request)).await;
+        match answer {
+            Ok(r) => Ok(r.into_reported()),
+            Err(ClientError::Api { status, .. }) if status == StatusCode::CONFLICT => Ok(Reported::Stale),
+            Err(e) => Err(coordinator_error(e)),
+        }
+    }
+
     /// A report of the assignment's work, its files uploaded first.
     async fn report_request(
         &self,

@@ -245,6 +245,16 @@ pub struct PlanSummary {
     pub cancelled: bool,
 }
 
+impl PlanSummary {
+    /// Not cancelled, and some task is still to run (blocked, ready or running).
+    pub fn has_work_left(&self) -> bool {
+        !self.cancelled
+            && [TaskStatus::Blocked, TaskStatus::Ready, TaskStatus::Running]
+                .iter()
+                .any(|s| self.counts.get(s).is_some_and(|n| *n > 0))
+    }
+}
+
 /// How a re-import treats tasks that exist already.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

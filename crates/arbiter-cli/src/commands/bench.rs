@@ -192,18 +192,8 @@ async fn complete_and_claim(
 /// The benchmark's no-op workers wait for wake-ups as a worker without `--plan` does, ready
 /// to take any plan's work (and fail it): refused on a server whose plans have work to do.
 async fn refuse_a_busy_server(admin: &RemotePlanAdmin, server: &str) -> Result<(), CliError> {
-    use arbiter_core::plan::state::TaskStatus;
     let plans = admin.list().await.map_err(admin_error)?;
-    let busy: Vec<&str> = plans
-        .iter()
-        .filter(|p| !p.cancelled)
-        .filter(|p| {
-            [TaskStatus::Blocked, TaskStatus::Ready, TaskStatus::Running]
-                .iter()
-                .any(|s| p.counts.get(s).is_some_and(|n| *n > 0))
-        })
-        .map(|p| p.id.as_str())
-        .collect();
+    let busy: Vec<&str> = plans.iter().filter(|p| p.has_work_left()).map(|p| p.id.as_str()).collect();
     if busy.is_empty() {
         return Ok(());
     }

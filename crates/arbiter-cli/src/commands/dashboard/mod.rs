@@ -16,7 +16,6 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use arbiter_core::plan::state::TaskStatus;
 use arbiter_runner::plan_admin::PlanAdmin;
 use futures_util::StreamExt;
 use ratatui::crossterm::event::{Event, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
@@ -64,16 +63,7 @@ pub async fn dashboard(args: DashboardArgs<'_>) -> Result<u8, CliError> {
 /// The plan to show when none is named: the only one, else the one plan with work left.
 async fn default_plan(admin: &dyn PlanAdmin) -> Result<String, CliError> {
     let plans = admin.list().await?;
-    let open: Vec<&str> = plans
-        .iter()
-        .filter(|p| !p.cancelled)
-        .filter(|p| {
-            [TaskStatus::Blocked, TaskStatus::Ready, TaskStatus::Running]
-                .iter()
-                .any(|s| p.counts.get(s).is_some_and(|n| *n > 0))
-        })
-        .map(|p| p.id.as_str())
-        .collect();
+    let open: Vec<&str> = plans.iter().filter(|p| p.has_work_left()).map(|p| p.id.as_str()).collect();
     match (plans.as_slice(), open.as_slice()) {
         ([], _) => Err(CliError::usage("there is no plan to show: import one (`arbiter plan import FILE`)")),
         ([only], _) => Ok(only.id.clone()),
@@ -182,8 +172,10 @@ async fn run(
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
     // Locally new events are looked for twice a second; a control plane's stream says when.
-    let every = if stream.is_some() { Duration::from_secs(5) } else { Duration::from_millis(500) };
+    let (every, read_every) =
+        if stream.is_some() { (Duration::from_secs(5), 1) } else { (Duration::from_millis(500), 6) };
     let mut tick = tokio::time::interval(every);
+    let mut ticks: u64 = 0;
     loop {
         terminal.draw(|frame| view::draw(frame, &d, palette))?;
         let streamed = async {
@@ -203,7 +195,7 @@ async fn run(
                         Command::Quit => return Ok(0),
                         Command::Run(action) => {
                             d.message = Some(perform(admin, &d.plan_id, &action).await);
-                            refresh(admin, &mut d).await;
+                            refresh(admin, &mut d, true).await;
                         }
                         Command::Nothing => {}
                     }
@@ -218,22 +210,31 @@ async fn run(
                 if let Some(rx) = stream.as_mut() {
                     while rx.try_recv().is_ok() {}
                 }
-                refresh(admin, &mut d).await;
+                refresh(admin, &mut d, true).await;
             }
-            _ = tick.tick() => refresh(admin, &mut d).await,
+            // What changes without an event (a lease renewed, money charged) is read every
+            // few seconds.
+            _ = tick.tick() => {
+                ticks += 1;
+                refresh(admin, &mut d, ticks.is_multiple_of(read_every)).await;
+            }
             _ = terminate.recv() => return Ok(0),
             _ = hangup.recv() => return Ok(0),
         }
     }
 }
 
-/// Reads the events since the last ones and, when there are any (or every few ticks), the
-/// plan; a failure is shown, and the dashboard goes on.
-async fn refresh(admin: &dyn PlanAdmin, d: &mut Dashboard) {
+/// Reads the events since the last ones and, when there are any (or `always`), the plan; a
+/// failure is shown, and the dashboard goes on.
+async fn refresh(admin: &dyn PlanAdmin, d: &mut Dashboard, always: bool) {
     let plan = d.plan_id.clone();
-    match admin.events(&plan, d.last_event(), EVENT_PAGE).await {
+    let before = d.last_event();
+    match admin.events(&plan, before, EVENT_PAGE).await {
         Ok(events) => d.add_events(events),
         Err(e) => d.message = Some(format!("cannot read the plan's events: {e}")),
+    }
+    if !always && d.last_event() == before {
+        return;
     }
     match admin.view(&plan).await {
         Ok(details) => d.set_details(details),
