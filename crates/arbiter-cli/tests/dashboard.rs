@@ -116,6 +116,8 @@ fn the_dashboard_follows_a_running_plan_in_a_terminal() {
     assert!(first.contains("Watched plan") && first.contains("3 task(s)"), "{first}");
     assert!(first.contains("ready 1") && first.contains("blocked 2"), "{first}");
     assert!(first.contains("↑/k ↓/j move"), "the keys are in the footer:\n{first}");
+    // A → B → C, none finished: the whole chain is the critical path, marked in DEPTH.
+    assert!(first.contains("* the critical path") && first.contains("2*"), "{first}");
     assert!(first.contains("\\u{1b}]0;pwned"), "a title's control characters are shown escaped:\n{first}");
 
     // The plan runs in another process: A finishes, B is running, the rows change.

@@ -102,6 +102,55 @@ pub fn depths(edges: &Edges<'_>) -> BTreeMap<String, usize> {
     edges.iter().zip(depth).map(|((id, _), d)| (id.to_string(), d)).collect()
 }
 
+/// The critical path: the chain of dependencies with the greatest total `weight`, first task
+/// first (what bounds how soon the plan can finish when `weight` counts the work left: 1 for
+/// a task still to do, 0 for one done). Empty when every weight is 0; ties go to the chain
+/// found first in plan order. Cycles count as depth 0, as in [`depths`].
+pub fn critical_path(edges: &Edges<'_>, weight: impl Fn(&str) -> u64) -> Vec<String> {
+    let at = index(edges);
+    let order = order(edges);
+    // Best total of a chain ending at each task, and the dependency it came through.
+    let mut best: Vec<u64> = vec![0; edges.len()];
+    let mut through: Vec<Option<usize>> = vec![None; edges.len()];
+    let mut done = vec![false; edges.len()];
+    for id in &order {
+        let Some(&n) = at.get(id.as_str()) else { continue };
+        if done[n] {
+            continue;
+        }
+        done[n] = true;
+        let mut from: Option<usize> = None;
+        for dep in &edges[n].1 {
+            if let Some(&d) = at.get(dep)
+                && done[d]
+                && from.is_none_or(|f| best[d] > best[f])
+            {
+                from = Some(d);
+            }
+        }
+        best[n] = weight(edges[n].0) + from.map_or(0, |f| best[f]);
+        through[n] = from;
+    }
+    let Some(end) = (0..edges.len()).filter(|&n| best[n] > 0).fold(None, |top: Option<usize>, n| match top {
+        Some(t) if best[t] >= best[n] => Some(t),
+        _ => Some(n),
+    }) else {
+        return Vec::new();
+    };
+    let mut path = vec![edges[end].0.to_string()];
+    let mut at_node = end;
+    while let Some(prev) = through[at_node] {
+        // A dependency that adds nothing (done, and nothing undone before it) ends the path.
+        if best[prev] == 0 {
+            break;
+        }
+        path.push(edges[prev].0.to_string());
+        at_node = prev;
+    }
+    path.reverse();
+    path
+}
+
 /// Tasks in an order where every task comes after its dependencies: by depth, then plan
 /// order (cycles must be ruled out first).
 pub fn order(edges: &Edges<'_>) -> Vec<String> {
@@ -133,6 +182,24 @@ mod tests {
         let d = depths(&edges);
         assert_eq!((d["A"], d["B"], d["C"], d["D"]), (0, 1, 1, 2));
         assert_eq!(order(&edges), vec!["A", "B", "C", "D"]);
+    }
+
+    #[test]
+    fn the_critical_path_is_the_heaviest_chain_of_work_left() {
+        let edges: Vec<(&str, Vec<&str>)> = vec![
+            ("A", vec![]),
+            ("B", vec!["A"]),
+            ("C", vec!["A"]),
+            ("C2", vec!["C"]),
+            ("D", vec!["B", "C2"]),
+            ("E", vec![]),
+        ];
+        assert_eq!(critical_path(&edges, |_| 1), vec!["A", "C", "C2", "D"]);
+        // A done: the path starts at the first task with work left.
+        assert_eq!(critical_path(&edges, |id| u64::from(id != "A")), vec!["C", "C2", "D"]);
+        assert!(critical_path(&edges, |_| 0).is_empty());
+        let cycle: Vec<(&str, Vec<&str>)> = vec![("X", vec!["Y"]), ("Y", vec!["X"])];
+        assert!(critical_path(&cycle, |_| 1).len() <= 2);
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! plan as last read with the tail of its events. [`super::view`] draws it; the loop in
 //! [`super`] feeds it keys and what it reads.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use arbiter_core::plan::state::TaskStatus;
 use arbiter_runner::plan_admin::PlanDetails;
@@ -69,6 +69,8 @@ pub struct Row {
     pub title: String,
     pub status: TaskStatus,
     pub depth: usize,
+    /// On the critical path: the longest chain of tasks still to finish.
+    pub critical: bool,
     pub attempts: String,
     pub worker: String,
     pub cost: String,
@@ -94,6 +96,8 @@ pub struct Dashboard {
     pub source: String,
     pub details: Option<PlanDetails>,
     pub depths: BTreeMap<String, usize>,
+    /// The tasks on the critical path (the longest chain of work left).
+    pub critical: BTreeSet<String>,
     pub events: VecDeque<PlanEvent>,
     pub screen: Screen,
     pub selected: usize,
@@ -109,6 +113,7 @@ impl Dashboard {
             source: source.to_string(),
             details: None,
             depths: BTreeMap::new(),
+            critical: BTreeSet::new(),
             events: VecDeque::new(),
             screen: Screen::Plan,
             selected: 0,
@@ -127,6 +132,11 @@ impl Dashboard {
             .map(|t| (t.spec.id.as_str(), t.spec.dependencies.iter().map(String::as_str).collect()))
             .collect();
         self.depths = arbiter_core::plan::dag::depths(&edges);
+        let finished: BTreeSet<&str> =
+            details.view.tasks.iter().filter(|t| t.status.is_terminal()).map(|t| t.spec.id.as_str()).collect();
+        self.critical = arbiter_core::plan::dag::critical_path(&edges, |id| u64::from(!finished.contains(id)))
+            .into_iter()
+            .collect();
         self.details = Some(details);
         let rows = self.rows();
         self.selected =
@@ -168,6 +178,7 @@ impl Dashboard {
                 title: t.spec.title.clone(),
                 status: t.status,
                 depth: depth(t),
+                critical: self.critical.contains(&t.spec.id),
                 attempts: format!("{}/{}", t.attempts, t.max_attempts),
                 worker: if t.status == TaskStatus::Running {
                     t.lease_owner.clone().unwrap_or_default()

@@ -122,7 +122,7 @@ fn draw_plan(frame: &mut Frame, area: Rect, d: &Dashboard, palette: Palette) {
             TableRow::new(vec![
                 Cell::from(printable(&r.id)),
                 Cell::from(Span::styled(r.status.as_str(), palette.status(r.status))),
-                Cell::from(r.depth.to_string()),
+                Cell::from(if r.critical { format!("{}*", r.depth) } else { r.depth.to_string() }),
                 Cell::from(r.attempts.clone()),
                 Cell::from(r.cost.clone()),
                 Cell::from(printable(&r.title)),
@@ -140,7 +140,7 @@ fn draw_plan(frame: &mut Frame, area: Rect, d: &Dashboard, palette: Palette) {
     let table = Table::new(table_rows, widths)
         .header(TableRow::new(["TASK", "STATUS", "DEPTH", "TRIES", "COST", "TITLE"]).style(palette.bold()))
         .row_highlight_style(palette.selected())
-        .block(Block::bordered().title(" tasks "));
+        .block(Block::bordered().title(" tasks (* the critical path) "));
     let mut state = TableState::default().with_selected((!rows.is_empty()).then_some(d.selected));
     frame.render_stateful_widget(table, table_area, &mut state);
 
