@@ -74,10 +74,11 @@ fn same_cycle(a: &[String], b: &[String]) -> bool {
     a.len() == b.len() && (0..a.len()).any(|r| a.iter().cycle().skip(r).take(a.len()).eq(b.iter()))
 }
 
-/// Each task's depth: 0 without dependencies, else one more than its deepest dependency
-/// (tasks on or behind a cycle count as depth 0). Keyed by task id. Iterative (Kahn's
-/// algorithm), so a chain of any length is fine.
-pub fn depths(edges: &Edges<'_>) -> BTreeMap<String, usize> {
+/// The graph by position: each task's dependencies (positions in `edges`; dependencies
+/// naming no task left out), and the tasks in an order where each comes after its
+/// dependencies (Kahn's algorithm, iterative, so a chain of any length is fine). Tasks on or
+/// behind a cycle are not in that order.
+fn sorted(edges: &Edges<'_>) -> (Vec<Vec<usize>>, Vec<usize>) {
     let at = index(edges);
     let deps: Vec<Vec<usize>> =
         edges.iter().map(|(_, ds)| ds.iter().filter_map(|d| at.get(d).copied()).collect()).collect();
@@ -88,64 +89,55 @@ pub fn depths(edges: &Edges<'_>) -> BTreeMap<String, usize> {
         }
     }
     let mut waiting: Vec<usize> = deps.iter().map(Vec::len).collect();
-    let mut depth = vec![0usize; edges.len()];
     let mut ready: Vec<usize> = (0..edges.len()).filter(|&n| waiting[n] == 0).collect();
+    let mut order = Vec::with_capacity(edges.len());
     while let Some(n) = ready.pop() {
+        order.push(n);
         for &m in &dependents[n] {
-            depth[m] = depth[m].max(depth[n] + 1);
             waiting[m] -= 1;
             if waiting[m] == 0 {
                 ready.push(m);
             }
         }
     }
+    (deps, order)
+}
+
+/// Each task's depth: 0 without dependencies, else one more than its deepest dependency
+/// (tasks on or behind a cycle count as depth 0). Keyed by task id.
+pub fn depths(edges: &Edges<'_>) -> BTreeMap<String, usize> {
+    let (deps, order) = sorted(edges);
+    let mut depth = vec![0usize; edges.len()];
+    for n in order {
+        depth[n] = deps[n].iter().map(|&d| depth[d] + 1).max().unwrap_or(0);
+    }
     edges.iter().zip(depth).map(|((id, _), d)| (id.to_string(), d)).collect()
 }
 
 /// The critical path: the chain of dependencies with the greatest total `weight`, first task
 /// first (what bounds how soon the plan can finish when `weight` counts the work left: 1 for
-/// a task still to do, 0 for one done). Empty when every weight is 0; ties go to the chain
-/// found first in plan order. Cycles count as depth 0, as in [`depths`].
+/// a task still to do, 0 for one done). Empty when every weight is 0. Ties go to the first
+/// dependency listed, and to the chain ending first in plan order; tasks on or behind a
+/// cycle are on no path.
 pub fn critical_path(edges: &Edges<'_>, weight: impl Fn(&str) -> u64) -> Vec<String> {
-    let at = index(edges);
-    let order = order(edges);
-    // Best total of a chain ending at each task, and the dependency it came through.
+    let (deps, order) = sorted(edges);
+    // The heaviest chain ending at each task, and the dependency it comes through.
     let mut best: Vec<u64> = vec![0; edges.len()];
     let mut through: Vec<Option<usize>> = vec![None; edges.len()];
-    let mut done = vec![false; edges.len()];
-    for id in &order {
-        let Some(&n) = at.get(id.as_str()) else { continue };
-        if done[n] {
-            continue;
-        }
-        done[n] = true;
-        let mut from: Option<usize> = None;
-        for dep in &edges[n].1 {
-            if let Some(&d) = at.get(dep)
-                && done[d]
-                && from.is_none_or(|f| best[d] > best[f])
-            {
-                from = Some(d);
-            }
-        }
-        best[n] = weight(edges[n].0) + from.map_or(0, |f| best[f]);
-        through[n] = from;
+    for n in order {
+        // The first of the heaviest (`min_by_key` of the reverse keeps the first).
+        through[n] = deps[n].iter().copied().min_by_key(|&d| std::cmp::Reverse(best[d]));
+        best[n] = weight(edges[n].0) + through[n].map_or(0, |d| best[d]);
     }
-    let Some(end) = (0..edges.len()).filter(|&n| best[n] > 0).fold(None, |top: Option<usize>, n| match top {
-        Some(t) if best[t] >= best[n] => Some(t),
-        _ => Some(n),
-    }) else {
+    let Some(end) = (0..edges.len()).filter(|&n| best[n] > 0).min_by_key(|&n| std::cmp::Reverse(best[n])) else {
         return Vec::new();
     };
     let mut path = vec![edges[end].0.to_string()];
-    let mut at_node = end;
-    while let Some(prev) = through[at_node] {
-        // A dependency that adds nothing (done, and nothing undone before it) ends the path.
-        if best[prev] == 0 {
-            break;
-        }
+    let mut at = end;
+    // A dependency adding nothing (done, with nothing undone before it) ends the path.
+    while let Some(prev) = through[at].filter(|&p| best[p] > 0) {
         path.push(edges[prev].0.to_string());
-        at_node = prev;
+        at = prev;
     }
     path.reverse();
     path
