@@ -109,10 +109,11 @@ fn the_dashboard_follows_a_running_plan_in_a_terminal() {
 
     let bin = std::path::Path::new(ARBITER).display().to_string();
     let script = format!(
-        "{bin} dashboard --plan p; echo \"EXIT=$?\"; stty -a | tr ' ' '\\n' | grep -x -- '-\\?icanon'; sleep 60"
+        "{bin} dashboard --plan p; echo \"EXIT=$?\"; stty -a | tr ' ' '\\n' | grep -x -- '-\\?icanon'; echo STTY-CHECKED; sleep 60"
     );
     let Some(tmux) = Tmux::start(repo.path(), &script) else { return };
-    let first = tmux.wait_for("plan p");
+    // The footer is drawn last: once it shows, the whole first frame is on the pane.
+    let first = tmux.wait_for("↑/k ↓/j move");
     assert!(first.contains("Watched plan") && first.contains("3 task(s)"), "{first}");
     assert!(first.contains("ready 1") && first.contains("blocked 2"), "{first}");
     assert!(first.contains("↑/k ↓/j move"), "the keys are in the footer:\n{first}");
@@ -146,7 +147,9 @@ fn the_dashboard_follows_a_running_plan_in_a_terminal() {
 
     // `q` quits and gives the terminal back as it was (canonical mode, the shell's screen).
     tmux.keys(&["q"]);
-    let after = tmux.wait_for("EXIT=0");
+    // The mode is read after the exit: wait for its line, not only for the exit code.
+    let after = tmux.wait_for("STTY-CHECKED");
+    assert!(after.contains("EXIT=0"), "{after}");
     assert!(after.lines().any(|l| l.trim() == "icanon"), "the terminal is in canonical mode again:\n{after}");
     assert!(!after.contains("TASK"), "the alternate screen is gone:\n{after}");
 }
