@@ -129,7 +129,12 @@ DOCUMENTS = {
     "worker-list": ("`arbiter worker list --json`: the control plane's workers", {
         "workers": arr(obj({"name": S, "id": S, "runners": STRS, "backends": STRS, "slots": I,
                             "current_work": {"description": "what it holds, as its last heartbeat said"},
-                            "last_heartbeat": TIMEN, "registered_at": TIME, "revoked_at": TIMEN, "connected": B})),
+                            "last_heartbeat": TIMEN, "registered_at": TIME, "revoked_at": TIMEN, "revoked_by": S,
+                            "connected": B}, optional=("revoked_by",))),
+    }),
+    "token-list": ("`arbiter token list --json`: the named access tokens (never their values)", {
+        "tokens": arr(obj({"name": S, "role": {"enum": ["admin", "read-only"]}, "created_at": TIME,
+                           "last_used_at": TIMEN, "revoked_at": TIMEN})),
     }),
     "backend-list": ("`arbiter backend list --json`", {
         "backends": arr({"$ref": "#/$defs/backend"}),

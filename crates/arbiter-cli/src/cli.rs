@@ -36,6 +36,8 @@ impl Command {
             | Command::Apply(_)
             | Command::Plan(_)
             | Command::Dashboard { .. }
+            | Command::Ui { .. }
+            | Command::Token(_)
             | Command::Serve(_) => None,
             Command::Config(_) => Some("config"),
             Command::Backend(_) => Some("backend"),
@@ -150,6 +152,23 @@ pub enum Command {
         #[command(flatten)]
         remote: PlanServerArgs,
     },
+    /// The web dashboard of this machine on loopback: the local store's plans, the
+    /// repository's runs, live. Prints a one-time login link (and opens the browser when
+    /// there is one); Ctrl-C stops it. For many machines, `arbiter serve` serves the same
+    /// pages.
+    Ui {
+        /// The address to listen on (loopback only; port 0 picks a free one).
+        #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7979")]
+        bind: String,
+        /// Print the login link without opening a browser.
+        #[arg(long)]
+        no_open: bool,
+    },
+    /// Access tokens for the dashboard and the API: admin ones, or read-only ones that look
+    /// but never act. On a control plane with --server (admin token: ARBITER_TOKEN), else in
+    /// the local store.
+    #[command(subcommand)]
+    Token(TokenCommand),
     /// Shell completions for bash, zsh, fish, elvish or powershell, on stdout (e.g.
     /// `arbiter completions bash > ~/.local/share/bash-completion/completions/arbiter`).
     Completions {
@@ -163,6 +182,37 @@ pub enum Command {
         /// Write arbiter.1, arbiter-run.1, arbiter-plan-run.1, ... here instead.
         #[arg(long, value_name = "DIR")]
         dir: Option<PathBuf>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TokenCommand {
+    /// Mint a named token, written to --token-file (mode 0600) or printed once.
+    Create {
+        /// The token's name: who or what uses it (it names them in the event log).
+        name: String,
+        /// It may read every page and GET route, and change nothing.
+        #[arg(long)]
+        read_only: bool,
+        /// Write the token to this file (mode 0600; never overwritten) instead of stdout.
+        #[arg(long, value_name = "FILE")]
+        token_file: Option<PathBuf>,
+        #[command(flatten)]
+        remote: PlanServerArgs,
+    },
+    /// Every named token: role, state, when it was made and last used (never its value).
+    List {
+        /// Print one JSON value on stdout instead of text.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        remote: PlanServerArgs,
+    },
+    /// Revoke a token at once (its dashboard sessions end too).
+    Revoke {
+        name: String,
+        #[command(flatten)]
+        remote: PlanServerArgs,
     },
 }
 

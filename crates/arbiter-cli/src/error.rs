@@ -60,6 +60,9 @@ impl From<arbiter_store::StoreError> for CliError {
             | StoreError::ImportRefused { .. }
             | StoreError::NotAllowed { .. }
             | StoreError::LeasesHeld { .. }
+            | StoreError::NoToken { .. }
+            | StoreError::TokenExists { .. }
+            | StoreError::InvalidToken { .. }
             | StoreError::UnsupportedDatabase { .. } => CliError::usage(e),
             _ => CliError::environment(e),
         }

@@ -95,6 +95,8 @@ async fn dispatch(cli: Cli) -> Result<u8, CliError> {
             commands::dashboard::dashboard(commands::dashboard::DashboardArgs { plan: plan.as_deref(), repo, remote })
                 .await
         }
+        Command::Ui { bind, no_open } => commands::ui::ui(commands::ui::UiArgs { repo, bind, open: !*no_open }).await,
+        Command::Token(cmd) => commands::token::token(repo, cmd).await,
         Command::Completions { shell } => commands::reference::completions(*shell),
         Command::Man { dir } => commands::reference::man(dir.as_deref()),
         Command::Bench(crate::cli::BenchCommand::Queue { server, workers, tasks, wakeups, repository, json }) => {

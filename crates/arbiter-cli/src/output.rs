@@ -84,6 +84,35 @@ fn write_stdout(args: std::fmt::Arguments<'_>) {
     }
 }
 
+/// A table as text: the header, then each row, columns padded to their widest cell (the
+/// last column unpadded).
+pub fn columns(header: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for r in rows {
+        for (i, c) in r.iter().enumerate().take(widths.len()) {
+            widths[i] = widths[i].max(c.chars().count());
+        }
+    }
+    let line = |cells: &[&str]| -> String {
+        let mut s = String::new();
+        for (i, c) in cells.iter().enumerate() {
+            if i + 1 == cells.len() {
+                s.push_str(c);
+            } else {
+                let pad = widths.get(i).copied().unwrap_or(0).saturating_sub(c.chars().count());
+                s.push_str(c);
+                s.push_str(&" ".repeat(pad + 2));
+            }
+        }
+        s.trim_end().to_string() + "\n"
+    };
+    let mut out = line(header);
+    for r in rows {
+        out.push_str(&line(&r.iter().map(String::as_str).collect::<Vec<_>>()));
+    }
+    out
+}
+
 /// `text` with its control characters escaped (`\u{1b}`, `\n`): text that came from
 /// outside (a worker's report, an agent's reason) printed on one line can neither fake lines
 /// nor drive the terminal.

@@ -138,6 +138,44 @@ pub async fn tip(repo: &Git, branch: &str) -> Result<String, GitError> {
     repo.ref_target(&format!("refs/heads/{branch}")).await?.ok_or_else(|| GitError::UnknownRevision(branch.to_string()))
 }
 
+/// A commit on a plan's integration branch, as the dashboard lists it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BranchCommit {
+    pub commit: String,
+    pub subject: String,
+    /// Seconds since the epoch (the committer's time).
+    pub committed_at: i64,
+    /// The task whose winner it is (its `Arbiter-Task` trailer), when it is one.
+    pub task: Option<String>,
+    pub run: Option<String>,
+}
+
+/// The latest `limit` commits of `branch` that `base` does not have, newest first.
+pub async fn commits_since(repo: &Git, branch: &str, base: &str, limit: usize) -> Result<Vec<BranchCommit>, GitError> {
+    let format = format!(
+        "--format=%H%x1f%s%x1f%ct%x1f%(trailers:key={TASK_TRAILER},valueonly,separator=%x2c)%x1f%(trailers:key={RUN_TRAILER},valueonly,separator=%x2c)%x1e"
+    );
+    let range = format!("{base}..refs/heads/{branch}");
+    let out = repo.run(["log", "--no-color", &format!("--max-count={limit}"), &format, &range, "--"]).await?;
+    Ok(out
+        .text()
+        .split('\u{1e}')
+        .filter_map(|record| {
+            let mut f = record.trim_start_matches('\n').split('\u{1f}');
+            let commit = f.next()?.trim().to_string();
+            if commit.is_empty() {
+                return None;
+            }
+            let subject = f.next().unwrap_or_default().to_string();
+            let committed_at = f.next().and_then(|t| t.trim().parse().ok()).unwrap_or(0);
+            let named = |v: Option<&str>| v.map(str::trim).filter(|v| !v.is_empty()).map(str::to_string);
+            let task = named(f.next());
+            let run = named(f.next());
+            Some(BranchCommit { commit, subject, committed_at, task, run })
+        })
+        .collect())
+}
+
 /// The message of the commit of `task`'s winner.
 pub fn message(title: &str, plan: &str, task: &str, run: &str, candidate: &str) -> String {
     format!(

@@ -47,6 +47,7 @@ pub mod pool;
 pub mod preflight;
 pub mod process;
 pub mod repo_cache;
+pub mod run_record;
 pub mod rundir;
 pub mod runners;
 pub mod test_reports;

@@ -296,8 +296,10 @@ pub trait PlanAdmin: Send + Sync {
     /// Creates an empty plan; refused when it exists, or when its integration branch exists
     /// already.
     async fn create(&self, plan: &NewPlan) -> Result<(), AdminError>;
-    /// Sets the plan's budget (`None` removes the limit).
-    async fn set_budget(&self, plan: &str, limit: Option<Usd>) -> Result<Budget, AdminError>;
+    /// Sets the plan's budget (`None` removes the limit). `by` names who asks, in the event
+    /// the change writes (a control plane names its caller itself, from the token: a
+    /// client's `by` is not sent).
+    async fn set_budget(&self, plan: &str, limit: Option<Usd>, by: &str) -> Result<Budget, AdminError>;
     /// What [`reset`](PlanAdmin::reset) would do to the plan and its branch; refused (like
     /// the reset itself) when the branch is adopted, not the plan's, or checked out.
     async fn reset_preview(&self, plan: &str, keep_branch: bool) -> Result<ResetPreview, AdminError>;
@@ -305,10 +307,11 @@ pub trait PlanAdmin: Send + Sync {
     /// the integration branch back to where arbiter created it (unless `keep_branch`), the
     /// tasks' commits forgotten.
     async fn reset(&self, plan: &str, hard: bool, keep_branch: bool) -> Result<ResetOutcome, AdminError>;
-    /// Cancels every unfinished task; the number cancelled.
-    async fn cancel(&self, plan: &str) -> Result<usize, AdminError>;
-    /// Gives a failed, cancelled or skipped task new attempts; its status now.
-    async fn retry(&self, plan: &str, task: &str) -> Result<TaskStatus, AdminError>;
+    /// Cancels every unfinished task; the number cancelled. `by` as for a budget.
+    async fn cancel(&self, plan: &str, by: &str) -> Result<usize, AdminError>;
+    /// Gives a failed, cancelled or skipped task new attempts; its status now. `by` as for
+    /// a budget.
+    async fn retry(&self, plan: &str, task: &str, by: &str) -> Result<TaskStatus, AdminError>;
     /// Pushes the plan's integration branch to `remote` of its repository (never forced).
     async fn push(&self, plan: &str, remote: &str) -> Result<Pushed, AdminError>;
 }
@@ -495,11 +498,11 @@ impl PlanAdmin for LocalPlanAdmin {
         }
     }
 
-    async fn set_budget(&self, plan: &str, limit: Option<Usd>) -> Result<Budget, AdminError> {
+    async fn set_budget(&self, plan: &str, limit: Option<Usd>, by: &str) -> Result<Budget, AdminError> {
         if let Some(l) = limit.filter(|l| *l < Usd::ZERO) {
             return Err(AdminError::Invalid(format!("a budget cannot be negative ({l})")));
         }
-        Ok(self.plans.set_budget(plan, limit, self.now()).await?)
+        Ok(self.plans.set_budget(plan, limit, by, self.now()).await?)
     }
 
     async fn reset_preview(&self, plan: &str, keep_branch: bool) -> Result<ResetPreview, AdminError> {
@@ -534,12 +537,12 @@ impl PlanAdmin for LocalPlanAdmin {
         Ok(ResetOutcome { reset: n, branch })
     }
 
-    async fn cancel(&self, plan: &str) -> Result<usize, AdminError> {
-        Ok(self.plans.cancel_plan(plan, self.now()).await?)
+    async fn cancel(&self, plan: &str, by: &str) -> Result<usize, AdminError> {
+        Ok(self.plans.cancel_plan(plan, by, self.now()).await?)
     }
 
-    async fn retry(&self, plan: &str, task: &str) -> Result<TaskStatus, AdminError> {
-        Ok(self.plans.retry_task(plan, task, self.now()).await?)
+    async fn retry(&self, plan: &str, task: &str, by: &str) -> Result<TaskStatus, AdminError> {
+        Ok(self.plans.retry_task(plan, task, by, self.now()).await?)
     }
 
     async fn push(&self, plan: &str, remote: &str) -> Result<Pushed, AdminError> {

@@ -74,6 +74,9 @@ pub struct WorkerView {
     pub registered_at: String,
     /// RFC 3339 when revoked; `null` while its token is valid.
     pub revoked_at: Option<String>,
+    /// Who revoked it (`admin`, `token:NAME`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revoked_by: Option<String>,
     /// Seen within two lease lengths.
     pub connected: bool,
 }
@@ -90,6 +93,7 @@ impl WorkerView {
             last_heartbeat: w.last_seen_at.map(Timestamp::rfc3339),
             registered_at: w.registered_at.rfc3339(),
             revoked_at: w.revoked_at.map(Timestamp::rfc3339),
+            revoked_by: w.revoked_by.clone(),
             connected: w.seen_since(connected_since),
         }
     }
@@ -108,4 +112,55 @@ pub struct ArtifactStored {
     pub size: u64,
     /// `false`: the server had it already (200), `true`: stored now (201).
     pub created: bool,
+}
+
+/// `POST /api/v1/tokens`: a named access token.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TokenRequest {
+    pub name: String,
+    /// `admin` or `read-only`.
+    pub role: arbiter_store::tokens::Role,
+}
+
+/// The answer of `POST /api/v1/tokens`: the token, shown this once.
+#[derive(Clone, Serialize, Deserialize)]
+pub struct TokenCreated {
+    pub name: String,
+    pub role: arbiter_store::tokens::Role,
+    pub token: String,
+}
+
+impl std::fmt::Debug for TokenCreated {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TokenCreated").field("name", &self.name).field("role", &self.role).finish_non_exhaustive()
+    }
+}
+
+/// A named access token as listed (never its value).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenView {
+    pub name: String,
+    pub role: arbiter_store::tokens::Role,
+    pub created_at: String,
+    pub last_used_at: Option<String>,
+    pub revoked_at: Option<String>,
+}
+
+impl From<&arbiter_store::tokens::AccessTokenRecord> for TokenView {
+    fn from(t: &arbiter_store::tokens::AccessTokenRecord) -> Self {
+        TokenView {
+            name: t.name.clone(),
+            role: t.role,
+            created_at: t.created_at.rfc3339(),
+            last_used_at: t.last_used_at.map(Timestamp::rfc3339),
+            revoked_at: t.revoked_at.map(Timestamp::rfc3339),
+        }
+    }
+}
+
+/// `GET /api/v1/tokens`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenList {
+    pub tokens: Vec<TokenView>,
 }

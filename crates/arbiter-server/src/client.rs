@@ -21,7 +21,10 @@ use serde::de::DeserializeOwned;
 
 use arbiter_store::workers::Secret;
 
-use crate::api::{ErrorBody, RegisterRequest, WorkerCredentials, WorkerList, WorkerView};
+use crate::api::{
+    ErrorBody, RegisterRequest, TokenCreated, TokenList, TokenRequest, TokenView, WorkerCredentials, WorkerList,
+    WorkerView,
+};
 
 /// How to reach the server.
 #[derive(Clone, Debug, Default)]
@@ -193,6 +196,22 @@ impl Client {
     /// `POST /api/v1/workers/{name}/revoke` with the admin token.
     pub async fn revoke(&self, admin: &Secret, name: &str) -> Result<WorkerView, ClientError> {
         self.send_json::<(), _>(Method::POST, &format!("api/v1/workers/{}/revoke", segment(name)), admin, None).await
+    }
+
+    /// `POST /api/v1/tokens` with the admin token: a new access token, shown once.
+    pub async fn create_token(&self, admin: &Secret, request: &TokenRequest) -> Result<TokenCreated, ClientError> {
+        self.send_json(Method::POST, "api/v1/tokens", admin, Some(request)).await
+    }
+
+    /// `GET /api/v1/tokens` with the admin token.
+    pub async fn tokens(&self, admin: &Secret) -> Result<Vec<TokenView>, ClientError> {
+        let list: TokenList = self.send_json::<(), _>(Method::GET, "api/v1/tokens", admin, None).await?;
+        Ok(list.tokens)
+    }
+
+    /// `POST /api/v1/tokens/{name}/revoke` with the admin token.
+    pub async fn revoke_token(&self, admin: &Secret, name: &str) -> Result<TokenView, ClientError> {
+        self.send_json::<(), _>(Method::POST, &format!("api/v1/tokens/{}/revoke", segment(name)), admin, None).await
     }
 
     /// `POST /api/v1/workers/{name}/rotate` with the admin token: the new token.

@@ -82,15 +82,18 @@ impl IntoResponse for ApiError {
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
         match e {
-            StoreError::NoPlan { .. } | StoreError::NoTask { .. } | StoreError::NoWorker { .. } => {
-                ApiError::not_found(e.to_string())
+            StoreError::NoPlan { .. }
+            | StoreError::NoTask { .. }
+            | StoreError::NoWorker { .. }
+            | StoreError::NoToken { .. } => ApiError::not_found(e.to_string()),
+            StoreError::WorkerExists { .. } | StoreError::TokenExists { .. } => {
+                ApiError::new(StatusCode::CONFLICT, "name_taken", e.to_string())
             }
-            StoreError::WorkerExists { .. } => ApiError::new(StatusCode::CONFLICT, "name_taken", e.to_string()),
             StoreError::StaleLease { .. } => ApiError::new(StatusCode::CONFLICT, "stale_lease", e.to_string()),
             StoreError::NotAllowed { .. } | StoreError::LeasesHeld { .. } | StoreError::ImportRefused { .. } => {
                 ApiError::new(StatusCode::CONFLICT, "conflict", e.to_string())
             }
-            StoreError::InvalidWorker { .. } | StoreError::PlanInvalid { .. } => {
+            StoreError::InvalidWorker { .. } | StoreError::InvalidToken { .. } | StoreError::PlanInvalid { .. } => {
                 ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_request", e.to_string())
             }
             _ => ApiError::internal("the store", e),

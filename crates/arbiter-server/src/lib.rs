@@ -11,6 +11,7 @@
 //!   (stored only as its SHA-256 by the [`WorkerRegistry`](arbiter_store::workers::WorkerRegistry))
 //!   does a worker's work.
 //! - [`client`] is the HTTP client of workers and of `arbiter worker …`.
+//! - [`web`] is the dashboard: server-rendered pages, sessions, live updates, actions.
 //!
 //! See `docs/protocol.md` for every route, its auth, limits and errors.
 
@@ -27,6 +28,7 @@ pub mod plan_client;
 pub mod routes;
 pub mod serve;
 pub mod state;
+pub mod web;
 pub mod work;
 pub mod work_api;
 pub mod work_client;

@@ -104,7 +104,7 @@ impl PlanAdmin for RemotePlanAdmin {
         Ok(())
     }
 
-    async fn set_budget(&self, plan: &str, limit: Option<Usd>) -> Result<Budget, AdminError> {
+    async fn set_budget(&self, plan: &str, limit: Option<Usd>, _by: &str) -> Result<Budget, AdminError> {
         let path = format!("{}/budget", plan_path(plan)?);
         self.call(Method::POST, &path, Some(&BudgetRequest { limit_usd: limit })).await
     }
@@ -118,12 +118,12 @@ impl PlanAdmin for RemotePlanAdmin {
         self.call(Method::POST, &path, Some(&ResetRequest { hard, keep_branch })).await
     }
 
-    async fn cancel(&self, plan: &str) -> Result<usize, AdminError> {
+    async fn cancel(&self, plan: &str, _by: &str) -> Result<usize, AdminError> {
         let path = format!("{}/cancel", plan_path(plan)?);
         Ok(self.call::<(), Cancelled>(Method::POST, &path, None).await?.cancelled)
     }
 
-    async fn retry(&self, plan: &str, task: &str) -> Result<TaskStatus, AdminError> {
+    async fn retry(&self, plan: &str, task: &str, _by: &str) -> Result<TaskStatus, AdminError> {
         let path = format!("{}/retry", plan_path(plan)?);
         Ok(self.call::<_, Retried>(Method::POST, &path, Some(&RetryRequest { task: task.to_string() })).await?.status)
     }

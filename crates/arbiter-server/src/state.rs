@@ -11,9 +11,12 @@ use std::time::Duration;
 
 use arbiter_core::Clock;
 use arbiter_core::time::Timestamp;
+use arbiter_runner::coordinator::PlanRepositories;
 use arbiter_runner::plan_admin::PlanAdmin;
 use arbiter_store::Store;
 use arbiter_store::plans::PlanStore;
+use arbiter_store::tokens::{AccessTokenRecord, AccessTokens};
+use arbiter_store::units::UnitQueue;
 use arbiter_store::workers::{Secret, WorkerRegistry};
 use async_trait::async_trait;
 use sha2::{Digest, Sha256};
@@ -27,10 +30,14 @@ use crate::metrics::Metrics;
 pub struct AppState {
     /// The plan queue.
     pub plans: Arc<dyn PlanStore>,
+    /// The same queue's units of work (candidate attempts, evaluations), for the dashboard.
+    pub units: Arc<dyn UnitQueue>,
     /// The run index (runs, candidates, their events).
     pub runs: Arc<dyn Store>,
     /// Workers and their token hashes.
     pub registry: Arc<dyn WorkerRegistry>,
+    /// Named access tokens (admin and read-only) and their hashes.
+    pub access: Arc<dyn AccessTokens>,
     /// The bootstrap and admin tokens.
     pub tokens: Arc<Tokens>,
     /// Where the server keeps what it owns on disk (artifacts, the default repositories,
@@ -54,8 +61,19 @@ pub struct AppState {
     pub work: Option<Arc<crate::work::WorkPlane>>,
     /// Worker tokens recently found valid.
     pub worker_tokens: Arc<crate::auth::WorkerTokens>,
+    /// Access tokens recently found valid.
+    pub access_tokens: Arc<crate::auth::RecentTokens<AccessTokenRecord>>,
+    /// The dashboard's logged-in browsers.
+    pub sessions: Arc<crate::web::session::Sessions>,
     /// Plan administration (`/api/v1/plans…`); `None`: those routes answer 503.
     pub admin: Option<Arc<dyn PlanAdmin>>,
+    /// Where each plan's repository (and so its run directories) is, for the dashboard.
+    pub plan_repos: Option<Arc<dyn PlanRepositories>>,
+    /// The run directories of the local repository (`arbiter ui`): the dashboard lists its
+    /// runs too. `None` on a control plane.
+    pub local_runs: Option<PathBuf>,
+    /// Session cookies are marked `Secure` (the server speaks HTTPS).
+    pub secure_cookies: bool,
 }
 
 impl AppState {
@@ -64,13 +82,15 @@ impl AppState {
     /// lease, the system clock and repositories under `data_dir/repos`.
     pub fn new<S>(store: Arc<S>, tokens: Tokens, data_dir: impl Into<PathBuf>) -> Self
     where
-        S: PlanStore + Store + WorkerRegistry + 'static,
+        S: UnitQueue + Store + WorkerRegistry + AccessTokens + 'static,
     {
         let data_dir = data_dir.into();
         AppState {
             plans: store.clone(),
+            units: store.clone(),
             runs: store.clone(),
-            registry: store,
+            registry: store.clone(),
+            access: store,
             tokens: Arc::new(tokens),
             repos: Arc::new(DataDirRepos::new(data_dir.join("repos"))),
             data_dir: Arc::new(data_dir),
@@ -83,7 +103,12 @@ impl AppState {
             git: Arc::new(PathBuf::from("git")),
             work: None,
             worker_tokens: Arc::default(),
+            access_tokens: Arc::default(),
+            sessions: Arc::default(),
             admin: None,
+            plan_repos: None,
+            local_runs: None,
+            secure_cookies: false,
         }
     }
 
@@ -92,6 +117,7 @@ impl AppState {
     pub fn with_work(mut self, plane: Arc<crate::work::WorkPlane>) -> Self {
         self.repos =
             Arc::new(crate::work::PlanRepos { queue: plane.queue.clone(), repositories: plane.repositories.clone() });
+        self.plan_repos = Some(plane.repositories.clone());
         self.work = Some(plane);
         self
     }
@@ -99,6 +125,25 @@ impl AppState {
     /// Administers plans with `admin`.
     pub fn with_admin(mut self, admin: Arc<dyn PlanAdmin>) -> Self {
         self.admin = Some(admin);
+        self
+    }
+
+    /// Finds plans' repositories (their run directories, their integration branches) for
+    /// the dashboard with `repositories`, without handing out work (`arbiter ui`).
+    pub fn with_plan_repositories(mut self, repositories: Arc<dyn PlanRepositories>) -> Self {
+        self.plan_repos = Some(repositories);
+        self
+    }
+
+    /// The dashboard lists the runs of this local run directory too (`arbiter ui`).
+    pub fn with_local_runs(mut self, runs_dir: PathBuf) -> Self {
+        self.local_runs = Some(runs_dir);
+        self
+    }
+
+    /// Marks session cookies `Secure` (an HTTPS server).
+    pub fn with_secure_cookies(mut self, secure: bool) -> Self {
+        self.secure_cookies = secure;
         self
     }
 

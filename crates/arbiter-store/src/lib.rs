@@ -19,6 +19,7 @@ pub mod postgres;
 mod rows;
 pub mod sql;
 pub mod sqlite;
+pub mod tokens;
 mod unit_impl;
 pub mod units;
 pub mod workers;
@@ -103,6 +104,14 @@ pub enum StoreError {
     WorkerExists { name: String },
     #[error("{reason}")]
     InvalidWorker { reason: String },
+    #[error("no access token named '{name}'; `arbiter token list` shows the tokens")]
+    NoToken { name: String },
+    #[error(
+        "an access token named '{name}' exists already (names stay taken after a revocation: the event log names who acted); choose another name"
+    )]
+    TokenExists { name: String },
+    #[error("{reason}")]
+    InvalidToken { reason: String },
     #[error("the operating system's random number generator failed: {0}")]
     Random(String),
 }

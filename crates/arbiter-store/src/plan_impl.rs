@@ -588,6 +588,7 @@ macro_rules! plan_store_impl {
                     plan: &str,
                     mut b: Budget,
                     limit: Option<Usd>,
+                    by: Option<&str>,
                     now: Timestamp,
                 ) -> Result<Budget, StoreError> {
                     let (before, was_crossed) = (b.limit, b.crossed);
@@ -598,7 +599,12 @@ macro_rules! plan_store_impl {
                         plan,
                         None,
                         None,
-                        PlanEntry::BudgetChanged { from: before, to: limit, spent: b.spent },
+                        PlanEntry::BudgetChanged {
+                            from: before,
+                            to: limit,
+                            spent: b.spent,
+                            by: by.map(str::to_string),
+                        },
                         now,
                     )
                     .await?;
@@ -1185,7 +1191,7 @@ macro_rules! plan_store_impl {
                     }
                     // (The header with the new limit is stored just above.)
                     if let Some(locked) = locked.filter(|l| l.budget.limit != limit) {
-                        Self::set_limit_tx(&mut tx, &spec.id, locked.budget, limit, now).await?;
+                        Self::set_limit_tx(&mut tx, &spec.id, locked.budget, limit, None, now).await?;
                     }
                     // A gate judges what this import adds or changes, not what was there.
                     let judged: BTreeSet<String> = report.added.iter().chain(&report.updated).cloned().collect();
@@ -1303,15 +1309,52 @@ macro_rules! plan_store_impl {
                     rows.iter().map(decode::event).collect()
                 }
 
+                async fn all_events_after(&self, after: i64, limit: u32) -> Result<Vec<PlanEvent>, StoreError> {
+                    let rows = sqlx::query(q::SELECT_ALL_EVENTS_AFTER)
+                        .bind(after)
+                        .bind(i64::from(limit))
+                        .fetch_all(&self.pool)
+                        .await?;
+                    rows.iter().map(decode::event).collect()
+                }
+
+                async fn recent_events(
+                    &self,
+                    plan_id: Option<&str>,
+                    before: Option<i64>,
+                    limit: u32,
+                ) -> Result<Vec<PlanEvent>, StoreError> {
+                    let before = before.unwrap_or(i64::MAX);
+                    let rows = match plan_id {
+                        Some(plan) => {
+                            sqlx::query(q::SELECT_RECENT_EVENTS)
+                                .bind(plan)
+                                .bind(before)
+                                .bind(i64::from(limit))
+                                .fetch_all(&self.pool)
+                                .await?
+                        }
+                        None => {
+                            sqlx::query(q::SELECT_ALL_RECENT_EVENTS)
+                                .bind(before)
+                                .bind(i64::from(limit))
+                                .fetch_all(&self.pool)
+                                .await?
+                        }
+                    };
+                    rows.iter().map(decode::event).collect()
+                }
+
                 async fn set_budget(
                     &self,
                     plan_id: &str,
                     limit: Option<Usd>,
+                    by: &str,
                     now: Timestamp,
                 ) -> Result<Budget, StoreError> {
                     let mut tx = self.write_tx().await?;
                     let locked = Self::lock_plan_tx(&mut tx, plan_id).await?;
-                    let b = Self::set_limit_tx(&mut tx, plan_id, locked.budget, limit, now).await?;
+                    let b = Self::set_limit_tx(&mut tx, plan_id, locked.budget, limit, Some(by), now).await?;
                     // The header states the budget too (`plan export` writes it).
                     let row = sqlx::query(q::SELECT_PLAN).bind(plan_id).fetch_one(&mut *tx).await?;
                     let mut header = decode::plan(&row)?.header;
@@ -1485,7 +1528,7 @@ macro_rules! plan_store_impl {
                     Ok(reclaimed)
                 }
 
-                async fn cancel_plan(&self, plan_id: &str, now: Timestamp) -> Result<usize, StoreError> {
+                async fn cancel_plan(&self, plan_id: &str, by: &str, now: Timestamp) -> Result<usize, StoreError> {
                     let mut tx = self.write_tx().await?;
                     Self::lock_plan_tx(&mut tx, plan_id).await?;
                     Self::lock_tx(&mut tx, <$store as PlanDialect>::LOCK_TASKS, plan_id, None).await?;
@@ -1502,8 +1545,8 @@ macro_rules! plan_store_impl {
                     for id in &ids {
                         Self::event_tx(&mut tx, plan_id, Some(id), None, TaskEntry::TaskCancelled {}, now).await?;
                     }
-                    Self::event_tx(&mut tx, plan_id, None, None, PlanEntry::PlanCancelled { tasks: ids.clone() }, now)
-                        .await?;
+                    let cancelled = PlanEntry::PlanCancelled { tasks: ids.clone(), by: Some(by.to_string()) };
+                    Self::event_tx(&mut tx, plan_id, None, None, cancelled, now).await?;
                     tx.commit().await?;
                     self.notify_work(plan_id).await;
                     Ok(ids.len())
@@ -1513,6 +1556,7 @@ macro_rules! plan_store_impl {
                     &self,
                     plan_id: &str,
                     task_id: &str,
+                    by: &str,
                     now: Timestamp,
                 ) -> Result<TaskStatus, StoreError> {
                     let mut tx = self.write_tx().await?;
@@ -1551,7 +1595,7 @@ macro_rules! plan_store_impl {
                         plan_id,
                         Some(task_id),
                         None,
-                        TaskEntry::TaskRetried { from, status },
+                        TaskEntry::TaskRetried { from, status, by: Some(by.to_string()) },
                         now,
                     )
                     .await?;

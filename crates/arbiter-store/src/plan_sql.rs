@@ -153,6 +153,15 @@ pub const INSERT_EVENT: &str =
 pub const SELECT_EVENTS_AFTER: &str = "SELECT id, plan_id, task_id, attempt, kind, at, data FROM plan_events
      WHERE plan_id = $1 AND id > $2 ORDER BY id LIMIT $3";
 
+pub const SELECT_ALL_EVENTS_AFTER: &str = "SELECT id, plan_id, task_id, attempt, kind, at, data FROM plan_events
+     WHERE id > $1 ORDER BY id LIMIT $2";
+
+pub const SELECT_RECENT_EVENTS: &str = "SELECT id, plan_id, task_id, attempt, kind, at, data FROM plan_events
+     WHERE plan_id = $1 AND id < $2 ORDER BY id DESC LIMIT $3";
+
+pub const SELECT_ALL_RECENT_EVENTS: &str = "SELECT id, plan_id, task_id, attempt, kind, at, data FROM plan_events
+     WHERE id < $1 ORDER BY id DESC LIMIT $2";
+
 pub const SELECT_EVENTS: &str =
     "SELECT id, plan_id, task_id, attempt, kind, at, data FROM plan_events WHERE plan_id = $1 ORDER BY id";
 

@@ -450,8 +450,26 @@ pub trait PlanStore: Send + Sync {
         events.truncate(limit as usize);
         Ok(events)
     }
+    /// Every plan's events after the event `after`, oldest first, at most `limit`: a stream
+    /// of the whole store (the dashboard's plans page).
+    async fn all_events_after(&self, after: i64, limit: u32) -> Result<Vec<PlanEvent>, StoreError>;
+    /// The latest events before the event `before` (`None`: the newest), newest first, at
+    /// most `limit`, of one plan or (`plan_id` `None`) of all.
+    async fn recent_events(
+        &self,
+        plan_id: Option<&str>,
+        before: Option<i64>,
+        limit: u32,
+    ) -> Result<Vec<PlanEvent>, StoreError>;
     /// Sets (or removes) the budget; a limit above what was spent makes claims possible again.
-    async fn set_budget(&self, plan_id: &str, limit: Option<Usd>, now: Timestamp) -> Result<Budget, StoreError>;
+    /// `by` names who asked (recorded in the `budget_changed` event).
+    async fn set_budget(
+        &self,
+        plan_id: &str,
+        limit: Option<Usd>,
+        by: &str,
+        now: Timestamp,
+    ) -> Result<Budget, StoreError>;
     /// Takes the best ready task of the plan under a lease of `lease` from `now`.
     async fn claim(
         &self,
@@ -492,9 +510,16 @@ pub trait PlanStore: Send + Sync {
         reason: &str,
         now: Timestamp,
     ) -> Result<Vec<Reclaimed>, StoreError>;
-    async fn cancel_plan(&self, plan_id: &str, now: Timestamp) -> Result<usize, StoreError>;
-    /// Gives a failed, cancelled or skipped task new attempts.
-    async fn retry_task(&self, plan_id: &str, task_id: &str, now: Timestamp) -> Result<TaskStatus, StoreError>;
+    /// Cancels the plan; `by` names who asked (recorded in the `plan_cancelled` event).
+    async fn cancel_plan(&self, plan_id: &str, by: &str, now: Timestamp) -> Result<usize, StoreError>;
+    /// Gives a failed, cancelled or skipped task new attempts; `by` names who asked.
+    async fn retry_task(
+        &self,
+        plan_id: &str,
+        task_id: &str,
+        by: &str,
+        now: Timestamp,
+    ) -> Result<TaskStatus, StoreError>;
     /// Every task back to how it was imported (statuses the import or a gate gave stay);
     /// `hard` also forgets attempts and spending, a soft reset keeps both (and the attempt
     /// counters restart). Events stay; `branch` (what the reset does to the integration

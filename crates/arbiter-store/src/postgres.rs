@@ -253,6 +253,7 @@ const FINISH_FAST: &str =
 
 crate::store_impl!(PgStore);
 crate::worker_registry_impl!(PgStore);
+crate::access_tokens_impl!(PgStore);
 crate::plan_store_impl!(PgStore, sqlx::Postgres);
 crate::unit_queue_impl!(PgStore, sqlx::Postgres);
 

@@ -214,6 +214,7 @@ impl PlanDialect for SqliteStore {
 
 crate::store_impl!(SqliteStore);
 crate::worker_registry_impl!(SqliteStore);
+crate::access_tokens_impl!(SqliteStore);
 crate::plan_store_impl!(SqliteStore, sqlx::Sqlite);
 crate::unit_queue_impl!(SqliteStore, sqlx::Sqlite);
 

@@ -108,6 +108,9 @@ pub struct WorkerRecord {
     pub current_work: serde_json::Value,
     /// Revoked workers have no token: every request they make gets 401.
     pub revoked_at: Option<Timestamp>,
+    /// Who revoked it (`admin`, `token:NAME`), when it is revoked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revoked_by: Option<String>,
 }
 
 impl WorkerRecord {
@@ -152,9 +155,9 @@ pub trait WorkerRegistry: Send + Sync {
     async fn worker(&self, name: &str) -> Result<Option<WorkerRecord>, StoreError>;
     /// Every worker (revoked ones too), by name.
     async fn workers(&self) -> Result<Vec<WorkerRecord>, StoreError>;
-    /// Revokes a worker's token ([`StoreError::NoWorker`] for an unknown name). Revoking
-    /// twice keeps the first time.
-    async fn revoke(&self, name: &str, now: Timestamp) -> Result<WorkerRecord, StoreError>;
+    /// Revokes a worker's token ([`StoreError::NoWorker`] for an unknown name), recording
+    /// who did it (`by`). Revoking twice keeps the first time and author.
+    async fn revoke(&self, name: &str, by: &str, now: Timestamp) -> Result<WorkerRecord, StoreError>;
     /// Replaces a worker's token (a revoked worker is live again with the new one).
     async fn rotate(&self, name: &str, now: Timestamp) -> Result<Registered, StoreError>;
     /// A round trip to the database (readiness).
@@ -177,10 +180,10 @@ pub(crate) const INSERT: &str = "INSERT INTO workers (id, name, token_hash, runn
      VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (name) DO NOTHING RETURNING id";
 
 pub(crate) const REREGISTER: &str = "UPDATE workers SET token_hash = $2, runners = $3, backends = $4, slots = $5,
-     registered_at = $6, revoked_at = NULL, current_work = 'null', version = version + 1 WHERE name = $1 RETURNING id";
+     registered_at = $6, revoked_at = NULL, revoked_by = NULL, current_work = 'null', version = version + 1 WHERE name = $1 RETURNING id";
 
 pub(crate) const AUTHENTICATE: &str =
-    "SELECT id, name, runners, backends, slots, registered_at, last_seen_at, current_work, revoked_at
+    "SELECT id, name, runners, backends, slots, registered_at, last_seen_at, current_work, revoked_at, revoked_by
      FROM workers WHERE token_hash = $1 AND revoked_at IS NULL";
 
 pub(crate) const TOUCH: &str = "UPDATE workers SET last_seen_at = $2, current_work = $3,
@@ -189,18 +192,18 @@ pub(crate) const TOUCH: &str = "UPDATE workers SET last_seen_at = $2, current_wo
      WHERE id = $1 AND token_hash IS NOT NULL AND revoked_at IS NULL";
 
 pub(crate) const BY_NAME: &str =
-    "SELECT id, name, runners, backends, slots, registered_at, last_seen_at, current_work, revoked_at
+    "SELECT id, name, runners, backends, slots, registered_at, last_seen_at, current_work, revoked_at, revoked_by
      FROM workers WHERE name = $1";
 
 pub(crate) const ALL: &str =
-    "SELECT id, name, runners, backends, slots, registered_at, last_seen_at, current_work, revoked_at
+    "SELECT id, name, runners, backends, slots, registered_at, last_seen_at, current_work, revoked_at, revoked_by
      FROM workers ORDER BY name";
 
 pub(crate) const REVOKE: &str = "UPDATE workers SET token_hash = NULL, revoked_at = COALESCE(revoked_at, $2),
-     version = version + 1 WHERE name = $1";
+     revoked_by = CASE WHEN revoked_at IS NULL THEN $3 ELSE revoked_by END, version = version + 1 WHERE name = $1";
 
 pub(crate) const ROTATE: &str =
-    "UPDATE workers SET token_hash = $2, revoked_at = NULL, version = version + 1 WHERE name = $1";
+    "UPDATE workers SET token_hash = $2, revoked_at = NULL, revoked_by = NULL, version = version + 1 WHERE name = $1";
 
 /// Decodes a `workers` row.
 pub(crate) fn record<R>(row: &R) -> Result<WorkerRecord, StoreError>
@@ -229,6 +232,7 @@ where
         last_seen_at: get::<_, Option<i64>>(row, "last_seen_at")?.map(Timestamp),
         current_work: json("workers.current_work", get(row, "current_work")?)?,
         revoked_at: get::<_, Option<i64>>(row, "revoked_at")?.map(Timestamp),
+        revoked_by: get(row, "revoked_by")?,
     })
 }
 
@@ -336,9 +340,11 @@ macro_rules! worker_registry_impl {
             async fn revoke(
                 &self,
                 name: &str,
+                by: &str,
                 now: arbiter_core::time::Timestamp,
             ) -> Result<$crate::workers::WorkerRecord, $crate::StoreError> {
-                let done = sqlx::query($crate::workers::REVOKE).bind(name).bind(now.0).execute(&self.pool).await?;
+                let done =
+                    sqlx::query($crate::workers::REVOKE).bind(name).bind(now.0).bind(by).execute(&self.pool).await?;
                 if done.rows_affected() == 0 {
                     return Err($crate::StoreError::NoWorker { name: name.to_string() });
                 }

@@ -351,7 +351,7 @@ async fn budget_reservations(store: Arc<dyn PlanStore>) {
     assert_eq!((view.plan.budget.spent, view.plan.budget.reserved), (usd("1"), Usd::ZERO));
     assert!(idle(claim(&*store, "w", t(3)).await).budget_exhausted);
     assert_eq!(store.events("p").await.unwrap().iter().filter(|e| e.kind == "budget_exceeded").count(), 1);
-    let b = store.set_budget("p", Some(usd("1.5")), t(4)).await.unwrap();
+    let b = store.set_budget("p", Some(usd("1.5")), "admin", t(4)).await.unwrap();
     assert!(!b.exhausted());
     let c = claimed(claim(&*store, "w", t(5)).await);
     assert_eq!(c.lease.reserved, usd("0.4"));
@@ -387,8 +387,8 @@ async fn retries(store: Arc<dyn PlanStore>) {
     assert_eq!(view.plan.budget.spent, usd("0.2"));
     assert!(idle(claim(&*store, "w", t(17)).await).finished());
     // Retry gives it new attempts; a task that is not finished cannot be retried.
-    assert!(matches!(store.retry_task("p", "B", t(18)).await, Err(StoreError::NotAllowed { .. })));
-    assert_eq!(store.retry_task("p", "A", t(18)).await.unwrap(), TaskStatus::Ready);
+    assert!(matches!(store.retry_task("p", "B", "admin", t(18)).await, Err(StoreError::NotAllowed { .. })));
+    assert_eq!(store.retry_task("p", "A", "admin", t(18)).await.unwrap(), TaskStatus::Ready);
     let a3 = claimed(claim(&*store, "w", t(19)).await);
     assert_eq!(a3.lease.attempt, 1);
     let now_retry = AttemptResult::Failed { reason: "conflict".into(), retry: Retry::Now, run_id: None };
@@ -405,7 +405,7 @@ async fn cancel_and_reset(store: Arc<dyn PlanStore>) {
     .await
     .unwrap();
     let a = claimed(claim(&*store, "w", t(0)).await);
-    assert_eq!(store.cancel_plan("p", t(1)).await.unwrap(), 2);
+    assert_eq!(store.cancel_plan("p", "admin", t(1)).await.unwrap(), 2);
     assert!(matches!(store.finish(&a.lease, success(), usd("1"), t(2)).await, Err(StoreError::StaleLease { .. })));
     let i = idle(claim(&*store, "w", t(3)).await);
     assert!(i.cancelled && i.finished());
@@ -485,7 +485,7 @@ async fn reset_keeps_imported_statuses(store: Arc<dyn PlanStore>) {
 async fn budget_changes(store: Arc<dyn PlanStore>) {
     let plain = plan_with("", &task("A", &[]));
     import(&*store, &plain, ImportMode::Add).await.unwrap();
-    store.set_budget("p", Some(usd("2")), t(1)).await.unwrap();
+    store.set_budget("p", Some(usd("2")), "admin", t(1)).await.unwrap();
     for mode in [ImportMode::Add, ImportMode::Update] {
         import(&*store, &plain, mode).await.unwrap();
         let view = store.plan("p").await.unwrap().unwrap();
@@ -498,9 +498,9 @@ async fn budget_changes(store: Arc<dyn PlanStore>) {
 
     let a = claimed(claim(&*store, "w", t(2)).await);
     store.finish(&a.lease, success(), usd("1"), t(3)).await.unwrap();
-    let b = store.set_budget("p", Some(usd("0.5")), t(4)).await.unwrap();
+    let b = store.set_budget("p", Some(usd("0.5")), "admin", t(4)).await.unwrap();
     assert!(b.exhausted() && b.crossed);
-    store.set_budget("p", Some(usd("0.4")), t(5)).await.unwrap();
+    store.set_budget("p", Some(usd("0.4")), "admin", t(5)).await.unwrap();
     let exceeded: Vec<PlanEvent> =
         store.events("p").await.unwrap().into_iter().filter(|e| e.kind == "budget_exceeded").collect();
     assert_eq!(exceeded.len(), 1, "{exceeded:?}");
@@ -623,7 +623,7 @@ async fn concurrent_reports_share_dependents(store: Arc<dyn PlanStore>) {
         }));
     }
     let canceller = store.clone();
-    joins.push(tokio::spawn(async move { canceller.cancel_plan("cancelled", t(2)).await.map(|_| ()) }));
+    joins.push(tokio::spawn(async move { canceller.cancel_plan("cancelled", "admin", t(2)).await.map(|_| ()) }));
     for j in joins {
         j.await.unwrap().unwrap();
     }
@@ -735,7 +735,7 @@ async fn wake_up(store: Arc<dyn PlanStore>, other: Arc<dyn PlanStore>) {
         tokio::time::sleep(Duration::from_millis(20)).await;
         let failed = AttemptResult::Failed { reason: "x".into(), retry: Retry::Now, run_id: None };
         if other.finish(&a.lease, failed, Usd::ZERO, t(1)).await.is_err() {
-            other.set_budget("p", None, t(1)).await.unwrap();
+            other.set_budget("p", None, "admin", t(1)).await.unwrap();
         }
     }
     assert_eq!(waiter.await.unwrap(), Wake::Notified);
@@ -786,7 +786,7 @@ async fn claimable_plans(store: Arc<dyn PlanStore>) {
     import(&*store, &with_id("empty", ""), ImportMode::Add).await.unwrap();
     let finished = claimed(store.claim("done", "w", LEASE, t(1)).await.unwrap());
     store.finish(&finished.lease, success(), Usd::ZERO, t(2)).await.unwrap();
-    store.cancel_plan("gone", t(3)).await.unwrap();
+    store.cancel_plan("gone", "admin", t(3)).await.unwrap();
     assert_eq!(store.claimable_plans().await.unwrap(), ["ready"]);
     let running = claimed(store.claim("ready", "w", LEASE, t(4)).await.unwrap());
     assert_eq!(store.claimable_plans().await.unwrap(), ["ready"], "a running task's units may be ready");

@@ -220,7 +220,7 @@ async fn releases(store: Arc<dyn UnitQueue>) {
     assert!(units.iter().all(|u| u.tries == 0), "releases do not count: {units:?}");
     // The starting worker's lease went to the units: releasing it takes nothing back.
     assert!(store.release_workers("p", &["starter".to_string()], "gone", t(5)).await.unwrap().is_empty());
-    store.cancel_plan("p", t(6)).await.unwrap();
+    store.cancel_plan("p", "admin", t(6)).await.unwrap();
     assert!(claim_unit(&*store, "w3", &all, t(7)).await.is_none(), "a cancelled plan's units are not claimed");
     let stale = store.start_units(&a.lease, "run-x", "base-sha", &two_candidates(), t(8)).await;
     assert!(matches!(stale, Err(StoreError::StaleLease { .. })), "{stale:?}");

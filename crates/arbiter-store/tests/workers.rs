@@ -81,18 +81,20 @@ async fn revoke_and_rotate(reg: Arc<dyn WorkerRegistry>) {
     let a = reg.register(&registration("alpha", false), t(0)).await.unwrap();
     let b = reg.register(&registration("beta", false), t(0)).await.unwrap();
 
-    let revoked = reg.revoke("alpha", t(5)).await.unwrap();
+    let revoked = reg.revoke("alpha", "admin", t(5)).await.unwrap();
     assert_eq!(revoked.revoked_at, Some(t(5)));
+    assert_eq!(revoked.revoked_by.as_deref(), Some("admin"), "a revocation names who did it");
     assert!(reg.authenticate(a.token.expose()).await.unwrap().is_none());
     assert!(!reg.touch(&a.worker.id, None, &json!(null), t(6)).await.unwrap());
     // Revoking again keeps the first time.
-    assert_eq!(reg.revoke("alpha", t(7)).await.unwrap().revoked_at, Some(t(5)));
+    let again = reg.revoke("alpha", "token:bob", t(7)).await.unwrap();
+    assert_eq!((again.revoked_at, again.revoked_by.as_deref()), (Some(t(5)), Some("admin")));
     // The other worker is untouched.
     assert!(reg.authenticate(b.token.expose()).await.unwrap().is_some());
 
     let rotated = reg.rotate("alpha", t(8)).await.unwrap();
     assert_ne!(rotated.token, a.token);
-    assert_eq!(rotated.worker.revoked_at, None);
+    assert_eq!((rotated.worker.revoked_at, rotated.worker.revoked_by.as_deref()), (None, None));
     assert!(reg.authenticate(a.token.expose()).await.unwrap().is_none());
     assert_eq!(reg.authenticate(rotated.token.expose()).await.unwrap().unwrap().id, a.worker.id);
 
@@ -100,7 +102,7 @@ async fn revoke_and_rotate(reg: Arc<dyn WorkerRegistry>) {
     assert!(reg.authenticate(b.token.expose()).await.unwrap().is_none(), "rotation kills the old token");
     assert!(reg.authenticate(rotated_b.token.expose()).await.unwrap().is_some());
 
-    assert!(matches!(reg.revoke("nobody", t(9)).await, Err(StoreError::NoWorker { .. })));
+    assert!(matches!(reg.revoke("nobody", "admin", t(9)).await, Err(StoreError::NoWorker { .. })));
     assert!(matches!(reg.rotate("nobody", t(9)).await, Err(StoreError::NoWorker { .. })));
     assert!(reg.worker("nobody").await.unwrap().is_none());
 }

@@ -291,7 +291,7 @@ pub async fn queue(b: QueueBench<'_>) -> Result<u8, CliError> {
     // one task at a time into an empty plan.
     // The drained plan is done with: cancelled, it is no longer among the plans a waiting
     // worker's claim looks at.
-    let _ = admin.cancel(&plan).await;
+    let _ = admin.cancel(&plan, "bench").await;
     let wake_plan = format!("bench-{run}-wake");
     import(&admin, &wake_plan, &repo, &[]).await?;
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Instant>();
@@ -344,7 +344,7 @@ pub async fn queue(b: QueueBench<'_>) -> Result<u8, CliError> {
         .collect();
     server_wakes.sort();
 
-    let _ = admin.cancel(&wake_plan).await;
+    let _ = admin.cancel(&wake_plan, "bench").await;
     for name in &names {
         let _ = client.revoke(&admin_token, name).await;
     }

@@ -17,4 +17,6 @@ pub mod run;
 pub mod runners;
 pub mod runs;
 pub mod serve;
+pub mod token;
+pub mod ui;
 pub mod worker;

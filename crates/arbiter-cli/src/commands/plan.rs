@@ -137,7 +137,7 @@ fn local_admin(ctx: &RepoContext, plans: Arc<dyn UnitQueue>) -> Arc<dyn PlanAdmi
 
 /// Plans' repositories as a local command sees them: a path, a clone of a URL kept under
 /// `.arbiter/plans/<id>/repo`, or (naming none) the repository the command runs in.
-fn repositories(ctx: &RepoContext) -> ByRepository {
+pub(crate) fn repositories(ctx: &RepoContext) -> ByRepository {
     ByRepository::new(ctx.workspace.dir().join("plans"), Some(ctx.workspace.clone()))
 }
 
@@ -284,7 +284,7 @@ pub async fn plan(repo: Option<&Path>, cmd: &PlanCommand) -> Result<u8, CliError
         }
         PlanCommand::Budget { id, usd, .. } => {
             let limit = if usd.eq_ignore_ascii_case("none") { None } else { Some(parse_usd(usd)?) };
-            let b = admin.set_budget(id, limit).await?;
+            let b = admin.set_budget(id, limit, &local_actor()).await?;
             match b.limit {
                 Some(l) if b.exhausted() => {
                     out!("Plan {id}: budget {l}, {} spent — still spent; no task will be claimed", b.spent)
@@ -336,12 +336,12 @@ pub async fn plan(repo: Option<&Path>, cmd: &PlanCommand) -> Result<u8, CliError
             Ok(exit::SUCCESS)
         }
         PlanCommand::Cancel { id, .. } => {
-            let n = admin.cancel(id).await?;
+            let n = admin.cancel(id, &local_actor()).await?;
             out!("Cancelled plan {id}: {n} unfinished task(s); running attempts are stopped at their next heartbeat.");
             Ok(exit::SUCCESS)
         }
         PlanCommand::Retry { id, task, .. } => {
-            let status = admin.retry(id, task).await?;
+            let status = admin.retry(id, task, &local_actor()).await?;
             out!("Task {task} of plan {id} is {} again, with new attempts.", status.as_str());
             Ok(exit::SUCCESS)
         }
@@ -913,5 +913,14 @@ mod tests {
         assert_eq!(defaults, schema_fields("/$defs/defaults/properties"));
         let task = accepted_fields(r#"{"id": "p", "name": "P", "tasks": [{"id": "a", "zzz": 1}]}"#);
         assert_eq!(task, schema_fields("/$defs/task/properties"));
+    }
+}
+
+/// Who acts from this command line, as plan events name them: `cli:USER` (`cli` when the
+/// user is unknown). A control plane names its callers itself, from their tokens.
+pub fn local_actor() -> String {
+    match std::env::var("USER").ok().filter(|u| !u.is_empty() && u.chars().all(|c| c.is_ascii_graphic())) {
+        Some(user) => format!("cli:{user}"),
+        None => "cli".to_string(),
     }
 }

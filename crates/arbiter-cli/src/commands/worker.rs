@@ -274,7 +274,7 @@ pub(crate) fn client(server: &ServerArgs) -> Result<Client, CliError> {
     Client::new(&server.server, &options).map_err(client_error)
 }
 
-fn client_error(e: ClientError) -> CliError {
+pub(crate) fn client_error(e: ClientError) -> CliError {
     if e.is_usage() { CliError::usage(e) } else { CliError::environment(e) }
 }
 
@@ -291,7 +291,7 @@ pub(crate) fn admin_token() -> Result<Secret, CliError> {
 
 /// Creates the token file's directory (mode 0700 for what is created) and checks it can be
 /// written.
-fn prepare_token_dir(file: &Path) -> Result<(), CliError> {
+pub(crate) fn prepare_token_dir(file: &Path) -> Result<(), CliError> {
     let dir = match file.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
@@ -309,7 +309,7 @@ fn prepare_token_dir(file: &Path) -> Result<(), CliError> {
 
 /// Writes `token` to `file` with mode 0600: to a new file beside it, renamed over it, so a
 /// reader never sees half a token and the file is never readable by others, not even briefly.
-fn write_token_file(file: &Path, token: &str) -> Result<(), CliError> {
+pub(crate) fn write_token_file(file: &Path, token: &str) -> Result<(), CliError> {
     let dir = file.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let name = file.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "token".into());
     let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
@@ -351,7 +351,7 @@ fn table(workers: &[WorkerView]) -> String {
     if workers.is_empty() {
         return "no workers; register one with `arbiter worker register`\n".into();
     }
-    let rows: Vec<[String; 7]> = workers
+    let rows: Vec<Vec<String>> = workers
         .iter()
         .map(|w| {
             let state = if w.revoked_at.is_some() {
@@ -363,7 +363,7 @@ fn table(workers: &[WorkerView]) -> String {
             };
             let list = |v: &[String]| if v.is_empty() { "-".to_string() } else { v.join(",") };
             let work = describe_work(&w.current_work);
-            [
+            vec![
                 w.name.clone(),
                 w.id.clone(),
                 state.to_string(),
@@ -374,29 +374,7 @@ fn table(workers: &[WorkerView]) -> String {
             ]
         })
         .collect();
-    let header = ["NAME", "ID", "STATE", "RUNNERS", "BACKENDS", "LAST HEARTBEAT", "WORK"];
-    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
-    for r in &rows {
-        for (i, c) in r.iter().enumerate() {
-            widths[i] = widths[i].max(c.chars().count());
-        }
-    }
-    let line = |cells: Vec<&str>| -> String {
-        let mut s = String::new();
-        for (i, c) in cells.iter().enumerate() {
-            if i + 1 == cells.len() {
-                s.push_str(c);
-            } else {
-                s.push_str(&format!("{c:<w$}  ", w = widths[i]));
-            }
-        }
-        s.trim_end().to_string() + "\n"
-    };
-    let mut out = line(header.to_vec());
-    for r in &rows {
-        out.push_str(&line(r.iter().map(String::as_str).collect()));
-    }
-    out
+    crate::output::columns(&["NAME", "ID", "STATE", "RUNNERS", "BACKENDS", "LAST HEARTBEAT", "WORK"], &rows)
 }
 
 #[cfg(test)]

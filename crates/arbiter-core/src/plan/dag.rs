@@ -143,6 +143,25 @@ pub fn critical_path(edges: &Edges<'_>, weight: impl Fn(&str) -> u64) -> Vec<Str
     path
 }
 
+/// How a plan is drawn: each task's depth, and the critical path (the longest chain of
+/// tasks not `finished`, first task first).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Shape {
+    pub depths: BTreeMap<String, usize>,
+    pub critical: Vec<String>,
+}
+
+impl Shape {
+    pub fn is_critical(&self, id: &str) -> bool {
+        self.critical.iter().any(|c| c == id)
+    }
+}
+
+/// The [`Shape`] of a plan whose finished tasks `finished` picks.
+pub fn shape(edges: &Edges<'_>, finished: impl Fn(&str) -> bool) -> Shape {
+    Shape { depths: depths(edges), critical: critical_path(edges, |id| u64::from(!finished(id))) }
+}
+
 /// Tasks in an order where every task comes after its dependencies: by depth, then plan
 /// order (cycles must be ruled out first).
 pub fn order(edges: &Edges<'_>) -> Vec<String> {

@@ -28,7 +28,13 @@ pub enum PlanEntry {
     /// An import through the decision gate (`plan apply`).
     PlanApplied(ImportCounts),
     /// `plan cancel`: the tasks it cancelled.
-    PlanCancelled { tasks: Vec<String> },
+    PlanCancelled {
+        tasks: Vec<String>,
+        /// Who did it (`admin`, `token:NAME`, `cli:USER`), when the change was asked for by
+        /// someone (not by an import's own budget).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        by: Option<String>,
+    },
     /// `plan reset`, and what happened to the integration branch.
     PlanReset { hard: bool, tasks: usize, branch: Option<BranchReset> },
     /// Money an attempt or a unit spent (the row names its task).
@@ -42,7 +48,15 @@ pub enum PlanEntry {
         lowered: bool,
     },
     /// `plan budget`: the limit changed.
-    BudgetChanged { from: Option<Usd>, to: Option<Usd>, spent: Usd },
+    BudgetChanged {
+        from: Option<Usd>,
+        to: Option<Usd>,
+        spent: Usd,
+        /// Who did it (`admin`, `token:NAME`, `cli:USER`), when the change was asked for by
+        /// someone (not by an import's own budget).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        by: Option<String>,
+    },
     /// arbiter created the plan's integration branch.
     IntegrationBranchCreated(BranchRecorded),
     /// The user handed an existing branch over (`--adopt-branch`).
@@ -151,7 +165,14 @@ pub enum TaskEntry {
     /// `plan cancel`.
     TaskCancelled {},
     /// `plan retry`: from where it went back to where.
-    TaskRetried { from: TaskStatus, status: TaskStatus },
+    TaskRetried {
+        from: TaskStatus,
+        status: TaskStatus,
+        /// Who did it (`admin`, `token:NAME`, `cli:USER`), when the change was asked for by
+        /// someone (not by an import's own budget).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        by: Option<String>,
+    },
     /// `plan reset`.
     TaskReset { hard: bool },
 }
@@ -272,7 +293,7 @@ fn describe_plan(e: &PlanEntry) -> String {
             c.skipped,
             if c.strict == Some(true) { " (strict)" } else { "" }
         ),
-        PlanEntry::PlanCancelled { tasks } => format!("{} task(s) cancelled", tasks.len()),
+        PlanEntry::PlanCancelled { tasks, by } => format!("{} task(s) cancelled{}", tasks.len(), by_whom(by)),
         PlanEntry::PlanReset { hard, tasks, branch } => {
             let how = if *hard { "hard reset" } else { "reset" };
             let branch = match branch {
@@ -293,8 +314,8 @@ fn describe_plan(e: &PlanEntry) -> String {
             };
             format!("{spent} spent reached the budget of {}{by}", limit_text(*limit))
         }
-        PlanEntry::BudgetChanged { from, to, spent } => {
-            format!("budget {} → {} ({spent} spent)", limit_text(*from), limit_text(*to))
+        PlanEntry::BudgetChanged { from, to, spent, by } => {
+            format!("budget {} → {} ({spent} spent){}", limit_text(*from), limit_text(*to), by_whom(by))
         }
         PlanEntry::IntegrationBranchCreated(b) | PlanEntry::IntegrationBranchAdopted(b) => {
             let previous =
@@ -312,6 +333,11 @@ fn describe_plan(e: &PlanEntry) -> String {
         PlanEntry::RunOverrides { overrides } => serde_json::to_string(overrides).unwrap_or_default(),
         PlanEntry::BranchResetFailed { branch, error } => format!("{}: {error}", branch.name),
     }
+}
+
+/// ` by WHO` when someone is named.
+fn by_whom(by: &Option<String>) -> String {
+    by.as_deref().map(|b| format!(" by {b}")).unwrap_or_default()
 }
 
 fn describe_task(e: &TaskEntry) -> String {
@@ -343,7 +369,9 @@ fn describe_task(e: &TaskEntry) -> String {
             format!("from {worker} (fence {fence}); its {cost} is kept")
         }
         TaskEntry::TaskCancelled {} => "cancelled".to_string(),
-        TaskEntry::TaskRetried { from, status } => format!("{} → {}", from.as_str(), status.as_str()),
+        TaskEntry::TaskRetried { from, status, by } => {
+            format!("{} → {}{}", from.as_str(), status.as_str(), by_whom(by))
+        }
         TaskEntry::TaskReset { hard } => if *hard { "hard" } else { "soft" }.to_string(),
     }
 }

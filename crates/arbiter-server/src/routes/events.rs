@@ -1,4 +1,4 @@
-//! `GET /api/v1/events?plan=ID` (admin token): a plan's event log as server-sent events,
+//! `GET /api/v1/events?plan=ID` (the admin token or an access token, read-only ones too): a plan's event log as server-sent events,
 //! oldest first, then live.
 //!
 //! Each event is one frame:
@@ -37,7 +37,7 @@ use serde::Deserialize;
 
 use arbiter_store::plans::PlanEvent;
 
-use crate::auth::AdminAuth;
+use crate::auth::ReaderAuth;
 use crate::error::ApiError;
 use crate::state::AppState;
 
@@ -60,7 +60,7 @@ struct EventsQuery {
 }
 
 async fn events(
-    _: AdminAuth,
+    _: ReaderAuth,
     State(state): State<AppState>,
     headers: HeaderMap,
     query: Result<Query<EventsQuery>, QueryRejection>,
@@ -83,17 +83,30 @@ async fn events(
     if state.plans.plan_record(&q.plan).await?.is_none() {
         return Err(ApiError::not_found(format!("no plan named '{}'", q.plan.escape_default())));
     }
-    let cursor = Cursor { state, plan: q.plan, after, pending: VecDeque::new(), done: false };
+    Ok(stream(state, Some(q.plan), after, frame))
+}
+
+/// The events of one plan (or, `plan` `None`, of every plan) after the event `after`, then
+/// live, as server-sent events made by `frame`: what the API's stream and the dashboard's
+/// pages follow.
+pub fn stream(
+    state: AppState,
+    plan: Option<String>,
+    after: i64,
+    frame: fn(&PlanEvent) -> Event,
+) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+    let cursor = Cursor { state, plan, after, pending: VecDeque::new(), done: false, frame };
     let stream = futures_util::stream::unfold(cursor, next_frame);
-    Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(KEEP_ALIVE).text("keep-alive")))
+    Sse::new(stream).keep_alive(KeepAlive::new().interval(KEEP_ALIVE).text("keep-alive"))
 }
 
 struct Cursor {
     state: AppState,
-    plan: String,
+    plan: Option<String>,
     after: i64,
     pending: VecDeque<PlanEvent>,
     done: bool,
+    frame: fn(&PlanEvent) -> Event,
 }
 
 async fn next_frame(mut c: Cursor) -> Option<(Result<Event, Infallible>, Cursor)> {
@@ -103,16 +116,20 @@ async fn next_frame(mut c: Cursor) -> Option<(Result<Event, Infallible>, Cursor)
         }
         if let Some(e) = c.pending.pop_front() {
             c.after = e.id;
-            return Some((Ok(frame(&e)), c));
+            return Some((Ok((c.frame)(&e)), c));
         }
-        match c.state.plans.events_after(&c.plan, c.after, PAGE).await {
+        let page = match &c.plan {
+            Some(plan) => c.state.plans.events_after(plan, c.after, PAGE).await,
+            None => c.state.plans.all_events_after(c.after, PAGE).await,
+        };
+        match page {
             Ok(page) if !page.is_empty() => {
                 c.pending.extend(page);
                 continue;
             }
             Ok(_) => {}
             Err(e) => {
-                tracing::warn!(error = %e, plan = %c.plan, "event stream: the store failed");
+                tracing::warn!(error = %e, plan = ?c.plan, "event stream: the store failed");
                 c.done = true;
                 let body = serde_json::json!({
                     "error": "store_failed",
@@ -121,9 +138,10 @@ async fn next_frame(mut c: Cursor) -> Option<(Result<Event, Infallible>, Cursor)
                 return Some((Ok(Event::default().event("error").data(body.to_string())), c));
             }
         }
+        let wait_plan = c.plan.clone().unwrap_or_default();
         tokio::select! {
             _ = c.state.stopping.cancelled() => return None,
-            _ = c.state.plans.wait_for_work(&c.plan, POLL) => {}
+            _ = c.state.plans.wait_for_work(&wait_plan, POLL) => {}
             _ = c.state.plan_events.notified() => {}
         }
     }

@@ -12,6 +12,7 @@ pub mod git;
 pub mod health;
 pub mod metrics;
 pub mod plans;
+pub mod tokens;
 pub mod work;
 pub mod workers;
 
@@ -39,6 +40,8 @@ pub fn router(state: AppState) -> Router {
         .merge(git::routes())
         .merge(work::routes())
         .merge(plans::routes())
+        .merge(tokens::routes())
+        .merge(crate::web::routes())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(state.limits.json_body))

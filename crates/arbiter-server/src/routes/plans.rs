@@ -1,4 +1,5 @@
-//! Plan administration (admin token): what `arbiter plan … --server URL` does, over the
+//! Plan administration (admin token; the `GET` routes of plans and events also take a
+//! read-only access token): what `arbiter plan … --server URL` does, over the
 //! server's [`PlanAdmin`] ([`AppState::admin`]; 503 `no_plan_admin` when the server has
 //! none).
 //!
@@ -41,7 +42,7 @@ use arbiter_runner::plan_admin::{
 };
 use arbiter_runner::plan_push::{self, Pushed};
 
-use crate::auth::AdminAuth;
+use crate::auth::{AdminAuth, ReaderAuth};
 use crate::error::{ApiError, ApiJson};
 use crate::plan_api::{
     BudgetRequest, Cancelled, CreateRequest, EventList, ImportRequest, PlanList, PushRequest, ResetRequest, Retried,
@@ -114,7 +115,7 @@ fn changed(state: &AppState) {
     state.plan_events.notify_waiters();
 }
 
-async fn list(_: AdminAuth, State(state): State<AppState>) -> Result<Json<PlanList>, ApiError> {
+async fn list(_: ReaderAuth, State(state): State<AppState>) -> Result<Json<PlanList>, ApiError> {
     let plans = admin(&state)?.list().await.map_err(admin_error)?;
     Ok(Json(PlanList { plans }))
 }
@@ -137,7 +138,7 @@ async fn import(
     Ok((status, Json(imported)))
 }
 
-async fn view(_: AdminAuth, State(state): State<AppState>, PlanId(id): PlanId) -> Result<Json<PlanDetails>, ApiError> {
+async fn view(_: ReaderAuth, State(state): State<AppState>, PlanId(id): PlanId) -> Result<Json<PlanDetails>, ApiError> {
     Ok(Json(admin(&state)?.view(&id).await.map_err(admin_error)?))
 }
 
@@ -162,7 +163,7 @@ struct EventsQuery {
 }
 
 async fn events(
-    _: AdminAuth,
+    _: ReaderAuth,
     State(state): State<AppState>,
     PlanId(id): PlanId,
     q: Result<Query<EventsQuery>, QueryRejection>,
@@ -181,21 +182,25 @@ async fn events(
 }
 
 async fn budget(
-    _: AdminAuth,
+    who: AdminAuth,
     State(state): State<AppState>,
     PlanId(id): PlanId,
     ApiJson(req): ApiJson<BudgetRequest>,
 ) -> Result<Json<Budget>, ApiError> {
-    let budget = admin(&state)?.set_budget(&id, req.limit_usd).await.map_err(admin_error)?;
+    let budget = admin(&state)?.set_budget(&id, req.limit_usd, &who.by).await.map_err(admin_error)?;
     changed(&state);
-    tracing::info!(plan = %id, limit = ?req.limit_usd.map(|l| l.decimal()), "plan budget set");
+    tracing::info!(plan = %id, limit = ?req.limit_usd.map(|l| l.decimal()), by = %who.by, "plan budget set");
     Ok(Json(budget))
 }
 
-async fn cancel(_: AdminAuth, State(state): State<AppState>, PlanId(id): PlanId) -> Result<Json<Cancelled>, ApiError> {
-    let cancelled = admin(&state)?.cancel(&id).await.map_err(admin_error)?;
+async fn cancel(
+    who: AdminAuth,
+    State(state): State<AppState>,
+    PlanId(id): PlanId,
+) -> Result<Json<Cancelled>, ApiError> {
+    let cancelled = admin(&state)?.cancel(&id, &who.by).await.map_err(admin_error)?;
     changed(&state);
-    tracing::info!(plan = %id, cancelled, "plan cancelled");
+    tracing::info!(plan = %id, cancelled, by = %who.by, "plan cancelled");
     Ok(Json(Cancelled { cancelled }))
 }
 
@@ -229,14 +234,14 @@ async fn reset(
 }
 
 async fn retry(
-    _: AdminAuth,
+    who: AdminAuth,
     State(state): State<AppState>,
     PlanId(id): PlanId,
     ApiJson(req): ApiJson<RetryRequest>,
 ) -> Result<Json<Retried>, ApiError> {
-    let status = admin(&state)?.retry(&id, &req.task).await.map_err(admin_error)?;
+    let status = admin(&state)?.retry(&id, &req.task, &who.by).await.map_err(admin_error)?;
     changed(&state);
-    tracing::info!(plan = %id, task = %req.task.escape_default(), "task retried");
+    tracing::info!(plan = %id, task = %req.task.escape_default(), by = %who.by, "task retried");
     Ok(Json(Retried { task: req.task, status }))
 }
 

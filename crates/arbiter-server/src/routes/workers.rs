@@ -2,7 +2,7 @@
 //!
 //! - `POST /api/v1/workers/register` → 201 `{worker_id, name, token}`: the token is shown
 //!   this once; the registry keeps its hash.
-//! - `GET /api/v1/workers` → `{workers: [...]}` (never a token).
+//! - `GET /api/v1/workers` → `{workers: [...]}` (never a token; an access token may read it).
 //! - `POST /api/v1/workers/{name}/revoke` → the worker, its token dead.
 //! - `POST /api/v1/workers/{name}/rotate` → `{worker_id, name, token}`, the old token dead.
 
@@ -14,7 +14,7 @@ use axum::{Json, Router};
 use arbiter_store::workers::{Capabilities, Registered, Registration, check_name};
 
 use crate::api::{RegisterRequest, WorkerCredentials, WorkerList, WorkerView};
-use crate::auth::{AdminAuth, BootstrapAuth};
+use crate::auth::{AdminAuth, BootstrapAuth, ReaderAuth};
 use crate::error::{ApiError, ApiJson};
 use crate::state::AppState;
 
@@ -89,20 +89,20 @@ async fn register(
     Ok((StatusCode::CREATED, Json(credentials(registered))))
 }
 
-async fn list(_: AdminAuth, State(state): State<AppState>) -> Result<Json<WorkerList>, ApiError> {
+async fn list(_: ReaderAuth, State(state): State<AppState>) -> Result<Json<WorkerList>, ApiError> {
     let since = state.connected_since();
     let workers = state.registry.workers().await?.iter().map(|w| WorkerView::new(w, since)).collect();
     Ok(Json(WorkerList { workers }))
 }
 
 async fn revoke(
-    _: AdminAuth,
+    who: AdminAuth,
     State(state): State<AppState>,
     Path(name): Path<String>,
 ) -> Result<Json<WorkerView>, ApiError> {
-    let worker = state.registry.revoke(&name, state.now()).await?;
+    let worker = state.registry.revoke(&name, &who.by, state.now()).await?;
     state.worker_tokens.forget(&worker.id);
-    tracing::info!(worker = %worker.name, id = %worker.id, "worker revoked");
+    tracing::info!(worker = %worker.name, id = %worker.id, by = %who.by, "worker revoked");
     Ok(Json(WorkerView::new(&worker, state.connected_since())))
 }
 

@@ -245,11 +245,11 @@ async fn refresh(admin: &dyn PlanAdmin, d: &mut Dashboard, always: bool) {
 /// Runs a confirmed action: what it did, in words.
 async fn perform(admin: &dyn PlanAdmin, plan: &str, action: &Action) -> String {
     match action {
-        Action::CancelPlan => match admin.cancel(plan).await {
+        Action::CancelPlan => match admin.cancel(plan, &crate::commands::plan::local_actor()).await {
             Ok(n) => format!("plan {plan} cancelled: {n} task(s) will not run"),
             Err(e) => format!("the plan was not cancelled: {e}"),
         },
-        Action::RetryTask(task) => match admin.retry(plan, task).await {
+        Action::RetryTask(task) => match admin.retry(plan, task, &crate::commands::plan::local_actor()).await {
             Ok(status) => format!("task {task} is {} again", status.as_str()),
             Err(e) => format!("task {task} was not retried: {e}"),
         },

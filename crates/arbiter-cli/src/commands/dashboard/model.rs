@@ -131,12 +131,11 @@ impl Dashboard {
             .iter()
             .map(|t| (t.spec.id.as_str(), t.spec.dependencies.iter().map(String::as_str).collect()))
             .collect();
-        self.depths = arbiter_core::plan::dag::depths(&edges);
         let finished: BTreeSet<&str> =
             details.view.tasks.iter().filter(|t| t.status.is_terminal()).map(|t| t.spec.id.as_str()).collect();
-        self.critical = arbiter_core::plan::dag::critical_path(&edges, |id| u64::from(!finished.contains(id)))
-            .into_iter()
-            .collect();
+        let shape = arbiter_core::plan::dag::shape(&edges, |id| finished.contains(id));
+        self.depths = shape.depths;
+        self.critical = shape.critical.into_iter().collect();
         self.details = Some(details);
         let rows = self.rows();
         self.selected =

@@ -1,0 +1,230 @@
+//! A run directory read whole for the people who watch it (the web and terminal
+//! dashboards): its state, baseline, every candidate's evidence, runner summary, patch and
+//! transcript, the comparisons, the selection, the costs, the final report and a failure
+//! analysis, each when it exists — a run still going has only some of them.
+//!
+//! Reading never trusts the directory: a file that is missing or does not parse is left out
+//! (and named in [`RunRecord::unreadable`]), text is capped ([`TEXT_CAP`]) so a hostile
+//! candidate's megabytes of patch or transcript cannot swell a page, and only the
+//! candidates `state.json` names are read, by ids that are ids.
+
+use std::path::{Path, PathBuf};
+
+use arbiter_core::artifact::{
+    AgreementArtifact, Baseline, Evidence, RankingArtifact, RunState, RunnerSummary, SelectionArtifact, paths,
+};
+use arbiter_core::cost::CostSummary;
+use arbiter_core::crosstest::CrossTestMatrix;
+use arbiter_core::ids::CandidateId;
+use arbiter_core::pairwise::PairRecord;
+use arbiter_core::review::ReviewArtifact;
+use serde::de::DeserializeOwned;
+
+/// The most bytes of one text file (a patch, a transcript, a report) a record holds.
+pub const TEXT_CAP: usize = 512 * 1024;
+/// The most transcript lines a record holds per candidate.
+pub const TRANSCRIPT_LINES: usize = 2000;
+
+/// A text file's first [`TEXT_CAP`] bytes, and whether there was more.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Capped {
+    pub text: String,
+    pub truncated: bool,
+    /// The file's whole size in bytes.
+    pub bytes: u64,
+}
+
+/// One candidate as its directory tells it.
+#[derive(Clone, Debug, Default)]
+pub struct CandidateFiles {
+    pub evidence: Option<Evidence>,
+    pub summary: Option<RunnerSummary>,
+    pub patch: Option<Capped>,
+    /// The agent's transcript, one JSON event per line (at most [`TRANSCRIPT_LINES`]).
+    pub transcript: Vec<String>,
+    pub transcript_truncated: bool,
+}
+
+/// Everything a run directory holds that a person reads.
+#[derive(Clone, Debug)]
+pub struct RunRecord {
+    pub dir: PathBuf,
+    pub state: RunState,
+    pub baseline: Option<Baseline>,
+    /// By candidate, in the order of `state.json`.
+    pub candidates: Vec<(CandidateId, CandidateFiles)>,
+    pub ranking: Option<RankingArtifact>,
+    pub agreement: Option<AgreementArtifact>,
+    pub pairs: Vec<PairRecord>,
+    pub cross_tests: Option<CrossTestMatrix>,
+    pub reviews: Vec<ReviewArtifact>,
+    pub selection: Option<SelectionArtifact>,
+    pub cost: Option<CostSummary>,
+    pub report: Option<Capped>,
+    /// `analysis.md`: what a failure analysis made of a failed attempt, when one ran.
+    pub analysis: Option<Capped>,
+    /// Files that exist but could not be read or parsed (relative paths).
+    pub unreadable: Vec<String>,
+}
+
+/// Why a directory is not a run that can be shown.
+#[derive(Debug, thiserror::Error)]
+pub enum RunRecordError {
+    #[error("{0} holds no run (no state.json)")]
+    NotARun(PathBuf),
+    #[error("the state of the run in {dir} cannot be read: {reason}")]
+    Unreadable { dir: PathBuf, reason: String },
+}
+
+impl RunRecord {
+    /// Reads `dir` (blocking file reads: call it off the async runtime's threads).
+    pub fn read(dir: &Path) -> Result<RunRecord, RunRecordError> {
+        let state_path = dir.join(paths::STATE);
+        let text = match std::fs::read_to_string(&state_path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(RunRecordError::NotARun(dir.to_path_buf()));
+            }
+            Err(e) => return Err(RunRecordError::Unreadable { dir: dir.to_path_buf(), reason: e.to_string() }),
+        };
+        let state: RunState = serde_json::from_str(&text)
+            .map_err(|e| RunRecordError::Unreadable { dir: dir.to_path_buf(), reason: e.to_string() })?;
+        let mut unreadable = Vec::new();
+        let mut json = |rel: &str| -> Option<serde_json::Value> { read_json(dir, rel, &mut unreadable) };
+        let baseline = json(paths::BASELINE).and_then(|v| serde_json::from_value(v).ok());
+        let ranking = json(paths::RANKING).and_then(|v| serde_json::from_value(v).ok());
+        let agreement = json(paths::AGREEMENT).and_then(|v| serde_json::from_value(v).ok());
+        let pairs = json(paths::PAIRWISE).and_then(pairs_of).unwrap_or_default();
+        let cross_tests = json(paths::CROSS_TESTS).and_then(|v| serde_json::from_value(v).ok());
+        let selection = json(paths::SELECTION).and_then(|v| serde_json::from_value(v).ok());
+        let cost = json(paths::COST).and_then(|v| serde_json::from_value(v).ok());
+        let mut candidates = Vec::new();
+        for c in &state.candidates {
+            let rel = |file: &str| format!("{}/{}/{file}", paths::CANDIDATES, c.id);
+            let (transcript, transcript_truncated) = read_lines(&dir.join(rel(paths::TRANSCRIPT)));
+            candidates.push((
+                c.id.clone(),
+                CandidateFiles {
+                    evidence: typed(dir, &rel(paths::EVIDENCE), &mut unreadable),
+                    summary: typed(dir, &rel(paths::RUNNER_SUMMARY), &mut unreadable),
+                    patch: read_capped(&dir.join(rel(paths::PATCH))),
+                    transcript,
+                    transcript_truncated,
+                },
+            ));
+        }
+        let reviews = state
+            .candidates
+            .iter()
+            .filter_map(|c| typed(dir, &format!("{}/{}.json", paths::REVIEWS, c.id), &mut unreadable))
+            .collect();
+        Ok(RunRecord {
+            dir: dir.to_path_buf(),
+            baseline,
+            candidates,
+            ranking,
+            agreement,
+            pairs,
+            cross_tests,
+            reviews,
+            selection,
+            cost,
+            report: read_capped(&dir.join(paths::REPORT)),
+            analysis: read_capped(&dir.join(ANALYSIS)),
+            unreadable,
+            state,
+        })
+    }
+
+    /// The files of one candidate.
+    pub fn candidate(&self, id: &CandidateId) -> Option<&CandidateFiles> {
+        self.candidates.iter().find(|(c, _)| c == id).map(|(_, f)| f)
+    }
+}
+
+/// A failure analysis in a run directory.
+pub const ANALYSIS: &str = "analysis.md";
+
+fn read_json(dir: &Path, rel: &str, unreadable: &mut Vec<String>) -> Option<serde_json::Value> {
+    let path = dir.join(rel);
+    let meta = std::fs::symlink_metadata(&path).ok()?;
+    if !meta.is_file() || meta.len() > 16 * TEXT_CAP as u64 {
+        unreadable.push(rel.to_string());
+        return None;
+    }
+    match std::fs::read(&path).map(|bytes| serde_json::from_slice(&bytes)) {
+        Ok(Ok(v)) => Some(v),
+        _ => {
+            unreadable.push(rel.to_string());
+            None
+        }
+    }
+}
+
+fn typed<T: DeserializeOwned>(dir: &Path, rel: &str, unreadable: &mut Vec<String>) -> Option<T> {
+    let value = read_json(dir, rel, unreadable)?;
+    match serde_json::from_value(value) {
+        Ok(t) => Some(t),
+        Err(_) => {
+            unreadable.push(rel.to_string());
+            None
+        }
+    }
+}
+
+/// `comparisons/pairwise.json` holds the pairs under `pairs` (or is the list itself).
+fn pairs_of(v: serde_json::Value) -> Option<Vec<PairRecord>> {
+    let list = match v {
+        serde_json::Value::Object(mut m) => m.remove("pairs")?,
+        other => other,
+    };
+    serde_json::from_value(list).ok()
+}
+
+/// The first [`TEXT_CAP`] bytes of a regular file (never through a symlink), as text.
+pub fn read_capped(path: &Path) -> Option<Capped> {
+    use std::io::Read;
+    let meta = std::fs::symlink_metadata(path).ok()?;
+    if !meta.is_file() {
+        return None;
+    }
+    let mut bytes = Vec::with_capacity(meta.len().min(TEXT_CAP as u64) as usize);
+    std::fs::File::open(path).ok()?.take(TEXT_CAP as u64).read_to_end(&mut bytes).ok()?;
+    Some(Capped {
+        text: String::from_utf8_lossy(&bytes).into_owned(),
+        truncated: meta.len() > TEXT_CAP as u64,
+        bytes: meta.len(),
+    })
+}
+
+/// The first [`TRANSCRIPT_LINES`] lines of a capped file, and whether any were left out.
+fn read_lines(path: &Path) -> (Vec<String>, bool) {
+    let Some(c) = read_capped(path) else { return (Vec::new(), false) };
+    let mut lines: Vec<String> = c.text.lines().map(str::to_string).collect();
+    let cut = lines.len() > TRANSCRIPT_LINES;
+    lines.truncate(TRANSCRIPT_LINES);
+    (lines, cut || c.truncated)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_directory_without_state_is_not_a_run_and_hostile_files_are_capped() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(matches!(RunRecord::read(dir.path()), Err(RunRecordError::NotARun(_))));
+        std::fs::write(dir.path().join(paths::STATE), "{not json").unwrap();
+        assert!(matches!(RunRecord::read(dir.path()), Err(RunRecordError::Unreadable { .. })));
+
+        let big = dir.path().join("big.diff");
+        std::fs::write(&big, "x".repeat(TEXT_CAP + 10)).unwrap();
+        let c = read_capped(&big).unwrap();
+        assert_eq!((c.text.len(), c.truncated, c.bytes), (TEXT_CAP, true, TEXT_CAP as u64 + 10));
+        let outside = dir.path().join("secret");
+        std::fs::write(&outside, "s3cret").unwrap();
+        let link = dir.path().join("link.diff");
+        std::os::unix::fs::symlink(&outside, &link).unwrap();
+        assert!(read_capped(&link).is_none(), "a symlink planted in a run directory is never followed");
+    }
+}

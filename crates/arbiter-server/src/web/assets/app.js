@@ -1,0 +1,58 @@
+// arbiter's dashboard: keeps a page live. Every page is whole without this script; with it,
+// the regions marked data-live are fetched again and swapped in place when the page's event
+// stream (body[data-stream]) says something changed, or every data-refresh seconds.
+(function () {
+  'use strict';
+  var body = document.body;
+  var stream = body.getAttribute('data-stream');
+  var every = parseInt(body.getAttribute('data-refresh') || '0', 10);
+  var status = document.getElementById('live-status');
+  function say(text) { if (status) { status.textContent = text; } }
+
+  var inflight = false;
+  var again = false;
+  var timer = null;
+
+  function swap(html) {
+    var fresh = new DOMParser().parseFromString(html, 'text/html');
+    var regions = document.querySelectorAll('[data-live]');
+    for (var i = 0; i < regions.length; i++) {
+      var el = regions[i];
+      var next = el.id && fresh.getElementById(el.id);
+      if (next && next.outerHTML !== el.outerHTML) {
+        el.replaceWith(document.importNode(next, true));
+      }
+    }
+    body.setAttribute('data-updated', String(Date.now()));
+    say('Updated ' + new Date().toLocaleTimeString());
+  }
+
+  function refresh() {
+    if (inflight) { again = true; return; }
+    inflight = true;
+    fetch(location.href, { headers: { 'X-Arbiter-Live': '1' }, credentials: 'same-origin', cache: 'no-store' })
+      .then(function (r) {
+        if (r.status === 401) { location.reload(); return null; }
+        return r.ok ? r.text() : null;
+      })
+      .then(function (html) { if (html) { swap(html); } })
+      .catch(function () { say('Not connected; retrying'); })
+      .then(function () {
+        inflight = false;
+        if (again) { again = false; schedule(); }
+      });
+  }
+
+  function schedule() {
+    if (timer) { return; }
+    timer = setTimeout(function () { timer = null; refresh(); }, 120);
+  }
+
+  if (stream && window.EventSource) {
+    var source = new EventSource(stream);
+    source.onopen = function () { say('Live'); };
+    source.onmessage = schedule;
+    source.onerror = function () { say('Reconnecting…'); };
+  }
+  if (every > 0) { setInterval(schedule, every * 1000); }
+})();

@@ -1,0 +1,129 @@
+//! `/events?plan=&task=&kind=`: the event log, newest first, filtered by plan, task and
+//! kind, live from the stream of the plan shown (or of every plan).
+
+use std::collections::BTreeSet;
+
+use arbiter_core::time::Timestamp;
+use arbiter_store::plans::PlanEvent;
+use axum::extract::{Query, State};
+use axum::response::Response;
+use maud::{Markup, html};
+use serde::Deserialize;
+
+use crate::state::AppState;
+use crate::web::layout::{Page, Section, empty, plan_href, printable, task_href, time_cell, url_encode};
+use crate::web::session::Viewer;
+use crate::web::{PageError, admin};
+
+/// How far back the filters look, and how many events the page shows.
+const LOOK_BACK: u32 = 5000;
+const SHOWN: usize = 500;
+
+#[derive(Debug, Default, Deserialize)]
+pub struct EventFilter {
+    pub plan: Option<String>,
+    pub task: Option<String>,
+    pub kind: Option<String>,
+}
+
+fn given(v: &Option<String>) -> Option<&str> {
+    v.as_deref().map(str::trim).filter(|v| !v.is_empty())
+}
+
+pub async fn page(
+    viewer: Viewer,
+    State(state): State<AppState>,
+    Query(f): Query<EventFilter>,
+) -> Result<Response, PageError> {
+    let plans = admin(&state)?.list().await?;
+    let plan = given(&f.plan).filter(|p| plans.iter().any(|x| x.id == *p));
+    let recent = state.plans.recent_events(plan, None, LOOK_BACK).await?;
+    let kinds: BTreeSet<&str> = recent.iter().map(|e| e.kind.as_str()).collect();
+    let task = given(&f.task);
+    let kind = given(&f.kind);
+    let shown: Vec<PlanEvent> = recent
+        .iter()
+        .filter(|e| task.is_none_or(|t| e.task_id.as_deref() == Some(t)))
+        .filter(|e| kind.is_none_or(|k| e.kind == k))
+        .take(SHOWN)
+        .cloned()
+        .collect();
+    let body = html! {
+        h1 { "Events" }
+        section.card {
+            form.filters method="get" action="/events" {
+                div {
+                    label for="plan" { "Plan" }
+                    select #plan name="plan" {
+                        option value="" selected[plan.is_none()] { "every plan" }
+                        @for p in &plans { option value=(p.id) selected[plan == Some(p.id.as_str())] { (p.id) } }
+                    }
+                }
+                div {
+                    label for="task" { "Task" }
+                    input #task type="text" name="task" value=(task.unwrap_or_default()) size="14";
+                }
+                div {
+                    label for="kind" { "Kind" }
+                    select #kind name="kind" {
+                        option value="" selected[kind.is_none()] { "any" }
+                        @for k in &kinds { option value=(k) selected[kind == Some(*k)] { (k) } }
+                        @if let Some(k) = kind.filter(|k| !kinds.contains(k)) { option value=(k) selected { (k) } }
+                    }
+                }
+                div { button type="submit" { "Filter" } }
+            }
+            div #events data-live {
+                p.muted { (shown.len()) " event(s), newest first" @if shown.len() == SHOWN { " (the latest " (SHOWN) ")" } "." }
+                (event_table(&shown, state.now(), plan.is_none()))
+            }
+        }
+    };
+    let stream = match plan {
+        Some(p) => format!("/ui/stream?plan={}", url_encode(p)),
+        None => "/ui/stream".into(),
+    };
+    Ok(Page {
+        title: "Events".into(),
+        section: Section::Events,
+        viewer: Some(&viewer),
+        stream: Some(stream),
+        local_runs: state.local_runs.is_some(),
+        refresh_seconds: None,
+        body,
+    }
+    .render())
+}
+
+/// Events as a table, newest first; `with_plan` adds the plan's column.
+pub fn event_table(events: &[PlanEvent], now: Timestamp, with_plan: bool) -> Markup {
+    if events.is_empty() {
+        return empty("No event.");
+    }
+    html! {
+        div.scroll { table {
+            thead { tr {
+                th scope="col" class="num" { "#" } th scope="col" { "When" }
+                @if with_plan { th scope="col" { "Plan" } }
+                th scope="col" { "Task" } th scope="col" { "Kind" } th scope="col" { "What happened" }
+            } }
+            tbody {
+                @for e in events {
+                    tr id={ "event-" (e.id) } {
+                        td.num { (e.id) }
+                        td { (time_cell(e.at, now)) }
+                        @if with_plan { td { a.mono href=(plan_href(&e.plan_id)) { (e.plan_id) } } }
+                        td { @if let Some(t) = &e.task_id { a.mono href=(task_href(&e.plan_id, t)) { (printable(t)) } } }
+                        td.mono { (e.kind) }
+                        td { (printable(&describe(e))) }
+                    }
+                }
+            }
+        } }
+    }
+}
+
+/// An event in words (its data as JSON when this build does not know its kind).
+pub fn describe(e: &PlanEvent) -> String {
+    e.entry().map(|x| x.describe()).unwrap_or_else(|| e.data.to_string())
+}
