@@ -149,6 +149,10 @@ pub enum Command {
         /// The plan to watch (default: the only plan, or the only one with work left).
         #[arg(long, value_name = "ID")]
         plan: Option<String>,
+        /// Watch one run's tournament instead: a run id, or `latest` (with --server, the
+        /// run of a task of --plan).
+        #[arg(long, value_name = "ID")]
+        run: Option<String>,
         #[command(flatten)]
         remote: PlanServerArgs,
     },

@@ -91,9 +91,9 @@ async fn dispatch(cli: Cli) -> Result<u8, CliError> {
         Command::Serve(args) => commands::serve::serve(cli.database_url.as_deref(), args).await,
         Command::Worker(cmd) => commands::worker::worker(cmd).await,
         Command::Doctor { json } => commands::doctor::doctor(repo, *json).await,
-        Command::Dashboard { plan, remote } => {
-            commands::dashboard::dashboard(commands::dashboard::DashboardArgs { plan: plan.as_deref(), repo, remote })
-                .await
+        Command::Dashboard { plan, run, remote } => {
+            let args = commands::dashboard::DashboardArgs { plan: plan.as_deref(), run: run.as_deref(), repo, remote };
+            commands::dashboard::dashboard(args).await
         }
         Command::Ui { bind, no_open } => commands::ui::ui(commands::ui::UiArgs { repo, bind, open: !*no_open }).await,
         Command::Token(cmd) => commands::token::token(repo, cmd).await,

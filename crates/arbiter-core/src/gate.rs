@@ -79,6 +79,23 @@ pub enum GateVerdict {
     StillFailing,
 }
 
+impl GateVerdict {
+    /// The verdict in words.
+    pub fn describe(self) -> &'static str {
+        match self {
+            GateVerdict::KeptPassing => "kept passing",
+            GateVerdict::Fixed => "fixed",
+            GateVerdict::Regressed => "regressed",
+            GateVerdict::StillFailing => "still failing",
+        }
+    }
+
+    /// Whether the candidate is better off or as good as the base on this check.
+    pub fn is_good(self) -> bool {
+        matches!(self, GateVerdict::KeptPassing | GateVerdict::Fixed)
+    }
+}
+
 /// Totals over a candidate's gates.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GateSummary {

@@ -142,6 +142,103 @@ impl RunRecord {
     }
 }
 
+/// A run at a glance, for a dashboard: its state and each candidate's (what the terminal
+/// dashboard's run view shows, and what a control plane answers for one of its runs).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RunOverview {
+    pub run_id: String,
+    /// `running`, `succeeded`, …
+    pub status: String,
+    pub phase: String,
+    pub task: String,
+    pub started_at: arbiter_core::time::Timestamp,
+    pub finished_at: Option<arbiter_core::time::Timestamp>,
+    pub winner: Option<String>,
+    /// The decision in words, once there is one.
+    pub decision: Option<String>,
+    /// What the run's calls cost (`$0.12`, `unknown (3 calls)`), once it is known.
+    pub cost: Option<String>,
+    pub candidates: Vec<CandidateOverview>,
+}
+
+/// One candidate at a glance.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct CandidateOverview {
+    pub id: String,
+    pub runner: String,
+    pub status: String,
+    pub started_at: Option<arbiter_core::time::Timestamp>,
+    pub finished_at: Option<arbiter_core::time::Timestamp>,
+    /// How long its agent ran, once it ended (when its start and end were not recorded).
+    pub agent_ms: Option<u64>,
+    pub cost: Option<String>,
+    /// `2/3 passed`, once its gates ran.
+    pub gates: Option<String>,
+    /// Each verify command and what became of it (`kept passing`, `fixed`, …).
+    pub gate_results: Vec<(String, String)>,
+    /// Why it won or lost, once ranked.
+    pub reason: Option<String>,
+}
+
+impl RunRecord {
+    /// The run at a glance.
+    pub fn overview(&self) -> RunOverview {
+        let s = &self.state;
+        let winner = self.selection.as_ref().and_then(|x| x.winner.clone()).or_else(|| s.winner.clone());
+        let candidates = s
+            .candidates
+            .iter()
+            .map(|c| {
+                let files = self.candidate(&c.id);
+                let evidence = files.and_then(|f| f.evidence.as_ref());
+                let ranked = self.ranking.as_ref().and_then(|r| r.candidates.iter().find(|x| x.candidate_id == c.id));
+                let cost = evidence.and_then(|e| e.cost).map(|u| u.to_string()).or_else(|| {
+                    self.cost.as_ref().and_then(|k| k.by_candidate.get(c.id.as_str())).map(|b| b.describe_cost())
+                });
+                let gates = c.gates.clone().or_else(|| {
+                    evidence.and_then(|e| e.gate_summary.as_ref()).map(|_| {
+                        let passed = evidence.map_or(0, |e| e.gates.iter().filter(|g| g.passed).count());
+                        format!("{passed}/{} passed", evidence.map_or(0, |e| e.gates.len()))
+                    })
+                });
+                // A candidate run as a unit of a plan has its times in its runner summary.
+                let summary = files.and_then(|f| f.summary.as_ref());
+                CandidateOverview {
+                    id: c.id.to_string(),
+                    runner: c.runner.clone(),
+                    status: evidence.map_or(c.status, |e| e.status).as_str().to_string(),
+                    started_at: c.started_at.or_else(|| summary.and_then(|s| s.started_at)),
+                    finished_at: c.finished_at.or_else(|| summary.and_then(|s| s.finished_at)),
+                    agent_ms: evidence.map(|e| e.agent.duration_ms),
+                    cost,
+                    gates,
+                    gate_results: evidence
+                        .map(|e| {
+                            e.gates
+                                .iter()
+                                .map(|g| (g.outcome.command.clone(), g.verdict.describe().to_string()))
+                                .collect()
+                        })
+                        .unwrap_or_default(),
+                    reason: ranked.map(|r| r.reason.clone()),
+                }
+            })
+            .collect();
+        RunOverview {
+            run_id: s.run_id.to_string(),
+            status: s.status.as_str().to_string(),
+            phase: s.phase.clone(),
+            task: s.task.title(),
+            started_at: s.started_at,
+            finished_at: s.finished_at,
+            winner: winner.map(|w| w.to_string()),
+            decision: self.selection.as_ref().map(|x| x.summary.clone()),
+            cost: self.cost.as_ref().map(|c| c.total.describe_cost()),
+            candidates,
+        }
+    }
+}
+
 /// A failure analysis in a run directory.
 pub const ANALYSIS: &str = "analysis.md";
 

@@ -168,6 +168,11 @@ impl Client {
         decode(&url, response).await
     }
 
+    /// `GET path` with `token` as its bearer.
+    pub async fn get<T: DeserializeOwned>(&self, path: &str, token: &Secret) -> Result<T, ClientError> {
+        self.send_json::<(), T>(Method::GET, path, token, None).await
+    }
+
     /// `POST path` with `body` as JSON and `token` as its bearer (the work protocol).
     pub async fn post<B: Serialize + ?Sized, T: DeserializeOwned>(
         &self,
@@ -221,7 +226,7 @@ impl Client {
 }
 
 /// A path segment, percent-encoded.
-fn segment(s: &str) -> String {
+pub fn segment(s: &str) -> String {
     let mut out = String::new();
     for b in s.bytes() {
         if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {

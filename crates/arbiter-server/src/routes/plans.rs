@@ -19,6 +19,10 @@
 //!   up_to_date}`: the integration branch pushed to a remote of the plan's repository
 //!   (`origin` by default; never forced: 409 when the remote's branch went elsewhere).
 //!
+//! - `GET /api/v1/plans/{plan}/runs/{run}` (read-only tokens too) → the run of one of the
+//!   plan's tasks at a glance (`RunOverview`: state, candidates, gates, decision), what
+//!   `arbiter dashboard --run` shows.
+//!
 //! `{plan}` must be a plan id (letters, digits, `.`, `_`, `-`, not starting with `.` or `-`,
 //! no `..`): anything else is 404, like a plan that does not exist. The port's errors map
 //! to 404 `not_found`, 409 `conflict`, 422 `invalid_request` (a plan or repository that
@@ -60,6 +64,7 @@ pub fn routes() -> Router<AppState> {
         .route("/api/v1/plans/{plan}/reset", get(reset_preview).post(reset))
         .route("/api/v1/plans/{plan}/retry", post(retry))
         .route("/api/v1/plans/{plan}/push", post(push))
+        .route("/api/v1/plans/{plan}/runs/{run}", get(run_overview))
 }
 
 /// The server's plan administrator, or 503.
@@ -302,5 +307,34 @@ mod tests {
             assert_eq!(status, StatusCode::NOT_FOUND, "{bad}: {body}");
             assert!(body["message"].as_str().unwrap().starts_with("no plan named"), "{bad}: {body}");
         }
+    }
+}
+
+async fn run_overview(
+    _: ReaderAuth,
+    State(state): State<AppState>,
+    Path((plan, run)): Path<(String, String)>,
+) -> Result<Json<arbiter_runner::run_record::RunOverview>, ApiError> {
+    if !plan_id_ok(&plan) {
+        return Err(admin_error(AdminError::no_plan(
+            &plan.chars().take(100).collect::<String>().escape_default().to_string(),
+        )));
+    }
+    let id = arbiter_core::ids::RunId::parse(&run)
+        .map_err(|_| ApiError::not_found(format!("'{}' is not a run id", run.escape_default())))?;
+    let header = admin(&state)?.view(&plan).await.map_err(admin_error)?.view.plan.header;
+    let Some(ws) = crate::web::workspace_of(&state, &header).await else {
+        return Err(ApiError::not_found(format!("the repository of plan {plan} is not on this server")));
+    };
+    let dir = ws.run_dir(&id);
+    let read = tokio::task::spawn_blocking(move || arbiter_runner::run_record::RunRecord::read(&dir))
+        .await
+        .map_err(|e| ApiError::internal("reading a run", e))?;
+    match read {
+        Ok(record) => Ok(Json(record.overview())),
+        Err(arbiter_runner::run_record::RunRecordError::NotARun(_)) => {
+            Err(ApiError::not_found(format!("plan {plan} has no run {run}")))
+        }
+        Err(e) => Err(ApiError::internal("reading a run", e)),
     }
 }

@@ -110,7 +110,8 @@ pub fn draw(plan: &str, nodes: &[Node<'_>], shape: &Shape) -> Markup {
             by = y(row),
             tx = x(col) + 8,
             ty = y(row) + BOX_H / 2 + 4,
-            label = xml(&clip(n.id, 21)),
+            label =
+                xml(&clip(&if n.title.is_empty() { n.id.to_string() } else { format!("{} · {}", n.id, n.title) }, 21)),
         );
     }
     svg.push_str("</svg>");

@@ -9,6 +9,7 @@
 //! is restored however the dashboard ends: `q`, Ctrl-C, SIGTERM, an error or a panic.
 
 mod model;
+mod run;
 mod view;
 
 use std::io::IsTerminal;
@@ -31,6 +32,8 @@ const EVENT_PAGE: u32 = 500;
 /// What `arbiter dashboard` was given.
 pub struct DashboardArgs<'a> {
     pub plan: Option<&'a str>,
+    /// Watch this run (an id, or `latest`) instead of a plan.
+    pub run: Option<&'a str>,
     pub repo: Option<&'a Path>,
     pub remote: &'a PlanServerArgs,
 }
@@ -40,6 +43,9 @@ pub async fn dashboard(args: DashboardArgs<'_>) -> Result<u8, CliError> {
         return Err(CliError::usage(
             "arbiter dashboard draws on a terminal and reads its keys: run it in one (over SSH, `ssh -t`); for a table on stdout, `arbiter plan status ID`",
         ));
+    }
+    if let Some(run) = args.run {
+        return watch_run(&args, run).await;
     }
     let opened = crate::commands::plan::open_admin(args.repo, args.remote).await?;
     let plan = match args.plan {
@@ -160,15 +166,7 @@ async fn run(
     mut d: Dashboard,
 ) -> Result<u8, CliError> {
     let palette = view::Palette::from_env();
-    // Keys come from a thread of their own: crossterm's read blocks.
-    let (keys, mut key_rx) = mpsc::unbounded_channel();
-    std::thread::spawn(move || {
-        while let Ok(event) = ratatui::crossterm::event::read() {
-            if keys.send(event).is_err() {
-                return;
-            }
-        }
-    });
+    let mut key_rx = terminal_events();
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
     // Locally new events are looked for twice a second; a control plane's stream says when.
@@ -220,6 +218,125 @@ async fn run(
             }
             _ = terminate.recv() => return Ok(0),
             _ = hangup.recv() => return Ok(0),
+        }
+    }
+}
+
+/// The terminal's events (keys, resizes), read on a thread of their own: crossterm's read
+/// blocks.
+fn terminal_events() -> mpsc::UnboundedReceiver<Event> {
+    let (keys, key_rx) = mpsc::unbounded_channel();
+    std::thread::spawn(move || {
+        while let Ok(event) = ratatui::crossterm::event::read() {
+            if keys.send(event).is_err() {
+                return;
+            }
+        }
+    });
+    key_rx
+}
+
+/// Where a watched run is read: its directory here, or a control plane's overview of it.
+enum RunSource {
+    Local(std::path::PathBuf),
+    Remote { client: arbiter_server::client::Client, token: arbiter_store::workers::Secret, path: String },
+}
+
+impl RunSource {
+    async fn read(&self) -> Result<arbiter_runner::run_record::RunOverview, String> {
+        match self {
+            RunSource::Local(dir) => {
+                let dir = dir.clone();
+                tokio::task::spawn_blocking(move || arbiter_runner::run_record::RunRecord::read(&dir))
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .map(|r| r.overview())
+                    .map_err(|e| e.to_string())
+            }
+            RunSource::Remote { client, token, path } => client.get(path, token).await.map_err(|e| e.to_string()),
+        }
+    }
+}
+
+/// `arbiter dashboard --run ID`: the run view until `q`, Ctrl-C, SIGTERM or SIGHUP.
+async fn watch_run(args: &DashboardArgs<'_>, given: &str) -> Result<u8, CliError> {
+    let (source, label, stream) = match args.remote.server() {
+        Some(server) => {
+            let Some(plan) = args.plan else {
+                return Err(CliError::usage(
+                    "a control plane's run belongs to a plan: arbiter dashboard --plan ID --run RUN --server URL",
+                ));
+            };
+            let client = crate::commands::worker::client(&server)?;
+            let token = crate::commands::worker::admin_token()?;
+            let path = format!(
+                "api/v1/plans/{}/runs/{}",
+                arbiter_server::client::segment(plan),
+                arbiter_server::client::segment(given)
+            );
+            let stream = follow_events(client.clone(), plan, 0)?;
+            (RunSource::Remote { client, token, path }, server.server, Some(stream))
+        }
+        None => {
+            let ctx = crate::context::RepoContext::locate(args.repo).await?;
+            let (id, dir) = ctx.resolve_run(given)?;
+            (RunSource::Local(dir), format!("run {id} of {}", ctx.workspace.repo_root().display()), None)
+        }
+    };
+    let mut w = run::RunWatch::new(label);
+    // A run that cannot be read is an error on a normal screen, before the terminal is taken.
+    w.set(source.read().await.map_err(CliError::usage)?);
+    let mut terminal = ratatui::try_init()?;
+    let result = run_loop(&mut terminal, &source, stream, w).await;
+    ratatui::restore();
+    result
+}
+
+async fn run_loop(
+    terminal: &mut ratatui::DefaultTerminal,
+    source: &RunSource,
+    mut stream: Option<mpsc::UnboundedReceiver<()>>,
+    mut w: run::RunWatch,
+) -> Result<u8, CliError> {
+    use arbiter_core::Clock;
+    let palette = view::Palette::from_env();
+    let mut key_rx = terminal_events();
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
+    let mut tick = tokio::time::interval(run::poll_every(stream.is_some()));
+    loop {
+        let now = arbiter_runner::SystemClock.now();
+        terminal.draw(|frame| run::draw(frame, &w, now, palette))?;
+        let streamed = async {
+            match stream.as_mut() {
+                Some(rx) => rx.recv().await,
+                None => std::future::pending().await,
+            }
+        };
+        let read = tokio::select! {
+            event = key_rx.recv() => match event {
+                Some(Event::Key(k)) if k.kind != KeyEventKind::Release => {
+                    if k.modifiers.contains(KeyModifiers::CONTROL) && k.code == KeyCode::Char('c') {
+                        return Ok(0);
+                    }
+                    if let Some(key) = key_of(&k) && w.on_key(key) {
+                        return Ok(0);
+                    }
+                    false
+                }
+                Some(_) => false,
+                None => return Ok(0),
+            },
+            _ = streamed => true,
+            _ = tick.tick() => true,
+            _ = terminate.recv() => return Ok(0),
+            _ = hangup.recv() => return Ok(0),
+        };
+        if read {
+            match source.read().await {
+                Ok(run) => w.set(run),
+                Err(e) => w.message = Some(format!("cannot read the run: {e}")),
+            }
         }
     }
 }

@@ -39,7 +39,7 @@ impl Palette {
         })
     }
 
-    fn selected(self) -> Style {
+    pub(super) fn selected(self) -> Style {
         if self.color {
             Style::new().bg(Color::Blue).fg(Color::White)
         } else {
@@ -47,7 +47,7 @@ impl Palette {
         }
     }
 
-    fn bold(self) -> Style {
+    pub(super) fn bold(self) -> Style {
         Style::new().add_modifier(Modifier::BOLD)
     }
 }

@@ -165,7 +165,7 @@ fn plan_costs(details: &PlanDetails, calls: &CostSummary, curve: &[(Timestamp, U
                         tr {
                             td { a.mono href=(task_href(plan, &t.spec.id)) { (printable(&t.spec.id)) } " " (printable(&t.spec.title)) }
                             td.num { (t.attempts) }
-                            td.num { (money(t.cost)) }
+                            td.num { @if details.call_costs.get(&t.spec.id).is_some_and(|c| c.all_unknown()) { "unknown" } @else { (money(t.cost)) } }
                             td.num { (details.call_costs.get(&t.spec.id).map_or(0, |c| c.uncosted)) }
                         }
                     } }

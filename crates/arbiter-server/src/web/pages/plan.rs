@@ -230,7 +230,7 @@ fn task_row(plan: &str, t: &TaskRecord, shape: &Shape, details: &PlanDetails) ->
     let unknown_cost = details.call_costs.get(&t.spec.id).is_some_and(|c| c.all_unknown());
     html! {
         tr class=[critical.then_some("critical")] {
-            td {
+            td.task {
                 a.mono href=(task_href(plan, &t.spec.id)) { (printable(&t.spec.id)) }
                 br;
                 span.muted { (printable(&t.spec.title)) }

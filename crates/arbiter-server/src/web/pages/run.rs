@@ -10,7 +10,6 @@ use std::collections::BTreeMap;
 
 use arbiter_core::artifact::RunState;
 use arbiter_core::crosstest::CellOutcome;
-use arbiter_core::gate::GateVerdict;
 use arbiter_core::ids::RunId;
 use arbiter_core::pairwise::PairOutcome;
 use arbiter_core::status::{CandidateStatus, RunStatus};
@@ -159,7 +158,7 @@ pub fn render(r: &RunRecord, crumbs: Markup, now: Timestamp) -> Markup {
                 @if let Some(w) = &winner { tr { th scope="row" { "Winner" } td.mono { (w.as_str()) } } }
                 @if let Some(m) = &s.materialization { tr { th scope="row" { "Materialized" } td { (printable(&m.describe())) } } }
                 @if let Some(c) = &r.cost { tr { th scope="row" { "Cost" } td { (c.total.describe_cost()) } } }
-                @if let Some(sb) = &s.sandbox { tr { th scope="row" { "Sandbox" } td { (printable(&serde_json::to_string(sb).unwrap_or_default())) } } }
+                @if let Some(sb) = &s.sandbox { tr { th scope="row" { "Sandbox" } td { (printable(&sb.describe())) } } }
             }
         }
         section.card #candidates data-live aria-labelledby="cand-h" {
@@ -181,7 +180,12 @@ pub fn render(r: &RunRecord, crumbs: Markup, now: Timestamp) -> Markup {
                             td { (printable(&c.runner)) }
                             td.mono { (models.get(c.id.as_str()).map(|m| m.join(", ")).unwrap_or_else(|| "—".into())) }
                             td { (word_badge(status.as_str(), candidate_tone(status))) }
-                            td { (elapsed(c.started_at, c.finished_at)) }
+                            td { @match (c.started_at, files.and_then(|f| f.summary.as_ref()), evidence) {
+                                (Some(from), _, _) => (elapsed(Some(from), c.finished_at)),
+                                (None, Some(s), _) if s.started_at.is_some() => (elapsed(s.started_at, s.finished_at)),
+                                (None, _, Some(e)) => (human_duration(e.agent.duration_ms)),
+                                _ => "—",
+                            } }
                             td.num {
                                 @match (evidence.and_then(|e| e.cost), r.cost.as_ref().and_then(|k| k.by_candidate.get(c.id.as_str()))) {
                                     (Some(cost), _) => (money(cost)),
@@ -317,7 +321,7 @@ pub fn render(r: &RunRecord, crumbs: Markup, now: Timestamp) -> Markup {
         @if let Some(rep) = &r.report {
             section.card aria-labelledby="rep-h" {
                 h2 #rep-h { "Final report" }
-                pre { (printable(&rep.text)) }
+                pre.wrap { (printable(&rep.text)) }
             }
         }
         @if !r.unreadable.is_empty() {
@@ -359,12 +363,7 @@ fn gates(r: &RunRecord) -> Markup {
                             @for g in &e.gates {
                                 tr {
                                     td { code { (printable(&g.outcome.command)) } }
-                                    td { @match g.verdict {
-                                        GateVerdict::KeptPassing => (word_badge("kept passing", Tone::Good)),
-                                        GateVerdict::Fixed => (word_badge("fixed", Tone::Good)),
-                                        GateVerdict::Regressed => (word_badge("regressed", Tone::Bad)),
-                                        GateVerdict::StillFailing => (word_badge("still failing", Tone::Bad)),
-                                    } }
+                                    td { (word_badge(g.verdict.describe(), if g.verdict.is_good() { Tone::Good } else { Tone::Bad })) }
                                     td {
                                         @if let Some(t) = &g.tests {
                                             @if !t.fixed.is_empty() { div { "fixed: " span.mono { (printable(&t.fixed.join(", "))) } } }

@@ -48,7 +48,11 @@ pub async fn page(
         )));
     };
     let attempts: Vec<&AttemptRecord> = details.attempts.iter().filter(|a| a.task_id == task_id).collect();
-    let units = if task.fence > 0 { state.units.units_of(&plan, &task_id, task.fence).await? } else { Vec::new() };
+    let units = if task.status == TaskStatus::Running && task.fence > 0 {
+        state.units.units_of(&plan, &task_id, task.fence).await?
+    } else {
+        Vec::new()
+    };
     let events: Vec<_> = state
         .plans
         .recent_events(Some(&plan), None, 2000)
@@ -124,9 +128,11 @@ pub async fn page(
             }
         }
         section.card #units data-live aria-labelledby="units-h" {
-            h2 #units-h { "Units of the current attempt" }
-            @if units.is_empty() {
-                (empty("None: the attempt runs whole on one worker, or none has started."))
+            h2 #units-h { "Units of the running attempt" }
+            @if task.status != TaskStatus::Running {
+                (empty("No attempt is running."))
+            } @else if units.is_empty() {
+                (empty("None: the attempt runs whole on one worker."))
             } @else {
                 div.scroll { table {
                     thead { tr {
