@@ -751,6 +751,13 @@ pub struct SettingsArgs {
     /// Do not run the tests candidates wrote against each other.
     #[arg(long)]
     pub no_cross_tests: bool,
+    /// Run the rules engine as a gate on the files each candidate changes (see [rules]).
+    #[arg(long)]
+    pub rules: bool,
+    /// After a candidate's agent ends, give its gate failures back to it up to N times
+    /// [default: 0, or [run] repair_rounds].
+    #[arg(long, value_name = "N")]
+    pub repair_rounds: Option<u32>,
 }
 
 #[derive(Debug, Args)]
@@ -883,6 +890,8 @@ impl SettingsArgs {
             budget_usd,
             no_cross_tests: self.no_cross_tests,
             no_verify: self.no_verify,
+            rules: self.rules,
+            repair_rounds: self.repair_rounds,
         })
     }
 }

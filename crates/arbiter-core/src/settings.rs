@@ -1150,6 +1150,8 @@ impl RunSettings {
             ),
             ("cross_tests", self.cross_tests.value.to_string(), self.cross_tests.origin),
             ("cross_test_rules", format!("{} rules", self.cross_test_rules.value.len()), self.cross_test_rules.origin),
+            ("rules", self.rules.value.to_string(), self.rules.origin),
+            ("repair_rounds", self.repair_rounds.value.to_string(), self.repair_rounds.origin),
         ]
     }
 }
