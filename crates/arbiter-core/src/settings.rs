@@ -124,6 +124,7 @@ pub const DEFAULT_CONFIG_TOML: &str = r#"# arbiter configuration. Command-line f
 # [slices]
 # test_command = "python3 -m pytest -q {tests}"
 # test_timeout_seconds = 300
+# tests_file = "Tests.py"
 # repair_rounds = 3
 # spec_qa_rounds = 3
 # template = "python"
@@ -219,6 +220,8 @@ pub struct SlicesSection {
     pub test_command: Option<String>,
     /// Seconds the test command may take (default 300).
     pub test_timeout_seconds: Option<u64>,
+    /// The file of a slice that holds its tests (default `Tests.py`).
+    pub tests_file: Option<String>,
     /// Repair rounds of each `feature do` candidate (default 3).
     pub repair_rounds: Option<u32>,
     /// Spec QA rounds of `feature new` and `feature modify` (default 3).
