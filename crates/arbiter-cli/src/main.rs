@@ -95,6 +95,9 @@ async fn dispatch(cli: Cli) -> Result<u8, CliError> {
             commands::dashboard::dashboard(commands::dashboard::DashboardArgs { plan: plan.as_deref(), repo, remote })
                 .await
         }
+        Command::Feature(cmd) => commands::feature::feature(repo, cmd).await,
+        Command::Qa { strict, json } => commands::qa::qa(repo, *strict, *json).await,
+        Command::Rules(cmd) => commands::rules::rules(repo, cmd).await,
         Command::Completions { shell } => commands::reference::completions(*shell),
         Command::Man { dir } => commands::reference::man(dir.as_deref()),
         Command::Bench(crate::cli::BenchCommand::Queue { server, workers, tasks, wakeups, repository, json }) => {

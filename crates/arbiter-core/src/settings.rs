@@ -1076,6 +1076,17 @@ impl RunSettings {
     /// How the candidates are checked, in words (the first line of a report).
     pub fn verification(&self) -> String {
         let commands = self.verify.value.iter().map(|c| format!("`{c}`")).collect::<Vec<_>>().join(", ");
+        let mut said = self.verified_by(&commands);
+        if self.rules.value {
+            said.push_str("; the rules gate checks the files each candidate changes");
+        }
+        if self.repair_rounds.value > 0 {
+            said.push_str(&format!("; gate failures go back to each agent up to {} time(s)", self.repair_rounds.value));
+        }
+        said
+    }
+
+    fn verified_by(&self, commands: &str) -> String {
         match (&self.verify_detected_from, self.verify.value.is_empty(), self.unverified.value) {
             (_, true, true) => "Unverified: no verify command ran (--no-verify); the winner was chosen on its patch, votes and any judge alone".into(),
             (_, true, false) => "Not verified: no verify command was given and none was found in the repository".into(),
