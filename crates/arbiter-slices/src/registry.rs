@@ -223,6 +223,29 @@ impl RegistryFile {
     }
 }
 
+/// The registry after merging a slice's branch: `ours` (the default branch's) with the
+/// features and keywords `theirs` (the slice branch's) added or removed since `base`. Two
+/// slices in progress each register themselves in the same file; their merges must not
+/// conflict on it. Other fields are `ours`.
+pub fn merge_three_way(base: &RegistryFile, ours: &RegistryFile, theirs: &RegistryFile) -> RegistryFile {
+    let mut out = ours.clone();
+    out.exists = true;
+    for key in ["known_features", "domain_keywords"] {
+        let map = |f: &RegistryFile| f.doc.get(key).and_then(Value::as_object).cloned().unwrap_or_default();
+        let (b, t) = (map(base), map(theirs));
+        let target = out.object_mut(key);
+        for (k, v) in &t {
+            if b.get(k) != Some(v) {
+                target.insert(k.clone(), v.clone());
+            }
+        }
+        for k in b.keys().filter(|k| !t.contains_key(*k)) {
+            target.remove(k);
+        }
+    }
+    out
+}
+
 /// The keyword orch.py registers for a feature name.
 pub fn keyword_of(name: &str) -> String {
     let mut k = name.to_lowercase();
@@ -428,6 +451,21 @@ mod tests {
         assert_eq!(p.unregister("ManageCandleFeature"), vec![FILE.to_string()]);
         assert!(!p.root.domain_keywords().contains_key("managecandle"));
         assert!(p.unregister("Nope").is_empty());
+    }
+
+    #[test]
+    fn merging_two_slices_registrations_keeps_both() {
+        let base = RegistryFile::parse(FILE, r#"{"features_dir": "features", "known_features": {"Old": "a"}}"#).unwrap();
+        let mut ours = base.clone();
+        ours.register("Invoice", "billing");
+        let mut theirs = base.clone();
+        theirs.register("Refund", "billing");
+        theirs.unregister("Old");
+        let merged = merge_three_way(&base, &ours, &theirs);
+        let known = merged.known_features();
+        assert_eq!(known.keys().cloned().collect::<Vec<_>>(), vec!["Invoice", "Refund"]);
+        assert_eq!(merged.domain_keywords().len(), 2);
+        assert_eq!(merged.features_dir(), "features");
     }
 
     #[test]

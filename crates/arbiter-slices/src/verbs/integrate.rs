@@ -7,6 +7,7 @@
 use serde::Serialize;
 
 use super::Workspace;
+use crate::registry::{RegistryFile, merge_three_way};
 use crate::{Result, SliceError};
 
 /// What `feature merge` did.
@@ -62,6 +63,10 @@ pub async fn merge(ws: &Workspace, target: Option<&str>, no_push: bool) -> Resul
     let message = format!("merge: {branch}");
     if let Err(e) = repo.git.run(["merge", "--no-ff", "--no-edit", "-m", message.as_str(), branch.as_str()]).await {
         let conflicted = repo.git.run(["diff", "--name-only", "--diff-filter=U"]).await.map(|o| o.text()).unwrap_or_default();
+        if resolve_registry_conflicts(ws, &conflicted).await? {
+            repo.git.run(["commit", "--quiet", "--no-verify", "--no-edit"]).await?;
+            return finish(ws, branch, default, fast_forwarded, use_remote, before).await;
+        }
         let _ = repo.git.run(["merge", "--abort"]).await;
         let back = repo.switch(&branch).await;
         let files: Vec<&str> = conflicted.lines().filter(|l| !l.is_empty()).collect();
@@ -71,6 +76,52 @@ pub async fn merge(ws: &Workspace, target: Option<&str>, no_push: bool) -> Resul
             "merging {branch} into {default}: {what}; nothing was merged and {place}. Bring {default} into the slice (`git merge {default}` on {branch}), resolve the conflicts, commit, then run `arbiter feature merge` again"
         )));
     }
+    finish(ws, branch, default, fast_forwarded, use_remote, before).await
+}
+
+/// Resolves a merge whose only conflicts are registry files (two slices registered in the
+/// same `.features.json`): each is merged three-way ([`merge_three_way`]) and staged.
+/// Returns whether every conflict was resolved so.
+async fn resolve_registry_conflicts(ws: &Workspace, conflicted: &str) -> Result<bool> {
+    let files: Vec<&str> = conflicted.lines().filter(|l| !l.is_empty()).collect();
+    let project = ws.project().ok();
+    let is_registry = |f: &str| {
+        f.rsplit('/').next() == Some(crate::registry::FILE)
+            || project.as_ref().is_some_and(|p| p.root.path == f || p.app_files.contains_key(f))
+    };
+    if files.is_empty() || !files.iter().all(|f| is_registry(f)) {
+        return Ok(false);
+    }
+    for f in files {
+        let stage = |n: u8| async move {
+            let spec = format!(":{n}:{f}");
+            match ws.repo.git.run(["show", spec.as_str()]).await {
+                Ok(o) => RegistryFile::parse(f, &String::from_utf8_lossy(&o.stdout)),
+                Err(_) => Ok(RegistryFile::empty(f)),
+            }
+        };
+        let (Ok(base), Ok(ours), Ok(theirs)) = (stage(1).await, stage(2).await, stage(3).await) else {
+            return Ok(false);
+        };
+        let merged = merge_three_way(&base, &ours, &theirs);
+        std::fs::write(ws.root().join(f), merged.render())?;
+        ws.repo.git.run(["add", "--", f]).await?;
+    }
+    Ok(true)
+}
+
+/// After the merge commit: push the default branch (undoing the merge if that fails), then
+/// delete the slice's branch locally and remotely.
+async fn finish(
+    ws: &Workspace,
+    branch: String,
+    default: String,
+    fast_forwarded: bool,
+    use_remote: bool,
+    before: String,
+) -> Result<MergeOutcome> {
+    let repo = &ws.repo;
+    let remote = repo.settings.remote.clone();
     let merge_commit = repo.git.resolve_commit("HEAD").await?;
     let mut pushed = false;
     if use_remote {
