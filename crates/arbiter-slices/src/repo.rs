@@ -110,9 +110,22 @@ impl Repo {
     /// Stages `paths` (additions, changes, deletions) and commits exactly them with
     /// `message`; `None` when there was nothing to commit.
     pub async fn commit(&self, paths: &[String], message: &str) -> Result<Option<String>> {
-        let mut add = vec!["add".to_string(), "--all".into(), "--".into()];
-        add.extend(paths.iter().cloned());
-        self.git.run(add).await?;
+        // A path gone from the disk and the index (moved or removed with git) is still
+        // committed (its removal), but `git add` would not know it.
+        let mut known = Vec::new();
+        for p in paths {
+            let listed = self.git.run(["ls-files", "--", p.as_str()]).await.is_ok_and(|o| !o.stdout.is_empty());
+            if self.root.join(p).exists() || listed || self.exists_at("HEAD", p).await {
+                known.push(p.clone());
+            }
+        }
+        let paths = &known;
+        let on_disk: Vec<String> = paths.iter().filter(|p| self.root.join(p).exists()).cloned().collect();
+        if !on_disk.is_empty() {
+            let mut add = vec!["add".to_string(), "--all".into(), "--".into()];
+            add.extend(on_disk);
+            self.git.run(add).await?;
+        }
         let mut staged = vec!["diff".to_string(), "--cached".into(), "--quiet".into(), "--".into()];
         staged.extend(paths.iter().cloned());
         if self.git.run(staged).await.is_ok() {
