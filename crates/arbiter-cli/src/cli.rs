@@ -970,7 +970,7 @@ pub enum FeatureCommand {
         #[arg(long)]
         json: bool,
         #[command(flatten)]
-        settings: SettingsArgs,
+        settings: Box<SettingsArgs>,
     },
     /// Merge a slice into the default branch (brought up to date from the remote first) with a
     /// merge commit, push it, and delete the slice's branch locally and remotely.

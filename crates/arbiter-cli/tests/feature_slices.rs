@@ -72,12 +72,21 @@ fn new_without_a_model_uses_the_template_says_so_and_commits_slice_and_registry_
     let run = repo.arbiter(&["feature", "new", "billing/Invoice", "Create an invoice from an order; totals in cents"]);
     run.assert_code(0);
     assert!(run.stderr.contains("no `spec` role backend is configured"), "{}", run.stderr);
-    assert!(run.stdout.contains("Created billing/Invoice in features/billing/Invoice on the branch billing/Invoice"), "{}", run.stdout);
+    assert!(
+        run.stdout.contains("Created billing/Invoice in features/billing/Invoice on the branch billing/Invoice"),
+        "{}",
+        run.stdout
+    );
     assert_eq!(branch(&repo), "billing/Invoice");
     assert_eq!(last_subject(&repo, "HEAD"), "new: billing/Invoice");
     assert!(repo.status().is_empty(), "the registry is committed with the slice: {:?}", repo.status());
     let committed = repo.git(&["show", "--name-only", "--format=", "HEAD"]);
-    for f in [".features.json", "features/billing/Invoice/spec.md", "features/billing/Invoice/Handler.py", "features/billing/Invoice/Tests.py"] {
+    for f in [
+        ".features.json",
+        "features/billing/Invoice/spec.md",
+        "features/billing/Invoice/Handler.py",
+        "features/billing/Invoice/Tests.py",
+    ] {
         assert!(committed.lines().any(|l| l == f), "{f} not in the commit:\n{committed}");
     }
     let spec = repo.read("features/billing/Invoice/spec.md");
@@ -91,7 +100,11 @@ fn new_without_a_model_uses_the_template_says_so_and_commits_slice_and_registry_
     // Never written over: exit 2 and the fix; the fix works.
     let again = repo.arbiter(&["feature", "new", "billing/Invoice", "Something else"]);
     again.assert_code(2);
-    assert!(again.stderr.contains("features/billing/Invoice already exists") && again.stderr.contains("--force"), "{}", again.stderr);
+    assert!(
+        again.stderr.contains("features/billing/Invoice already exists") && again.stderr.contains("--force"),
+        "{}",
+        again.stderr
+    );
     assert_eq!(repo.read("features/billing/Invoice/spec.md"), spec);
     repo.arbiter(&["feature", "new", "billing/Invoice", "Something else", "--force"]).assert_code(0);
     assert!(repo.read("features/billing/Invoice/spec.md").contains("Something else"));
@@ -110,7 +123,8 @@ fn new_without_a_model_uses_the_template_says_so_and_commits_slice_and_registry_
 
     // orch.py's own slice: the default set, Controller.py left out, every shipped rule passes.
     repo.git(&["switch", "-q", "main"]);
-    repo.arbiter(&["feature", "new", "Payments", "Take a payment", "--template", "python", "--no-controller"]).assert_code(0);
+    repo.arbiter(&["feature", "new", "Payments", "Take a payment", "--template", "python", "--no-controller"])
+        .assert_code(0);
     assert_eq!(branch(&repo), "nodomain/Payments");
     let files: Vec<String> = fs::read_dir(repo.path().join("features/nodomain/Payments"))
         .unwrap()
@@ -138,8 +152,20 @@ fn new_with_a_model_writes_the_spec_and_spec_qa_checks_it_in_rounds() {
         {"match": {"contains": "spec QA validator"}, "text": "{\"verdict\": \"valid\"}"},
     ]}));
     let repo = slice_repo();
-    repo.arbiter(&["backend", "add", "writer", "--provider", "openai-compatible", "--model", "m", "--base-url", &mock.openai_url(), "--roles", "spec"])
-        .assert_code(0);
+    repo.arbiter(&[
+        "backend",
+        "add",
+        "writer",
+        "--provider",
+        "openai-compatible",
+        "--model",
+        "m",
+        "--base-url",
+        &mock.openai_url(),
+        "--roles",
+        "spec",
+    ])
+    .assert_code(0);
     let run = repo.arbiter(&["feature", "new", "billing/Invoice", "Create an invoice from an order; totals in cents"]);
     run.assert_code(0);
     assert!(run.stdout.contains("Spec QA: valid (2 round(s)"), "{}", run.stdout);
@@ -161,7 +187,8 @@ fn new_with_a_model_writes_the_spec_and_spec_qa_checks_it_in_rounds() {
 #[test]
 fn modify_records_an_amendment_checked_against_the_original_intent() {
     let repo = slice_repo();
-    repo.arbiter(&["feature", "new", "billing/Invoice", "Create an invoice from an order; totals in cents"]).assert_code(0);
+    repo.arbiter(&["feature", "new", "billing/Invoice", "Create an invoice from an order; totals in cents"])
+        .assert_code(0);
     repo.git(&["switch", "-q", "main"]);
     // Without a model: recorded as is, said so.
     let plain = repo.arbiter(&["feature", "modify", "billing/Invoice", "Add VAT per line"]);
@@ -179,8 +206,20 @@ fn modify_records_an_amendment_checked_against_the_original_intent() {
         {"match": {"contains": "You amend the spec"}, "text": json!({"resolution": "Each line's VAT is rounded half up to the cent.", "spec": amended}).to_string(), "repeat": true},
         {"match": {"contains": "## Amendment 2 request\\n\\nRound VAT half up"}, "text": "{\"verdict\": \"valid\"}", "repeat": true},
     ]}));
-    repo.arbiter(&["backend", "add", "writer", "--provider", "openai-compatible", "--model", "m", "--base-url", &mock.openai_url(), "--roles", "spec"])
-        .assert_code(0);
+    repo.arbiter(&[
+        "backend",
+        "add",
+        "writer",
+        "--provider",
+        "openai-compatible",
+        "--model",
+        "m",
+        "--base-url",
+        &mock.openai_url(),
+        "--roles",
+        "spec",
+    ])
+    .assert_code(0);
     // The target from the current branch, the change as the only word.
     let run = repo.arbiter(&["feature", "modify", "Round VAT half up"]);
     run.assert_code(0);
@@ -204,7 +243,11 @@ fn modify_records_an_amendment_checked_against_the_original_intent() {
         .map(Run::from_output)
         .unwrap();
     from_editor.assert_code(0);
-    assert!(from_editor.stdout.contains("Amendment 3 recorded in the spec of billing/Invoice"), "{}", from_editor.stdout);
+    assert!(
+        from_editor.stdout.contains("Amendment 3 recorded in the spec of billing/Invoice"),
+        "{}",
+        from_editor.stdout
+    );
     // No target, no slice branch, no editor: exit 2 with the ways to name one.
     repo.git(&["switch", "-q", "main"]);
     let nothing = repo.arbiter(&["feature", "modify", "Change something"]);
@@ -219,7 +262,8 @@ fn modify_records_an_amendment_checked_against_the_original_intent() {
 fn do_repairs_a_rule_violation_and_a_failing_test_and_commits_the_winner() {
     let repo = slice_repo();
     let remote = add_remote(&repo);
-    repo.arbiter(&["feature", "new", "billing/Invoice", "Create an invoice from an order; totals in cents"]).assert_code(0);
+    repo.arbiter(&["feature", "new", "billing/Invoice", "Create an invoice from an order; totals in cents"])
+        .assert_code(0);
     let bad_handler = "import os\nfrom typing import Any, Dict\n\nfrom shared.logger import logging_func\n\nlogger = logging_func(__name__)\n\n\nclass InvoiceHandler:\n    # totals in cents\n    def execute(self, **kwargs: Any) -> Dict[str, Any]:\n        logger.info(\"Invoice.execute called\")\n        return {\"status\": \"ok\", \"total\": 0}\n";
     let good_handler = "from typing import Any, Dict\n\nfrom shared.logger import logging_func\n\nlogger = logging_func(__name__)\n\n\nclass InvoiceHandler:\n    def execute(self, **kwargs: Any) -> Dict[str, Any]:\n        logger.info(\"Invoice.execute called\")\n        return {\"status\": \"ok\", \"total\": sum(kwargs.get(\"lines\", []))}\n";
     let tests = "import unittest\n\nfrom .Handler import InvoiceHandler\n\n\nclass TestInvoiceHandler(unittest.TestCase):\n    def test_total_is_the_sum_of_the_lines_in_cents(self) -> None:\n        self.assertEqual(InvoiceHandler().execute(lines=[150, 250])[\"total\"], 400)\n";
@@ -231,9 +275,31 @@ fn do_repairs_a_rule_violation_and_a_failing_test_and_commits_the_winner() {
         {"match": {"contains": "Gate failures (repair round 1 of 3)"}, "text": "Fixing what the gates found.", "tool_calls": [write("Handler.py", good_handler)]},
         {"text": "Fixed.", "tool_calls": [finish("removed the comment and the unused import; the total is the sum")]},
     ]}));
-    repo.arbiter(&["backend", "add", "b1", "--provider", "openai-compatible", "--model", "m", "--base-url", &mock.openai_url()])
-        .assert_code(0);
-    let run = repo.arbiter(&["feature", "do", "--runner", "builtin", "--backend", "b1", "--candidates", "1", "--timeout-seconds", "120", "--json"]);
+    repo.arbiter(&[
+        "backend",
+        "add",
+        "b1",
+        "--provider",
+        "openai-compatible",
+        "--model",
+        "m",
+        "--base-url",
+        &mock.openai_url(),
+    ])
+    .assert_code(0);
+    let run = repo.arbiter(&[
+        "feature",
+        "do",
+        "--runner",
+        "builtin",
+        "--backend",
+        "b1",
+        "--candidates",
+        "1",
+        "--timeout-seconds",
+        "120",
+        "--json",
+    ]);
     run.assert_code(0);
     let doc = assert_schema("feature-do", &run.stdout);
     assert_eq!(doc["winner"], "c01", "{doc:#}");
@@ -243,12 +309,23 @@ fn do_repairs_a_rule_violation_and_a_failing_test_and_commits_the_winner() {
 
     let run_dir = repo.run_dir();
     let round1 = read_json(&run_dir.join("candidates/c01/repair/round-1.json"));
-    let failing: Vec<&str> = round1["gates"].as_array().unwrap().iter().filter(|g| g["passed"] == false).map(|g| g["gate"].as_str().unwrap()).collect();
-    assert_eq!(failing, vec!["python3 -m unittest -q features/billing/Invoice/Tests.py", "arbiter rules check"], "{round1:#}");
+    let failing: Vec<&str> = round1["gates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|g| g["passed"] == false)
+        .map(|g| g["gate"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        failing,
+        vec!["python3 -m unittest -q features/billing/Invoice/Tests.py", "arbiter rules check"],
+        "{round1:#}"
+    );
     assert!(read_json(&run_dir.join("candidates/c01/repair/round-2.json")).get("feedback").is_none());
     // The feedback is in the transcript: the agent's second run starts with it.
     let transcript = read_json_lines(&run_dir.join("candidates/c01/transcript.jsonl"));
-    let users: Vec<&str> = transcript.iter().filter(|e| e["type"] == "user").filter_map(|e| e["text"].as_str()).collect();
+    let users: Vec<&str> =
+        transcript.iter().filter(|e| e["type"] == "user").filter_map(|e| e["text"].as_str()).collect();
     assert_eq!(users.len(), 2, "{transcript:#?}");
     let feedback = users[1];
     for expected in [
@@ -279,6 +356,9 @@ fn do_without_an_acceptable_candidate_exits_1_and_leaves_the_branch_alone() {
     repo.write_agent("agent.sh", "printf 'import os\\n' > features/billing/Invoice/Handler.py\n");
     repo.commit_all("agent");
     let before = repo.head();
+    let apply = repo.arbiter(&["feature", "do", "--command", "./agent.sh", "--apply", "none"]);
+    apply.assert_code(2);
+    assert!(apply.stderr.contains("leave out --apply"), "{}", apply.stderr);
     let run = repo.arbiter(&["feature", "do", "--command", "./agent.sh", "--candidates", "1", "--repair-rounds", "1"]);
     run.assert_code(1);
     assert!(run.stdout.contains("failing gate `arbiter rules check`"), "{}", run.stdout);
@@ -294,7 +374,9 @@ fn do_without_an_acceptable_candidate_exits_1_and_leaves_the_branch_alone() {
 #[test]
 fn qa_checks_every_slice_and_fails_on_a_failing_test() {
     let repo = slice_repo();
-    for (target, prompt) in [("billing/Invoice", "Invoices"), ("billing/Refund", "Refunds"), ("shipping/Parcel", "Parcels")] {
+    for (target, prompt) in
+        [("billing/Invoice", "Invoices"), ("billing/Refund", "Refunds"), ("shipping/Parcel", "Parcels")]
+    {
         repo.git(&["switch", "-q", "main"]);
         repo.arbiter(&["feature", "new", target, prompt]).assert_code(0);
         repo.arbiter(&["feature", "merge"]).assert_code(0);
@@ -302,9 +384,15 @@ fn qa_checks_every_slice_and_fails_on_a_failing_test() {
     assert_eq!(branch(&repo), "main");
     let registry: Value = serde_json::from_str(&repo.read(".features.json")).unwrap();
     assert_eq!(registry["known_features"].as_object().unwrap().len(), 3, "{registry:#}");
-    repo.write("features/billing/Refund/Handler.py", repo.read("features/billing/Refund/Handler.py").replace("\"ok\"", "\"refunded\""));
+    repo.write(
+        "features/billing/Refund/Handler.py",
+        repo.read("features/billing/Refund/Handler.py").replace("\"ok\"", "\"refunded\""),
+    );
     let parcel = repo.read("features/shipping/Parcel/Handler.py");
-    repo.write("features/shipping/Parcel/Handler.py", parcel.replace("logger = logging_func", "# the logger\nlogger = logging_func"));
+    repo.write(
+        "features/shipping/Parcel/Handler.py",
+        parcel.replace("logger = logging_func", "# the logger\nlogger = logging_func"),
+    );
     repo.commit_all("break two slices");
 
     let run = repo.arbiter(&["qa"]);
@@ -314,13 +402,20 @@ fn qa_checks_every_slice_and_fails_on_a_failing_test() {
     assert!(run.stdout.contains("shipping/Parcel  1 issue(s)  passed"), "{}", run.stdout);
     assert!(run.stdout.contains("features/shipping/Parcel/Handler.py:5 comments not allowed"), "{}", run.stdout);
     assert!(run.stdout.contains("AssertionError: 'refunded' != 'ok'"), "{}", run.stdout);
-    assert!(run.stdout.contains("Summary: 2 passed, 1 failed, 0 without tests, 1 violation(s), 3 feature slices"), "{}", run.stdout);
+    assert!(
+        run.stdout.contains("Summary: 2 passed, 1 failed, 0 without tests, 1 violation(s), 3 feature slices"),
+        "{}",
+        run.stdout
+    );
     let json_run = repo.arbiter(&["qa", "--json"]);
     json_run.assert_code(1);
     let doc = assert_schema("qa", &json_run.stdout);
     assert_eq!((doc["tests_passed"].as_u64(), doc["tests_failed"].as_u64()), (Some(2), Some(1)), "{doc:#}");
 
-    repo.write("features/billing/Refund/Handler.py", repo.read("features/billing/Refund/Handler.py").replace("\"refunded\"", "\"ok\""));
+    repo.write(
+        "features/billing/Refund/Handler.py",
+        repo.read("features/billing/Refund/Handler.py").replace("\"refunded\"", "\"ok\""),
+    );
     repo.commit_all("fix the refund");
     repo.arbiter(&["qa"]).assert_code(0);
     let strict = repo.arbiter(&["qa", "--strict"]);
@@ -381,7 +476,11 @@ fn every_rule_kind_and_filter_of_orch_py_s_format_works_on_real_files() {
         .iter()
         .map(|v| {
             let line = v["line"].as_u64().unwrap();
-            let loc = if line == 0 { format!("{}:", v["path"].as_str().unwrap()) } else { format!("{}:{line}", v["path"].as_str().unwrap()) };
+            let loc = if line == 0 {
+                format!("{}:", v["path"].as_str().unwrap())
+            } else {
+                format!("{}:{line}", v["path"].as_str().unwrap())
+            };
             format!("{loc} [{}] {}", v["rule"].as_str().unwrap(), v["message"].as_str().unwrap())
         })
         .collect();
@@ -410,11 +509,16 @@ fn every_rule_kind_and_filter_of_orch_py_s_format_works_on_real_files() {
     let text = repo.arbiter(&["rules", "check"]);
     text.assert_code(1);
     assert!(text.stdout.lines().any(|l| l == "f/Handler.py:2 'os' imported but unused"), "{}", text.stdout);
-    assert!(text.stdout.lines().any(|l| l == "g/Schema.py: Schema.py must import and use pydantic.BaseModel"), "{}", text.stdout);
+    assert!(
+        text.stdout.lines().any(|l| l == "g/Schema.py: Schema.py must import and use pydantic.BaseModel"),
+        "{}",
+        text.stdout
+    );
     // Groups isolate standards from structure.
     let structure = repo.arbiter(&["rules", "check", "--group", "structure", "--no-project", "--json"]);
     let doc: Value = serde_json::from_str(&structure.stdout).unwrap();
-    let rules: std::collections::BTreeSet<&str> = doc["violations"].as_array().unwrap().iter().map(|v| v["rule"].as_str().unwrap()).collect();
+    let rules: std::collections::BTreeSet<&str> =
+        doc["violations"].as_array().unwrap().iter().map(|v| v["rule"].as_str().unwrap()).collect();
     assert_eq!(rules.into_iter().collect::<Vec<_>>(), vec!["balanced", "schema-basemodel"]);
     let bad_group = repo.arbiter(&["rules", "check", "--group", "nope"]);
     bad_group.assert_code(2);
@@ -439,7 +543,10 @@ fn merge_updates_main_from_the_remote_merges_pushes_and_deletes_the_branch() {
     // Someone else pushes to main meanwhile.
     let other = tempfile::tempdir().unwrap();
     git_in(other.path(), &["clone", "-q", remote.path().to_str().unwrap(), "."]);
-    git_in(other.path(), &["-c", "user.name=o", "-c", "user.email=o@o", "commit", "-q", "--allow-empty", "-m", "theirs"]);
+    git_in(
+        other.path(),
+        &["-c", "user.name=o", "-c", "user.email=o@o", "commit", "-q", "--allow-empty", "-m", "theirs"],
+    );
     git_in(other.path(), &["push", "-q", "origin", "main"]);
 
     let run = repo.arbiter(&["feature", "merge"]);
@@ -472,14 +579,19 @@ fn a_merge_conflict_stops_cleanly_and_the_suggested_fix_works() {
     let main_before = repo.git(&["rev-parse", "main"]);
     let run = repo.arbiter(&["feature", "merge", "billing/Invoice"]);
     run.assert_code(1);
-    assert!(run.stderr.contains("conflicts in README.md; nothing was merged and you are back on billing/Invoice"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("conflicts in README.md; nothing was merged and you are back on billing/Invoice"),
+        "{}",
+        run.stderr
+    );
     assert_eq!(repo.git(&["rev-parse", "main"]), main_before);
     assert_eq!(branch(&repo), "billing/Invoice");
     assert!(repo.status().is_empty(), "{:?}", repo.status());
     assert!(!repo.path().join(".git/MERGE_HEAD").exists());
 
     // The hint: bring main into the slice, resolve, commit, merge again.
-    let merged = std::process::Command::new("git").args(["merge", "-q", "main"]).current_dir(repo.path()).output().unwrap();
+    let merged =
+        std::process::Command::new("git").args(["merge", "-q", "main"]).current_dir(repo.path()).output().unwrap();
     assert!(!merged.status.success());
     repo.write("README.md", "# shop, both\n");
     repo.commit_all("resolve");
@@ -548,7 +660,11 @@ fn ambiguous_and_unknown_names_exit_2_with_candidates() {
     let unknown = repo.arbiter(&["feature", "do", "Invoce"]);
     unknown.assert_code(2);
     assert!(unknown.stderr.contains("no slice 'Invoce' here"), "{}", unknown.stderr);
-    assert!(unknown.stderr.contains("did you mean billing/Invoice (features/billing/Invoice), shipping/Invoice"), "{}", unknown.stderr);
+    assert!(
+        unknown.stderr.contains("did you mean billing/Invoice (features/billing/Invoice), shipping/Invoice"),
+        "{}",
+        unknown.stderr
+    );
     let scan = repo.arbiter(&["feature", "scan", "--json"]);
     scan.assert_code(0);
     let doc = assert_schema("feature-scan", &scan.stdout);
@@ -566,7 +682,8 @@ fn delete_move_and_status_keep_the_registry_and_branches_in_step() {
     let status = repo.arbiter(&["feature", "status", "--json"]);
     status.assert_code(0);
     let doc = assert_schema("feature-status", &status.stdout);
-    let branches: Vec<&str> = doc["in_progress"].as_array().unwrap().iter().map(|b| b["branch"].as_str().unwrap()).collect();
+    let branches: Vec<&str> =
+        doc["in_progress"].as_array().unwrap().iter().map(|b| b["branch"].as_str().unwrap()).collect();
     assert_eq!(branches, vec!["billing/Invoice", "billing/Refund"], "{doc:#}");
 
     // move: directory, registry and branch in one commit, then the tests.
@@ -610,17 +727,29 @@ fn hostile_rule_files_registries_and_targets_are_refused_or_harmless() {
     let repo = slice_repo();
     let rules = repo.path().join(".arbiter/rules/python");
     fs::create_dir_all(&rules).unwrap();
-    fs::write(rules.join("evil.json"), r#"{"checks": [{"id": "redos", "kind": "line", "pattern": "(a+)+$", "message": "redos"}]}"#).unwrap();
+    fs::write(
+        rules.join("evil.json"),
+        r#"{"checks": [{"id": "redos", "kind": "line", "pattern": "(a+)+$", "message": "redos"}]}"#,
+    )
+    .unwrap();
     repo.write("long.py", format!("x = '{}b'\n", "a".repeat(200_000)));
     let run = repo.arbiter(&["rules", "check", "long.py", "--no-project"]);
     assert!(run.code == Some(0) || run.code == Some(1), "{}", run.stderr);
 
-    fs::write(rules.join("evil.json"), r#"{"checks": [{"id": "bomb", "kind": "line", "pattern": "(a{1000}){1000}", "message": "x"}]}"#).unwrap();
+    fs::write(
+        rules.join("evil.json"),
+        r#"{"checks": [{"id": "bomb", "kind": "line", "pattern": "(a{1000}){1000}", "message": "x"}]}"#,
+    )
+    .unwrap();
     let bomb = repo.arbiter(&["rules", "check"]);
     bomb.assert_code(2);
     assert!(bomb.stderr.contains("evil.json: check 'bomb' has a pattern arbiter cannot use"), "{}", bomb.stderr);
 
-    fs::write(rules.join("evil.json"), r#"{"checks": [{"id": "p", "kind": "project", "require": ["../../../etc/passwd"], "message": "x"}]}"#).unwrap();
+    fs::write(
+        rules.join("evil.json"),
+        r#"{"checks": [{"id": "p", "kind": "project", "require": ["../../../etc/passwd"], "message": "x"}]}"#,
+    )
+    .unwrap();
     let traversal = repo.arbiter(&["rules", "check"]);
     traversal.assert_code(2);
     assert!(traversal.stderr.contains("not a path inside the project"), "{}", traversal.stderr);
@@ -641,7 +770,11 @@ fn hostile_rule_files_registries_and_targets_are_refused_or_harmless() {
     let parent = repo.path().parent().unwrap().join("outside");
     let run = repo.arbiter(&["feature", "new", "billing/Invoice", "x"]);
     run.assert_code(2);
-    assert!(run.stderr.contains("features_dir") && run.stderr.contains("not a directory inside the repository"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("features_dir") && run.stderr.contains("not a directory inside the repository"),
+        "{}",
+        run.stderr
+    );
     assert!(!parent.exists());
     assert_eq!(branch(&repo), "main");
     repo.write(".features.json", "{\"known_features\": {\"X\": \"../../tmp\"}}\n");
@@ -670,11 +803,29 @@ fn a_run_s_rules_gate_judges_a_hostile_candidate_by_the_repository_s_rules() {
         "mkdir -p .agents/rules/python\nprintf '{\"lang\": \"python\", \"checks\": []}' > .agents/rules/python/core.json\nprintf 'import os\\n# sneaky\\nx = 1\\n' > app.py\nln -sf README.md hidden.py\n",
     );
     repo.commit_all("agent");
-    let run = repo.arbiter(&["run", "--task", "add app.py", "--command", "./agent.sh", "--candidates", "1", "--verify", "true", "--rules", "--repair-rounds", "1"]);
+    let run = repo.arbiter(&[
+        "run",
+        "--task",
+        "add app.py",
+        "--command",
+        "./agent.sh",
+        "--candidates",
+        "1",
+        "--verify",
+        "true",
+        "--rules",
+        "--repair-rounds",
+        "1",
+    ]);
     run.assert_code(1);
     let dir = repo.run_dir();
     let evidence = read_json(&dir.join("candidates/c01/evidence.json"));
-    let gate = evidence["gates"].as_array().unwrap().iter().find(|g| g["command"] == "arbiter rules check").expect("a rules gate");
+    let gate = evidence["gates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["command"] == "arbiter rules check")
+        .expect("a rules gate");
     assert_eq!(gate["passed"], false, "{evidence:#}");
     let tail = gate["output_tail"].as_str().unwrap();
     assert!(tail.contains("app.py:1 'os' imported but unused"), "{tail}");
@@ -686,7 +837,11 @@ fn a_run_s_rules_gate_judges_a_hostile_candidate_by_the_repository_s_rules() {
     assert!(dir.join("candidates/c01/repair/prompt-1.md").is_file());
     let settings = repo.arbiter(&["config", "show", "--rules", "--repair-rounds", "2"]);
     settings.assert_code(0);
-    assert!(settings.stdout.lines().any(|l| l.starts_with("repair_rounds") && l.contains("2") && l.contains("(flag)")), "{}", settings.stdout);
+    assert!(
+        settings.stdout.lines().any(|l| l.starts_with("repair_rounds") && l.contains("2") && l.contains("(flag)")),
+        "{}",
+        settings.stdout
+    );
 }
 
 /// Without Python the py-ast checks cannot run: `rules check` and a run with the rules gate
@@ -699,10 +854,25 @@ fn a_missing_python_is_an_environment_error_with_a_fix() {
     append_config(&repo, "[rules]\npython = \"/nonexistent/python3\"\n");
     let run = repo.arbiter(&["rules", "check", "app.py"]);
     run.assert_code(3);
-    assert!(run.stderr.contains("`/nonexistent/python3` is not installed") && run.stderr.contains("[rules]"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("`/nonexistent/python3` is not installed") && run.stderr.contains("[rules]"),
+        "{}",
+        run.stderr
+    );
     repo.write_agent("agent.sh", "true\n");
     repo.commit_all("agent");
-    let gated = repo.arbiter(&["run", "--task", "t", "--command", "./agent.sh", "--candidates", "1", "--verify", "true", "--rules"]);
+    let gated = repo.arbiter(&[
+        "run",
+        "--task",
+        "t",
+        "--command",
+        "./agent.sh",
+        "--candidates",
+        "1",
+        "--verify",
+        "true",
+        "--rules",
+    ]);
     gated.assert_code(3);
     assert!(repo.run_dirs().is_empty(), "nothing was started");
     let config = repo.arbiter_dir().join("config.toml");

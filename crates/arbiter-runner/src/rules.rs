@@ -101,7 +101,8 @@ fn read_rule_file(root: &Path, path: &Path, lang: Language, role: RuleFileRole) 
             fix: "split it, or remove what is not a check".into(),
         }));
     }
-    let text = std::fs::read_to_string(path).map_err(|e| RulesError::Path { path: source.clone(), why: e.to_string() })?;
+    let text =
+        std::fs::read_to_string(path).map_err(|e| RulesError::Path { path: source.clone(), why: e.to_string() })?;
     Ok(RuleFile { lang, source, role, text })
 }
 
@@ -291,10 +292,9 @@ struct ParseOutput {
 /// Parses each `(path, text)` with `python`'s `ast` module; one result per file, in order.
 pub async fn parse_python(python: &str, files: &[(String, String)]) -> Result<Vec<PythonParse>, RulesError> {
     let failed = |why: String| RulesError::PythonFailed { python: python.to_string(), why };
-    let input = serde_json::to_vec(&ParseInput {
-        files: files.iter().map(|(p, t)| ParseFile { path: p, text: t }).collect(),
-    })
-    .map_err(|e| failed(e.to_string()))?;
+    let input =
+        serde_json::to_vec(&ParseInput { files: files.iter().map(|(p, t)| ParseFile { path: p, text: t }).collect() })
+            .map_err(|e| failed(e.to_string()))?;
     let mut cmd = tokio::process::Command::new(python);
     cmd.args(["-I", "-S", "-c", PARSER])
         .current_dir(std::env::temp_dir())
@@ -451,9 +451,10 @@ mod tests {
 
     #[tokio::test]
     async fn the_syntax_tree_judges_pep_604_and_names() {
-        let PythonParse::Parsed(facts) =
-            parse("import os\nimport os.path as p\n\ndef f(pos: str | None = None, q: int = None) -> None:\n    return pos\n")
-                .await
+        let PythonParse::Parsed(facts) = parse(
+            "import os\nimport os.path as p\n\ndef f(pos: str | None = None, q: int = None) -> None:\n    return pos\n",
+        )
+        .await
         else {
             panic!("parsed");
         };

@@ -11,8 +11,19 @@ use crate::{Result, SliceError};
 
 /// Directories registry discovery never enters (orch.py's list).
 const SKIPPED_DIRS: &[&str] = &[
-    ".venv", "venv", "env", "node_modules", "__pycache__", ".git", ".hg", ".svn", ".pytest_cache", ".mypy_cache",
-    ".ruff_cache", ".agents", ".arbiter",
+    ".venv",
+    "venv",
+    "env",
+    "node_modules",
+    "__pycache__",
+    ".git",
+    ".hg",
+    ".svn",
+    ".pytest_cache",
+    ".mypy_cache",
+    ".ruff_cache",
+    ".agents",
+    ".arbiter",
 ];
 
 /// Largest registry file read.
@@ -40,7 +51,7 @@ fn discover(root: &Path) -> Option<String> {
             for e in entries {
                 let name = e.file_name().to_string_lossy().into_owned();
                 let Ok(kind) = e.file_type() else { continue };
-                if kind.is_file() && name == FILE && rel.as_os_str().len() > 0 {
+                if kind.is_file() && name == FILE && !rel.as_os_str().is_empty() {
                     return Some(rel.join(FILE).to_string_lossy().into_owned());
                 }
                 if kind.is_dir() && !SKIPPED_DIRS.contains(&name.as_str()) {
@@ -108,11 +119,21 @@ pub fn scan(root: &Path, project: &Project) -> Vec<Slice> {
     for features in project.roots(None) {
         for (domain, domain_dir) in child_dirs(&root.join(&features)) {
             if domain_dir.join("Handler.py").is_file() {
-                out.push(Slice { domain: NO_DOMAIN.into(), dir: format!("{features}/{domain}"), name: domain, flat: true });
+                out.push(Slice {
+                    domain: NO_DOMAIN.into(),
+                    dir: format!("{features}/{domain}"),
+                    name: domain,
+                    flat: true,
+                });
                 continue;
             }
             for (name, _) in child_dirs(&domain_dir) {
-                out.push(Slice { dir: format!("{features}/{domain}/{name}"), domain: domain.clone(), name, flat: false });
+                out.push(Slice {
+                    dir: format!("{features}/{domain}/{name}"),
+                    domain: domain.clone(),
+                    name,
+                    flat: false,
+                });
             }
         }
     }
@@ -168,7 +189,9 @@ pub fn template_set(root: &Path, set: &str) -> Result<Vec<(String, String)>> {
         files.push((name, text));
     }
     if files.is_empty() {
-        return Err(SliceError::refused(format!(".arbiter/templates/{set}/ holds no file; put the slice's templates in it")));
+        return Err(SliceError::refused(format!(
+            ".arbiter/templates/{set}/ holds no file; put the slice's templates in it"
+        )));
     }
     Ok(files)
 }
@@ -186,7 +209,10 @@ pub fn scaffold(
     for (i, _) in target.dir.match_indices('/').chain([(target.dir.len(), "")]) {
         let part = root.join(&target.dir[..i]);
         if std::fs::symlink_metadata(&part).is_ok_and(|m| m.file_type().is_symlink()) {
-            return Err(SliceError::refused(format!("{} is a symbolic link; arbiter does not write through it", &target.dir[..i])));
+            return Err(SliceError::refused(format!(
+                "{} is a symbolic link; arbiter does not write through it",
+                &target.dir[..i]
+            )));
         }
     }
     std::fs::create_dir_all(&dir)?;
@@ -198,11 +224,15 @@ pub fn scaffold(
         if file == "spec.md" || (no_controller && file == CONTROLLER) {
             continue;
         }
-        let name = templates::render(file, &vars).map_err(|e| SliceError::refused(format!("template file name {file}: {e}")))?;
+        let name = templates::render(file, &vars)
+            .map_err(|e| SliceError::refused(format!("template file name {file}: {e}")))?;
         if !valid_file_name(&name) {
-            return Err(SliceError::refused(format!("template file name {file} becomes '{name}', which is not a file name")));
+            return Err(SliceError::refused(format!(
+                "template file name {file} becomes '{name}', which is not a file name"
+            )));
         }
-        let text = templates::render(template, &vars).map_err(|e| SliceError::refused(format!("template {file}: {e}")))?;
+        let text =
+            templates::render(template, &vars).map_err(|e| SliceError::refused(format!("template {file}: {e}")))?;
         std::fs::write(dir.join(&name), text)?;
         written.push(format!("{}/{name}", target.dir));
     }
@@ -212,8 +242,10 @@ pub fn scaffold(
 /// The spec template of a set: its `spec.md` rendered, or orch.py's.
 pub fn spec_template(set: &[(String, String)], target: &Target, overview: &str) -> Result<String> {
     match set.iter().find(|(f, _)| f == "spec.md") {
-        Some((_, t)) => templates::render(t, &templates::variables(&target.name, &target.domain, &target.dir, overview))
-            .map_err(|e| SliceError::refused(format!("template spec.md: {e}"))),
+        Some((_, t)) => {
+            templates::render(t, &templates::variables(&target.name, &target.domain, &target.dir, overview))
+                .map_err(|e| SliceError::refused(format!("template spec.md: {e}")))
+        }
         None => Ok(crate::spec::template_spec(&target.name, &target.domain, overview)),
     }
 }
@@ -226,7 +258,9 @@ mod tests {
     fn nested_and_flat_slices_are_found_and_underscored_dirs_skipped() {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
-        for d in ["features/auction/SubmitBid", "features/_shared/Helper", "features/auction/_draft", "features/Payment"] {
+        for d in
+            ["features/auction/SubmitBid", "features/_shared/Helper", "features/auction/_draft", "features/Payment"]
+        {
             std::fs::create_dir_all(root.join(d)).unwrap();
         }
         std::fs::write(root.join("features/Payment/Handler.py"), "").unwrap();

@@ -105,7 +105,9 @@ pub enum Resolution {
     /// Several slices answer to the name: the user must say which (`domain/Feature`).
     Ambiguous(Vec<Slice>),
     /// None does; the closest names, if any.
-    Unknown { suggestions: Vec<Slice> },
+    Unknown {
+        suggestions: Vec<Slice>,
+    },
 }
 
 /// Resolves `spec` among `slices`: an explicit domain is honoured; a bare name must match
@@ -243,7 +245,10 @@ mod tests {
         let explicit = TargetSpec::parse("shipping/Invoice").unwrap();
         assert_eq!(resolve(&explicit, &slices, Some("billing")), Resolution::Found(slice("shipping", "Invoice")));
         assert_eq!(resolve(&bare, &slices, Some("billing")), Resolution::Found(slice("billing", "Invoice")));
-        assert_eq!(resolve(&TargetSpec::parse("refund").unwrap(), &slices, None), Resolution::Found(slice("billing", "Refund")));
+        assert_eq!(
+            resolve(&TargetSpec::parse("refund").unwrap(), &slices, None),
+            Resolution::Found(slice("billing", "Refund"))
+        );
     }
 
     #[test]
@@ -264,7 +269,10 @@ mod tests {
         assert_eq!(target_from_branch("shared/Payment", "main"), TargetSpec::parse("shared/Payment").ok());
         assert_eq!(target_from_branch("main", "main"), None);
         assert_eq!(target_from_branch("dev", "main"), None);
-        assert_eq!(feature_name_from_path("/repo/features/auction/SubmitBid/Handler.py", "features").as_deref(), Some("SubmitBid"));
+        assert_eq!(
+            feature_name_from_path("/repo/features/auction/SubmitBid/Handler.py", "features").as_deref(),
+            Some("SubmitBid")
+        );
         assert_eq!(feature_name_from_path("/repo/web/auctions.html", "features").as_deref(), Some("Auctions"));
         assert_eq!(feature_name_from_path("payment_flow.py", "features").as_deref(), Some("PaymentFlow"));
         assert_eq!(feature_name_from_path("share-screenshot.ts", "features").as_deref(), Some("ShareScreenshot"));

@@ -53,10 +53,18 @@ impl RegistryFile {
     /// Parses and validates a registry file's text.
     pub fn parse(path: &str, text: &str) -> Result<RegistryFile, String> {
         let value: Value = serde_json::from_str(text).map_err(|e| {
-            bad(path, format!("not valid JSON ({e})"), "fix the file (arbiter never writes over a registry it cannot read)")
+            bad(
+                path,
+                format!("not valid JSON ({e})"),
+                "fix the file (arbiter never writes over a registry it cannot read)",
+            )
         })?;
         let Value::Object(doc) = value else {
-            return Err(bad(path, "not a JSON object".into(), "write {\"features_dir\": \"features\", \"known_features\": {}}"));
+            return Err(bad(
+                path,
+                "not a JSON object".into(),
+                "write {\"features_dir\": \"features\", \"known_features\": {}}",
+            ));
         };
         let file = RegistryFile { path: path.to_string(), doc, exists: true };
         file.validate()?;
@@ -95,22 +103,38 @@ impl RegistryFile {
         }
         for (key, app) in object("apps")?.into_iter().flatten() {
             let Value::Object(app) = app else {
-                return Err(bad(p, format!("apps.{key} is not an object"), "write {\"features_dir\": ..., \"domains\": [...]}"));
+                return Err(bad(
+                    p,
+                    format!("apps.{key} is not an object"),
+                    "write {\"features_dir\": ..., \"domains\": [...]}",
+                ));
             };
             if let Some(d) = app.get("features_dir")
                 && !d.as_str().is_some_and(valid_dir)
             {
-                return Err(bad(p, format!("apps.{key}.features_dir {d} is not a directory inside the repository"), "give a relative path"));
+                return Err(bad(
+                    p,
+                    format!("apps.{key}.features_dir {d} is not a directory inside the repository"),
+                    "give a relative path",
+                ));
             }
             if let Some(c) = app.get("config")
                 && !c.as_str().is_some_and(|c| c.ends_with(".json") && arbiter_core::rules::project::safe_root_path(c))
             {
-                return Err(bad(p, format!("apps.{key}.config {c} is not a .json file inside the repository"), "give a relative path"));
+                return Err(bad(
+                    p,
+                    format!("apps.{key}.config {c} is not a .json file inside the repository"),
+                    "give a relative path",
+                ));
             }
             if let Some(domains) = app.get("domains") {
                 let ok = domains.as_array().is_some_and(|a| a.iter().all(|d| d.as_str().is_some_and(valid_component)));
                 if !ok {
-                    return Err(bad(p, format!("apps.{key}.domains is not a list of domain names"), "write [\"billing\", ...]"));
+                    return Err(bad(
+                        p,
+                        format!("apps.{key}.domains is not a list of domain names"),
+                        "write [\"billing\", ...]",
+                    ));
                 }
             }
         }
@@ -123,7 +147,12 @@ impl RegistryFile {
     }
 
     pub fn features_dir(&self) -> String {
-        self.doc.get("features_dir").and_then(Value::as_str).unwrap_or(DEFAULT_FEATURES_DIR).trim_end_matches('/').to_string()
+        self.doc
+            .get("features_dir")
+            .and_then(Value::as_str)
+            .unwrap_or(DEFAULT_FEATURES_DIR)
+            .trim_end_matches('/')
+            .to_string()
     }
 
     pub fn known_features(&self) -> BTreeMap<String, String> {
@@ -403,7 +432,8 @@ mod tests {
 
     fn project() -> Project {
         let root = RegistryFile::parse(FILE, ORCH_SHAPE).unwrap();
-        let web = RegistryFile::parse("web/features/.features.json", r#"{"known_features": {"Auctions": "vps"}}"#).unwrap();
+        let web =
+            RegistryFile::parse("web/features/.features.json", r#"{"known_features": {"Auctions": "vps"}}"#).unwrap();
         Project { root, app_files: [(web.path.clone(), web)].into() }
     }
 
@@ -455,7 +485,8 @@ mod tests {
 
     #[test]
     fn merging_two_slices_registrations_keeps_both() {
-        let base = RegistryFile::parse(FILE, r#"{"features_dir": "features", "known_features": {"Old": "a"}}"#).unwrap();
+        let base =
+            RegistryFile::parse(FILE, r#"{"features_dir": "features", "known_features": {"Old": "a"}}"#).unwrap();
         let mut ours = base.clone();
         ours.register("Invoice", "billing");
         let mut theirs = base.clone();

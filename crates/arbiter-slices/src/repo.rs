@@ -131,7 +131,14 @@ impl Repo {
         if self.git.run(staged).await.is_ok() {
             return Ok(None);
         }
-        let mut commit = vec!["commit".to_string(), "--quiet".into(), "--no-verify".into(), "-m".into(), message.into(), "--".into()];
+        let mut commit = vec![
+            "commit".to_string(),
+            "--quiet".into(),
+            "--no-verify".into(),
+            "-m".into(),
+            message.into(),
+            "--".into(),
+        ];
         commit.extend(paths.iter().cloned());
         self.git.run(commit).await.map_err(|e| match e {
             GitError::Failed { stderr, .. } => SliceError::environment(format!(

@@ -38,7 +38,9 @@ impl SliceSettings {
             ));
         }
         let rounds = |key: &str, v: Option<u32>, default: u32| match v {
-            Some(n) if n > MAX_ROUNDS => Err(format!("[slices] {key} = {n} is more than {MAX_ROUNDS}; use fewer rounds")),
+            Some(n) if n > MAX_ROUNDS => {
+                Err(format!("[slices] {key} = {n} is more than {MAX_ROUNDS}; use fewer rounds"))
+            }
             Some(n) => Ok(n),
             None => Ok(default),
         };
@@ -74,7 +76,10 @@ mod tests {
     #[test]
     fn defaults_follow_orch_py_and_the_test_command_names_the_slice() {
         let s = SliceSettings::resolve(&SlicesSection::default()).unwrap();
-        assert_eq!(s.test_command_for("features/billing/Invoice"), "python3 -m pytest -q features/billing/Invoice/Tests.py");
+        assert_eq!(
+            s.test_command_for("features/billing/Invoice"),
+            "python3 -m pytest -q features/billing/Invoice/Tests.py"
+        );
         assert_eq!((s.repair_rounds, s.spec_qa_rounds, s.remote.as_str(), s.push), (3, 3, "origin", true));
         let bad = SlicesSection { repair_rounds: Some(99), ..Default::default() };
         assert!(SliceSettings::resolve(&bad).unwrap_err().contains("repair_rounds"));

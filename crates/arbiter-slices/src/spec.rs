@@ -16,7 +16,8 @@ pub const DEFAULT_OVERVIEW: &str = "<!-- Orchestrator: describe what this featur
 
 /// orch.py's `SPEC_TEMPLATE` (its sections, in order).
 pub fn template_spec(name: &str, domain: &str, overview: &str) -> String {
-    let title = if domain.is_empty() || domain == crate::registry::NO_DOMAIN { name.to_string() } else { title_case(domain) };
+    let title =
+        if domain.is_empty() || domain == crate::registry::NO_DOMAIN { name.to_string() } else { title_case(domain) };
     let overview = if overview.trim().is_empty() { DEFAULT_OVERVIEW } else { overview.trim() };
     format!(
         "# {name} — {title} Feature\n\n\
@@ -267,7 +268,8 @@ pub fn overview(spec: &str) -> String {
 pub fn implement_task(name: &str, dir: &str, tests_file: &str, spec: &str) -> String {
     let amended = !split_spec(spec).1.trim().is_empty();
     let verb = if amended { "Modify" } else { "Implement" };
-    let what = if amended { "per its amended spec (the amendments at the end say what changed)" } else { "per its spec" };
+    let what =
+        if amended { "per its amended spec (the amendments at the end say what changed)" } else { "per its spec" };
     format!(
         "{verb} the feature slice {name} in {dir}/ {what}.\n\n\
          Work inside {dir}/: write the slice's code and its tests in {dir}/{tests_file} (every public behaviour \
@@ -286,7 +288,14 @@ mod tests {
     fn the_template_has_orch_py_s_sections() {
         let s = template_spec("Invoice", "billing", "Create an invoice from an order.");
         assert!(s.starts_with("# Invoice — Billing Feature\n"));
-        for h in ["## Overview", "## Input / Output", "## Business Logic Constraints", "## Error Cases", "## Dependencies", "## Code Standards"] {
+        for h in [
+            "## Overview",
+            "## Input / Output",
+            "## Business Logic Constraints",
+            "## Error Cases",
+            "## Dependencies",
+            "## Code Standards",
+        ] {
             assert!(s.contains(h), "{h}");
         }
         assert!(s.contains("shared.logger"));
@@ -297,9 +306,20 @@ mod tests {
     #[test]
     fn amendments_are_recorded_and_read_back_in_order() {
         let spec = template_spec("Invoice", "billing", "Totals in cents.");
-        let a1 = Amendment { number: 1, at: "2026-01-01T00:00:00.000Z".into(), request: "Add VAT per line".into(), resolution: "VAT added".into(), qa: "valid".into() };
+        let a1 = Amendment {
+            number: 1,
+            at: "2026-01-01T00:00:00.000Z".into(),
+            request: "Add VAT per line".into(),
+            resolution: "VAT added".into(),
+            qa: "valid".into(),
+        };
         let once = with_amendment(&spec, split_spec(&spec).0, &a1);
-        assert!(once.contains("## Amendments\n\n### Amendment 1 — 2026-01-01T00:00:00.000Z\n\n#### Request\n\nAdd VAT per line\n"), "{once}");
+        assert!(
+            once.contains(
+                "## Amendments\n\n### Amendment 1 — 2026-01-01T00:00:00.000Z\n\n#### Request\n\nAdd VAT per line\n"
+            ),
+            "{once}"
+        );
         let a2 = Amendment { number: 2, request: "Round half up".into(), ..a1.clone() };
         let twice = with_amendment(&once, "# Invoice\n\nnew body\n", &a2);
         assert!(twice.starts_with("# Invoice\n\nnew body\n\n## Amendments\n"), "{twice}");
@@ -312,7 +332,8 @@ mod tests {
     #[test]
     fn a_verdict_is_structured_and_anything_else_is_not_one() {
         assert_eq!(parse_verdict("```json\n{\"verdict\": \"valid\"}\n```"), Ok(QaVerdict::Valid));
-        let v = parse_verdict(r##"{"verdict": "issues", "issues": ["no error cases"], "corrected_spec": "# X\n"}"##).unwrap();
+        let v = parse_verdict(r##"{"verdict": "issues", "issues": ["no error cases"], "corrected_spec": "# X\n"}"##)
+            .unwrap();
         assert_eq!(v.describe(), "issues: no error cases");
         // orch.py passed any reply starting with VALID.
         assert!(parse_verdict("VALID-ish, mostly").is_err());

@@ -21,10 +21,7 @@ pub const VARIABLES: &[&str] = &["name", "domain", "domain_title", "dir", "modul
 
 /// orch.py's slice, as `(file, template)`.
 pub const PYTHON_SET: &[(&str, &str)] = &[
-    (
-        "Schema.py",
-        "from pydantic import BaseModel\n\n\nclass {{name}}Schema(BaseModel):\n    pass\n",
-    ),
+    ("Schema.py", "from pydantic import BaseModel\n\n\nclass {{name}}Schema(BaseModel):\n    pass\n"),
     (
         "Handler.py",
         "from typing import Any, Dict\n\nfrom shared.logger import logging_func\n\nlogger = logging_func(__name__)\n\n\n\
@@ -103,7 +100,10 @@ mod tests {
         assert!(handler.contains("from shared.logger import logging_func"));
         assert!(handler.contains("return {\"status\": \"ok\"}"), "Python braces are kept: {handler}");
         assert_eq!(vars["module"], "features.billing.Invoice");
-        assert_eq!(PYTHON_SET.iter().map(|(f, _)| *f).collect::<Vec<_>>(), vec!["Schema.py", "Handler.py", "Controller.py", "Tests.py", "__init__.py"]);
+        assert_eq!(
+            PYTHON_SET.iter().map(|(f, _)| *f).collect::<Vec<_>>(),
+            vec!["Schema.py", "Handler.py", "Controller.py", "Tests.py", "__init__.py"]
+        );
     }
 
     #[test]

@@ -27,11 +27,8 @@ pub struct Answer {
 impl SpecModel {
     /// One call: `system` and `user`, the chain tried in order.
     pub async fn ask(&self, system: &str, user: &str) -> Result<Answer, String> {
-        let request = ChatRequest {
-            system: Some(system.to_string()),
-            messages: vec![Message::user(user)],
-            ..Default::default()
-        };
+        let request =
+            ChatRequest { system: Some(system.to_string()), messages: vec![Message::user(user)], ..Default::default() };
         let (index, response) =
             chat_with_fallback(&self.client, &self.chain, &request, |_| {}).await.map_err(|e| e.to_string())?;
         if response.text.trim().is_empty() {
@@ -90,8 +87,15 @@ pub async fn qa(
     let mut verdict_text = "not concluded".to_string();
     let mut passed = false;
     for round in 1..=rounds {
-        let mut record =
-            QaRound { schema_version: 1, round, of: rounds, backend: None, verdict: None, problem: None, corrected: false };
+        let mut record = QaRound {
+            schema_version: 1,
+            round,
+            of: rounds,
+            backend: None,
+            verdict: None,
+            problem: None,
+            corrected: false,
+        };
         match model.ask(spec::QA_SYSTEM, &spec::qa_request(original, amendments, &spec)).await {
             Err(e) => record.problem = Some(format!("the QA call failed: {e}")),
             Ok(answer) => {

@@ -119,8 +119,15 @@ pub async fn feature(repo: Option<&Path>, cmd: &FeatureCommand) -> Result<u8, Cl
             if o.fast_forwarded {
                 out!("  {} was first brought up to date from {}", o.into, ws.repo.settings.remote);
             }
-            out!("  {}", if o.pushed { format!("pushed {}", o.into) } else { "not pushed (no remote, or --no-push)".into() });
-            out!("  deleted the branch {}{}", o.branch, if o.remote_branch_deleted { " (also on the remote)" } else { "" });
+            out!(
+                "  {}",
+                if o.pushed { format!("pushed {}", o.into) } else { "not pushed (no remote, or --no-push)".into() }
+            );
+            out!(
+                "  deleted the branch {}{}",
+                o.branch,
+                if o.remote_branch_deleted { " (also on the remote)" } else { "" }
+            );
             for w in &o.warnings {
                 warning!("arbiter: warning: {w}");
             }
@@ -128,7 +135,12 @@ pub async fn feature(repo: Option<&Path>, cmd: &FeatureCommand) -> Result<u8, Cl
         }
         FeatureCommand::Undo { target, yes } => {
             let o = verbs::undo(&ws, target.as_deref(), *yes).await.map_err(slice_error)?;
-            out!("Discarded the branch {}{}; you are on {}", o.branch, if o.remote_branch_deleted { " (and its remote branch)" } else { "" }, o.now_on);
+            out!(
+                "Discarded the branch {}{}; you are on {}",
+                o.branch,
+                if o.remote_branch_deleted { " (and its remote branch)" } else { "" },
+                o.now_on
+            );
             if !o.discarded_commits.is_empty() {
                 out!("  discarded commits: {}", o.discarded_commits.join("; "));
             }
@@ -146,7 +158,11 @@ pub async fn feature(repo: Option<&Path>, cmd: &FeatureCommand) -> Result<u8, Cl
                 out!("Removed {dir} and its registry entry ({})", o.commit.as_deref().map(short).unwrap_or_default());
             }
             if o.branch_deleted {
-                out!("Deleted the branch {}{}", o.slice, if o.remote_branch_deleted { " (also on the remote)" } else { "" });
+                out!(
+                    "Deleted the branch {}{}",
+                    o.slice,
+                    if o.remote_branch_deleted { " (also on the remote)" } else { "" }
+                );
             }
             if !o.discarded_commits.is_empty() {
                 out!("  discarded commits: {}", o.discarded_commits.join("; "));
@@ -156,7 +172,14 @@ pub async fn feature(repo: Option<&Path>, cmd: &FeatureCommand) -> Result<u8, Cl
         FeatureCommand::Move { from, to } => {
             let cancel = CancellationToken::new();
             let o = verbs::move_slice(&ws, from, to, &cancel).await.map_err(slice_error)?;
-            out!("Moved {} ({}) to {} ({}){}", o.from, o.from_dir, o.to, o.to_dir, o.commit.as_deref().map(|c| format!(", commit {}", short(c))).unwrap_or_default());
+            out!(
+                "Moved {} ({}) to {} ({}){}",
+                o.from,
+                o.from_dir,
+                o.to,
+                o.to_dir,
+                o.commit.as_deref().map(|c| format!(", commit {}", short(c))).unwrap_or_default()
+            );
             if let Some(b) = &o.branch_renamed {
                 out!("  the branch is now {b}");
             }
@@ -166,7 +189,11 @@ pub async fn feature(repo: Option<&Path>, cmd: &FeatureCommand) -> Result<u8, Cl
                     exit::SUCCESS
                 }
                 Some(false) => {
-                    out!("  its tests FAIL at the new place (`{}`); the move is committed:\n{}", o.tests.command, o.tests.output_tail.trim_end());
+                    out!(
+                        "  its tests FAIL at the new place (`{}`); the move is committed:\n{}",
+                        o.tests.command,
+                        o.tests.output_tail.trim_end()
+                    );
                     exit::NO_RESULT
                 }
                 None => {
@@ -190,7 +217,12 @@ pub async fn feature(repo: Option<&Path>, cmd: &FeatureCommand) -> Result<u8, Cl
                     out!("{}/", s.domain);
                     domain = Some(&s.domain);
                 }
-                out!("  {}{}{}", s.name, if s.flat { " (flat)" } else { "" }, if s.registered { "" } else { " (not in .features.json)" });
+                out!(
+                    "  {}{}{}",
+                    s.name,
+                    if s.flat { " (flat)" } else { "" },
+                    if s.registered { "" } else { " (not in .features.json)" }
+                );
             }
             for m in &o.registered_missing {
                 out!("registered but not here: {m}");
@@ -242,8 +274,9 @@ fn prompt_text(words: &[String], file: Option<&Path>) -> Result<String, CliError
 /// `modify`'s words: a first word that is a target (no space in it) names the slice; the
 /// rest is the change.
 fn modify_words(words: &[String], file: Option<&Path>) -> Result<(Option<String>, String), CliError> {
-    let first_is_target =
-        words.first().is_some_and(|w| !w.contains(char::is_whitespace) && arbiter_slices::names::TargetSpec::parse(w).is_ok());
+    let first_is_target = words
+        .first()
+        .is_some_and(|w| !w.contains(char::is_whitespace) && arbiter_slices::names::TargetSpec::parse(w).is_ok());
     let (target, rest) = if first_is_target { (words.first().cloned(), &words[1..]) } else { (None, words) };
     Ok((target, prompt_text(rest, file)?))
 }
@@ -254,7 +287,8 @@ async fn editor_file() -> Option<String> {
     if let Some(f) = std::env::var("ARBITER_CURRENT_FILE").ok().filter(|f| !f.is_empty()) {
         return Some(f);
     }
-    let server = std::env::var("NVIM").or_else(|_| std::env::var("NVIM_LISTEN_ADDRESS")).ok().filter(|s| !s.is_empty())?;
+    let server =
+        std::env::var("NVIM").or_else(|_| std::env::var("NVIM_LISTEN_ADDRESS")).ok().filter(|s| !s.is_empty())?;
     let ask = tokio::process::Command::new("nvim")
         .args(["--headless", "--server", &server, "--remote-expr", "expand('%:p')"])
         .stdin(std::process::Stdio::null())
@@ -377,8 +411,7 @@ async fn implement(
     );
     let outcome = run::execute(ctx, prepared).await?;
     let applied = outcome.materialization.as_ref().is_some_and(|m| m.applied && m.error.is_none());
-    let finished =
-        if applied { Some(verbs::finish_do(ws, &plan, no_push).await.map_err(slice_error)?) } else { None };
+    let finished = if applied { Some(verbs::finish_do(ws, &plan, no_push).await.map_err(slice_error)?) } else { None };
     let code = match (&finished, run::exit_code(&outcome)) {
         (_, exit::INTERRUPTED) => exit::INTERRUPTED,
         (Some(f), _) if f.pushed == Some(false) => exit::NO_RESULT,
@@ -432,7 +465,10 @@ fn candidates(o: &RunOutcome) -> Vec<CandidateDoc> {
                         e.gates
                             .iter()
                             .filter(|g| !g.passed)
-                            .map(|g| FailingGate { gate: g.outcome.command.clone(), output_tail: g.outcome.output_tail.clone() })
+                            .map(|g| FailingGate {
+                                gate: g.outcome.command.clone(),
+                                output_tail: g.outcome.output_tail.clone(),
+                            })
                             .collect()
                     })
                     .unwrap_or_default(),
@@ -461,14 +497,21 @@ fn report_do(plan: &DoPlan, o: &RunOutcome, f: Option<&DoFinished>, ws: &Workspa
                 None => out!("The winner changed nothing to commit on {}", plan.branch),
             }
             match (f.pushed, &f.push_error) {
-                (Some(true), _) => out!("Pushed {} to {} (NOT merged: `arbiter feature merge` when ready)", plan.branch, ws.repo.settings.remote),
+                (Some(true), _) => out!(
+                    "Pushed {} to {} (NOT merged: `arbiter feature merge` when ready)",
+                    plan.branch,
+                    ws.repo.settings.remote
+                ),
                 (Some(false), e) => out!(
                     "NOT pushed: {}; push with `git push -u {} {}`",
                     e.as_deref().unwrap_or("the push failed"),
                     ws.repo.settings.remote,
                     plan.branch
                 ),
-                (None, _) => out!("Not pushed (no remote {}, or --no-push); merge with `arbiter feature merge`", ws.repo.settings.remote),
+                (None, _) => out!(
+                    "Not pushed (no remote {}, or --no-push); merge with `arbiter feature merge`",
+                    ws.repo.settings.remote
+                ),
             }
         }
         None => out!(

@@ -37,7 +37,9 @@ pub async fn qa(repo: Option<&Path>, strict: bool, json: bool) -> Result<u8, Cli
 
 fn print(o: &QaOutcome) {
     if o.slices.is_empty() {
-        out!("0 feature slices registered (.features.json); `arbiter feature new <domain>/<Feature> \"...\"` creates one");
+        out!(
+            "0 feature slices registered (.features.json); `arbiter feature new <domain>/<Feature> \"...\"` creates one"
+        );
         return;
     }
     let violations: Vec<&String> = o.slices.iter().flat_map(|s| &s.violations).chain(&o.project_violations).collect();

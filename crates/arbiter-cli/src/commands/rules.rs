@@ -163,7 +163,12 @@ fn list(book: &RuleBook, json: bool) -> u8 {
             checks: s
                 .checks
                 .iter()
-                .map(|c| CheckLine { id: c.id.clone(), group: c.group.clone(), kind: kind_name(&c.kind), message: c.message.clone() })
+                .map(|c| CheckLine {
+                    id: c.id.clone(),
+                    group: c.group.clone(),
+                    kind: kind_name(&c.kind),
+                    message: c.message.clone(),
+                })
                 .collect(),
         })
         .collect();

@@ -27,13 +27,8 @@ struct Syntax {
     multiline_quote: Option<char>,
 }
 
-const PYTHON: Syntax = Syntax {
-    line_comment: "#",
-    block_comment: None,
-    quotes: &['\'', '"'],
-    triple_quotes: true,
-    multiline_quote: None,
-};
+const PYTHON: Syntax =
+    Syntax { line_comment: "#", block_comment: None, quotes: &['\'', '"'], triple_quotes: true, multiline_quote: None };
 
 const SCRIPT: Syntax = Syntax {
     line_comment: "//",

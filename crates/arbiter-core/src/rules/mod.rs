@@ -264,7 +264,10 @@ pub fn parse_rule_file(lang: Language, source: &str, text: &str) -> Result<(Rule
         let id = c.id.clone().filter(|s| !s.trim().is_empty()).unwrap_or_else(|| format!("check-{}", i + 1));
         let named = |problem: &str| format!("check '{id}' {problem}");
         let Some(kind_name) = c.kind.as_deref() else {
-            return Err(err(named("has no kind"), "add \"kind\": one of line, text-required, balanced, py-ast, project"));
+            return Err(err(
+                named("has no kind"),
+                "add \"kind\": one of line, text-required, balanced, py-ast, project",
+            ));
         };
         let kind = match kind_name {
             "line" => {
@@ -350,7 +353,8 @@ pub fn parse_rule_file(lang: Language, source: &str, text: &str) -> Result<(Rule
                 CheckKind::Project(check)
             }
             other => {
-                warnings.push(format!("{source}: check '{id}' has kind '{other}', which arbiter does not know: left out"));
+                warnings
+                    .push(format!("{source}: check '{id}' has kind '{other}', which arbiter does not know: left out"));
                 continue;
             }
         };
@@ -501,7 +505,13 @@ impl RuleBook {
 
     /// The checks of one file (`path` relative to the root, `/`-separated). `python` is its
     /// parse, needed when a `py-ast` check applies ([`RuleBook::needs_syntax_tree`]).
-    pub fn check_file(&self, path: &str, text: &str, python: Option<&PythonParse>, groups: Groups<'_>) -> Vec<Violation> {
+    pub fn check_file(
+        &self,
+        path: &str,
+        text: &str,
+        python: Option<&PythonParse>,
+        groups: Groups<'_>,
+    ) -> Vec<Violation> {
         let Some(lang) = Language::of_path(path) else { return Vec::new() };
         let name = base_name(path);
         let masked = std::cell::OnceCell::new();
@@ -535,9 +545,11 @@ impl RuleBook {
                     for pair in pairs {
                         match pair {
                             Pair::Counted { open, close, message } => {
-                                let (o, c) = (code.matches(open.as_str()).count(), code.matches(close.as_str()).count());
+                                let (o, c) =
+                                    (code.matches(open.as_str()).count(), code.matches(close.as_str()).count());
                                 if o != c {
-                                    let m = message.replace("{open}", &o.to_string()).replace("{close}", &c.to_string());
+                                    let m =
+                                        message.replace("{open}", &o.to_string()).replace("{close}", &c.to_string());
                                     out.push(violation(0, m));
                                 }
                             }

@@ -34,7 +34,10 @@ pub fn safe_root_path(path: &str) -> bool {
 
 impl ProjectCheck {
     pub fn is_empty(&self) -> bool {
-        self.require.is_empty() && self.forbid.is_empty() && self.forbid_text.is_empty() && self.one_import_of.is_empty()
+        self.require.is_empty()
+            && self.forbid.is_empty()
+            && self.forbid_text.is_empty()
+            && self.one_import_of.is_empty()
     }
 
     /// Every root file the check looks at.

@@ -53,7 +53,8 @@ fn unknown_kinds_and_checks_are_left_out_with_a_warning() {
 
 #[test]
 fn line_rules_report_each_line_and_honour_exclusions() {
-    let text = "#!/usr/bin/env python\n# a comment\nx = 1  # noqa\nprint(x)\nlogger.info(print(x))\ns = \"\u{1F600}\"\n";
+    let text =
+        "#!/usr/bin/env python\n# a comment\nx = 1  # noqa\nprint(x)\nlogger.info(print(x))\ns = \"\u{1F600}\"\n";
     let v = book().check_file("pkg/Handler.py", text, None, Some(&["standards".to_string()]));
     let found: Vec<(&str, u32)> = v.iter().map(|v| (v.rule.as_str(), v.line)).collect();
     assert!(found.contains(&("comment", 2)), "{found:?}");

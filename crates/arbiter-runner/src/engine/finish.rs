@@ -89,10 +89,7 @@ pub(super) fn assess(ctx: &RunCtx, r: &CandidateRun, baseline: &Baseline) -> (Ev
 }
 
 fn policy(ctx: &RunCtx) -> Policy {
-    Policy {
-        has_verify: ctx.gate_count() > 0,
-        allow_test_changes: ctx.settings.allow_test_changes.value,
-    }
+    Policy { has_verify: ctx.gate_count() > 0, allow_test_changes: ctx.settings.allow_test_changes.value }
 }
 
 /// Whether a finished candidate is eligible on its own evidence (an escalation stops there).

@@ -84,11 +84,25 @@ pub async fn modify(
             }
         }
     };
-    let amendment = Amendment { number, at: req.now.clone(), request: req.prompt.to_string(), resolution: resolution.clone(), qa: qa.clone() };
+    let amendment = Amendment {
+        number,
+        at: req.now.clone(),
+        request: req.prompt.to_string(),
+        resolution: resolution.clone(),
+        qa: qa.clone(),
+    };
     std::fs::write(&spec_path, spec::with_amendment(&current, &new_body, &amendment))?;
     let rel = format!("{}/spec.md", slice.dir);
     let commit = ws.repo.commit(&[rel], &format!("modify: {} (amendment {number})", slice.branch())).await?;
-    Ok(ModifyOutcome { slice: slice.branch(), branch_move: moved, amendment: number, resolution, qa, spec_rewritten: rewritten, commit })
+    Ok(ModifyOutcome {
+        slice: slice.branch(),
+        branch_move: moved,
+        amendment: number,
+        resolution,
+        qa,
+        spec_rewritten: rewritten,
+        commit,
+    })
 }
 
 /// The slice named, else the one the current branch names, else the one the editor's file

@@ -102,7 +102,10 @@ pub async fn new_slice(
             progress(&format!("writing {}/spec.md with the spec role ({} backend(s))", target.dir, m.chain.len()));
             let blueprint = std::fs::read_to_string(ws.root().join("SPEC.md")).ok();
             let written = m
-                .ask(&spec::writer_system(blueprint.as_deref()), &spec::writer_request(&target.name, &target.domain, req.prompt))
+                .ask(
+                    &spec::writer_system(blueprint.as_deref()),
+                    &spec::writer_request(&target.name, &target.domain, req.prompt),
+                )
                 .await
                 .and_then(|a| spec::accept_written_spec(&a.text));
             match written {
@@ -110,7 +113,8 @@ pub async fn new_slice(
                 Ok(draft) => {
                     std::fs::write(records.join("spec-draft.md"), &draft)?;
                     progress("checking the spec (spec QA)");
-                    let qa = writer::qa(m, ws.repo.settings.spec_qa_rounds, req.prompt, &[], &draft, &records, "new").await;
+                    let qa =
+                        writer::qa(m, ws.repo.settings.spec_qa_rounds, req.prompt, &[], &draft, &records, "new").await;
                     (qa.spec.clone(), SpecSource::Model, None, Some(qa))
                 }
             }

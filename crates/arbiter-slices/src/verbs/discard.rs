@@ -31,10 +31,14 @@ pub async fn undo(ws: &Workspace, target: Option<&str>, yes: bool) -> Result<Und
     let (spec, branch) = ws.slice_branch(target, "undo").await?;
     let default = repo.default_branch().await?;
     if branch == default {
-        return Err(SliceError::refused(format!("{default} is the default branch, not a slice's; undo discards slice branches only")));
+        return Err(SliceError::refused(format!(
+            "{default} is the default branch, not a slice's; undo discards slice branches only"
+        )));
     }
     if !repo.branch_exists(&branch).await? {
-        return Err(SliceError::refused(format!("there is no branch {branch} to undo; `arbiter feature status` lists the slices in progress")));
+        return Err(SliceError::refused(format!(
+            "there is no branch {branch} to undo; `arbiter feature status` lists the slices in progress"
+        )));
     }
     let dirty = repo.dirty().await?;
     let on_branch = repo.current_branch().await?.as_deref() == Some(branch.as_str());
@@ -42,7 +46,8 @@ pub async fn undo(ws: &Workspace, target: Option<&str>, yes: bool) -> Result<Und
     let (inside, outside): (Vec<String>, Vec<String>) = dirty
         .into_iter()
         .partition(|p| slice_dir.as_deref().is_some_and(|d| p == d || p.starts_with(&format!("{d}/"))));
-    if !(inside.is_empty() && outside.is_empty()) && !yes {
+    let dirty = !inside.is_empty() || !outside.is_empty();
+    if dirty && !yes {
         let all: Vec<String> = inside.iter().chain(&outside).cloned().collect();
         return Err(SliceError::refused(format!(
             "there are uncommitted changes ({}); commit or stash them, or pass --yes: changes inside the slice are then discarded with it, and changes elsewhere stay in the working tree",
@@ -109,7 +114,11 @@ pub async fn delete(ws: &Workspace, target: Option<&str>, yes: bool) -> Result<D
     repo.require_clean(&format!("deleting {branch}")).await?;
     let branch_exists = branch != default && repo.branch_exists(&branch).await?;
     let current = repo.current_branch().await?;
-    let home = if current.as_deref() == Some(branch.as_str()) { default.clone() } else { current.clone().unwrap_or(default.clone()) };
+    let home = if current.as_deref() == Some(branch.as_str()) {
+        default.clone()
+    } else {
+        current.clone().unwrap_or(default.clone())
+    };
     let unmerged = if branch_exists { repo.commits_not_in(&branch, &home).await? } else { Vec::new() };
     if !unmerged.is_empty() && !yes {
         return Err(SliceError::refused(format!(
@@ -159,7 +168,9 @@ pub async fn delete(ws: &Workspace, target: Option<&str>, yes: bool) -> Result<D
         }
     }
     if outcome.commit.is_none() && !outcome.branch_deleted {
-        return Err(SliceError::refused(format!("there is no slice {branch} to delete (no directory here, no branch, no registry entry); `arbiter feature scan` lists the slices")));
+        return Err(SliceError::refused(format!(
+            "there is no slice {branch} to delete (no directory here, no branch, no registry entry); `arbiter feature scan` lists the slices"
+        )));
     }
     Ok(outcome)
 }

@@ -69,7 +69,8 @@ pub async fn prepare_do(ws: &Workspace, target: Option<&str>) -> Result<DoPlan> 
 /// remote exists (unless `no_push`).
 pub async fn finish_do(ws: &Workspace, plan: &DoPlan, no_push: bool) -> Result<DoFinished> {
     let files = ws.repo.dirty().await?;
-    let commit = if files.is_empty() { None } else { ws.repo.commit(&files, &format!("feat: {}", plan.slice.name)).await? };
+    let commit =
+        if files.is_empty() { None } else { ws.repo.commit(&files, &format!("feat: {}", plan.slice.name)).await? };
     let mut finished = DoFinished { commit, files, pushed: None, push_error: None };
     if !no_push && ws.repo.settings.push && ws.repo.has_remote().await? {
         let remote = ws.repo.settings.remote.clone();

@@ -89,5 +89,10 @@ pub async fn status(ws: &Workspace) -> Result<StatusOutcome> {
             behind,
         });
     }
-    Ok(StatusOutcome { default_branch: default, current_branch: current, in_progress: rows, uncommitted: repo.dirty().await? })
+    Ok(StatusOutcome {
+        default_branch: default,
+        current_branch: current,
+        in_progress: rows,
+        uncommitted: repo.dirty().await?,
+    })
 }

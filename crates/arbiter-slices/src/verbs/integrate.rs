@@ -29,7 +29,9 @@ pub async fn merge(ws: &Workspace, target: Option<&str>, no_push: bool) -> Resul
     let (_, branch) = ws.slice_branch(target, "merge").await?;
     let default = repo.default_branch().await?;
     if !repo.branch_exists(&branch).await? {
-        return Err(SliceError::refused(format!("there is no branch {branch} to merge; `arbiter feature status` lists the slices in progress")));
+        return Err(SliceError::refused(format!(
+            "there is no branch {branch} to merge; `arbiter feature status` lists the slices in progress"
+        )));
     }
     repo.require_clean(&format!("merging {branch}")).await?;
     let remote = repo.settings.remote.clone();
@@ -37,7 +39,9 @@ pub async fn merge(ws: &Workspace, target: Option<&str>, no_push: bool) -> Resul
     let mut fast_forwarded = false;
     if use_remote {
         repo.git.run(["fetch", "--quiet", remote.as_str()]).await.map_err(|e| {
-            SliceError::environment(format!("cannot fetch {remote} to bring {default} up to date: {e}; fix the remote, or merge with --no-push"))
+            SliceError::environment(format!(
+                "cannot fetch {remote} to bring {default} up to date: {e}; fix the remote, or merge with --no-push"
+            ))
         })?;
         let upstream = format!("{remote}/{default}");
         if repo.git.resolve_commit(&upstream).await.is_ok() {
@@ -62,7 +66,8 @@ pub async fn merge(ws: &Workspace, target: Option<&str>, no_push: bool) -> Resul
     repo.switch(&default).await?;
     let message = format!("merge: {branch}");
     if let Err(e) = repo.git.run(["merge", "--no-ff", "--no-edit", "-m", message.as_str(), branch.as_str()]).await {
-        let conflicted = repo.git.run(["diff", "--name-only", "--diff-filter=U"]).await.map(|o| o.text()).unwrap_or_default();
+        let conflicted =
+            repo.git.run(["diff", "--name-only", "--diff-filter=U"]).await.map(|o| o.text()).unwrap_or_default();
         if resolve_registry_conflicts(ws, &conflicted).await? {
             repo.git.run(["commit", "--quiet", "--no-verify", "--no-edit"]).await?;
             return finish(ws, branch, default, fast_forwarded, use_remote, before).await;
@@ -70,7 +75,8 @@ pub async fn merge(ws: &Workspace, target: Option<&str>, no_push: bool) -> Resul
         let _ = repo.git.run(["merge", "--abort"]).await;
         let back = repo.switch(&branch).await;
         let files: Vec<&str> = conflicted.lines().filter(|l| !l.is_empty()).collect();
-        let what = if files.is_empty() { format!("git refused: {e}") } else { format!("conflicts in {}", files.join(", ")) };
+        let what =
+            if files.is_empty() { format!("git refused: {e}") } else { format!("conflicts in {}", files.join(", ")) };
         let place = if back.is_ok() { format!("you are back on {branch}") } else { format!("you are on {default}") };
         return Err(SliceError::failed(format!(
             "merging {branch} into {default}: {what}; nothing was merged and {place}. Bring {default} into the slice (`git merge {default}` on {branch}), resolve the conflicts, commit, then run `arbiter feature merge` again"

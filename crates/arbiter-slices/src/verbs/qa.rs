@@ -65,7 +65,14 @@ pub async fn run_tests(ws: &Workspace, dir: &str, label: &str, cancel: &Cancella
     let command = settings.test_command_for(dir);
     let tests = ws.root().join(dir).join(&settings.tests_file);
     if !tests.is_file() {
-        return Ok(TestRun { command, passed: None, exit_code: None, timed_out: false, output_tail: String::new(), log: None });
+        return Ok(TestRun {
+            command,
+            passed: None,
+            exit_code: None,
+            timed_out: false,
+            output_tail: String::new(),
+            log: None,
+        });
     }
     let logs = ws.root().join(".arbiter").join("features").join("qa");
     std::fs::create_dir_all(&logs)?;
@@ -90,7 +97,11 @@ pub async fn run_tests(ws: &Workspace, dir: &str, label: &str, cancel: &Cancella
         passed: Some(passed),
         exit_code: exit.code,
         timed_out: exit.timed_out,
-        output_tail: if passed { String::new() } else { arbiter_core::gate::tail(&process::read_tail(&log, 16_000), 40, 4000) },
+        output_tail: if passed {
+            String::new()
+        } else {
+            arbiter_core::gate::tail(&process::read_tail(&log, 16_000), 40, 4000)
+        },
         log: Some(log.strip_prefix(ws.root()).unwrap_or(&log).display().to_string()),
     })
 }
@@ -103,11 +114,20 @@ pub async fn qa(ws: &Workspace, strict: bool, cancel: &CancellationToken) -> Res
     let mut all_files = Vec::new();
     for (name, domain) in project.known_features() {
         let found = slices.iter().find(|s| s.name == name && (s.domain == domain || s.flat));
-        let dir = found.map(|s| s.dir.clone()).unwrap_or_else(|| format!("{}/{domain}/{name}", project.root_for_domain(&domain)));
+        let dir = found
+            .map(|s| s.dir.clone())
+            .unwrap_or_else(|| format!("{}/{domain}/{name}", project.root_for_domain(&domain)));
         let present = found.is_some();
         let files = if present { files_under(ws.root(), std::slice::from_ref(&dir))? } else { Vec::new() };
         all_files.extend(files.iter().cloned());
-        rows.push(QaRow { slice: format!("{domain}/{name}"), dir, present, files_checked: files.len(), violations: Vec::new(), tests: None });
+        rows.push(QaRow {
+            slice: format!("{domain}/{name}"),
+            dir,
+            present,
+            files_checked: files.len(),
+            violations: Vec::new(),
+            tests: None,
+        });
     }
     let run = CheckRun { root: ws.root(), book: &book, options: &ws.rule_options, groups: None, project: true };
     let report = check_files(&run, &all_files).await?;

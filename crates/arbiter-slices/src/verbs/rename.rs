@@ -20,7 +20,12 @@ pub struct MoveOutcome {
     pub tests: TestRun,
 }
 
-pub async fn move_slice(ws: &Workspace, from: &str, to: &str, cancel: &tokio_util::sync::CancellationToken) -> Result<MoveOutcome> {
+pub async fn move_slice(
+    ws: &Workspace,
+    from: &str,
+    to: &str,
+    cancel: &tokio_util::sync::CancellationToken,
+) -> Result<MoveOutcome> {
     let repo = &ws.repo;
     let old_spec = TargetSpec::parse(from).map_err(SliceError::refused)?;
     let new_spec = TargetSpec::parse(to).map_err(SliceError::refused)?;
@@ -32,7 +37,10 @@ pub async fn move_slice(ws: &Workspace, from: &str, to: &str, cancel: &tokio_uti
         return Err(SliceError::refused(format!("{} is already at {}", old.branch(), old.dir)));
     }
     if std::fs::symlink_metadata(ws.root().join(&new.dir)).is_ok() {
-        return Err(SliceError::refused(format!("{} already exists; choose another name, or delete that slice first", new.dir)));
+        return Err(SliceError::refused(format!(
+            "{} already exists; choose another name, or delete that slice first",
+            new.dir
+        )));
     }
     let (old_branch, new_branch) = (old.branch(), new.branch());
     let rename_branch = repo.branch_exists(&old_branch).await?;
@@ -61,5 +69,13 @@ pub async fn move_slice(ws: &Workspace, from: &str, to: &str, cancel: &tokio_uti
         None
     };
     let tests = run_tests(ws, &new.dir, &new.branch(), cancel).await?;
-    Ok(MoveOutcome { from: old_branch, to: new_branch, from_dir: old.dir, to_dir: new.dir, commit, branch_renamed, tests })
+    Ok(MoveOutcome {
+        from: old_branch,
+        to: new_branch,
+        from_dir: old.dir,
+        to_dir: new.dir,
+        commit,
+        branch_renamed,
+        tests,
+    })
 }
