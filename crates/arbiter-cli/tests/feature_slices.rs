@@ -248,6 +248,30 @@ fn modify_records_an_amendment_checked_against_the_original_intent() {
         "{}",
         from_editor.stdout
     );
+    // From Neovim: its server names the buffer (a stand-in `nvim` answers the remote query).
+    repo.git(&["switch", "-q", "main"]);
+    let bin = tempfile::tempdir().unwrap();
+    let handler = repo.path().join("features/billing/Invoice/Handler.py");
+    let fake = bin.path().join("nvim");
+    fs::write(
+        &fake,
+        format!(
+            "#!/bin/sh\n[ \"$3\" = /tmp/nvim.sock ] && [ \"$5\" = \"expand('%:p')\" ] && echo {}\n",
+            handler.display()
+        ),
+    )
+    .unwrap();
+    set_mode(&fake, 0o755);
+    let path = format!("{}:{}", bin.path().display(), std::env::var("PATH").unwrap_or_default());
+    let from_nvim = repo
+        .arbiter_cmd(&["feature", "modify", "Invoices are numbered per year"])
+        .env("NVIM", "/tmp/nvim.sock")
+        .env("PATH", path)
+        .output()
+        .map(Run::from_output)
+        .unwrap();
+    from_nvim.assert_code(0);
+    assert!(from_nvim.stdout.contains("Amendment 4 recorded in the spec of billing/Invoice"), "{}", from_nvim.stdout);
     // No target, no slice branch, no editor: exit 2 with the ways to name one.
     repo.git(&["switch", "-q", "main"]);
     let nothing = repo.arbiter(&["feature", "modify", "Change something"]);

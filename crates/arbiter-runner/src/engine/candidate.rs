@@ -291,7 +291,7 @@ pub(super) async fn skip_candidate(ctx: &RunCtx, index: usize, why: String) -> C
 /// An agent CLI on a backend calls it itself, past arbiter's model client: while it runs it
 /// holds one of the backend's `max_parallel` places, so no more of them run at once than
 /// the backend allows (arbiter's own calls to it wait their turn too).
-async fn backend_place(
+pub(super) async fn backend_place(
     ctx: &RunCtx,
     spec: &arbiter_core::settings::RunnerSpec,
     chain: &[String],

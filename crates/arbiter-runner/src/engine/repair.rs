@@ -73,7 +73,11 @@ pub(super) async fn repair(
         let started = AgentStarted { runner: run.runner.clone(), kind: runner.kind().to_string() };
         ctx.events.emit(Some(&run.id), &started).await;
         let took_before = run.agent.duration_ms;
-        match runner.run(agent).await {
+        let spec = ctx.settings.runner_for(run.index).clone();
+        let place = candidate::backend_place(ctx, &spec, &ctx.settings.backend_chain_for(run.index)).await;
+        let ran = runner.run(agent).await;
+        drop(place);
+        match ran {
             Ok(report) => {
                 run.agent = report.outcome;
                 run.agent.duration_ms += took_before;
