@@ -45,6 +45,43 @@ fn append_config(repo: &TestRepo, text: &str) {
     fs::write(&path, format!("{old}\n{text}")).expect("write config.toml");
 }
 
+/// `arbiter backend add NAME` on the mock, for `role`.
+fn add_backend(repo: &TestRepo, name: &str, mock: &MockLlm, role: &str) {
+    let url = mock.openai_url();
+    let args = [
+        "backend",
+        "add",
+        name,
+        "--provider",
+        "openai-compatible",
+        "--model",
+        "m",
+        "--base-url",
+        &url,
+        "--roles",
+        role,
+    ];
+    repo.arbiter(&args).assert_code(0);
+}
+
+/// `arbiter run` of `./agent.sh`, one candidate, with the rules gate (and `extra`).
+fn gated_run(repo: &TestRepo, extra: &[&str]) -> Run {
+    let mut args = vec![
+        "run",
+        "--task",
+        "add app.py",
+        "--command",
+        "./agent.sh",
+        "--candidates",
+        "1",
+        "--verify",
+        "true",
+        "--rules",
+    ];
+    args.extend_from_slice(extra);
+    repo.arbiter(&args)
+}
+
 fn branch(repo: &TestRepo) -> String {
     repo.git(&["branch", "--show-current"]).trim().to_string()
 }
@@ -152,20 +189,7 @@ fn new_with_a_model_writes_the_spec_and_spec_qa_checks_it_in_rounds() {
         {"match": {"contains": "spec QA validator"}, "text": "{\"verdict\": \"valid\"}"},
     ]}));
     let repo = slice_repo();
-    repo.arbiter(&[
-        "backend",
-        "add",
-        "writer",
-        "--provider",
-        "openai-compatible",
-        "--model",
-        "m",
-        "--base-url",
-        &mock.openai_url(),
-        "--roles",
-        "spec",
-    ])
-    .assert_code(0);
+    add_backend(&repo, "writer", &mock, "spec");
     let run = repo.arbiter(&["feature", "new", "billing/Invoice", "Create an invoice from an order; totals in cents"]);
     run.assert_code(0);
     assert!(run.stdout.contains("Spec QA: valid (2 round(s)"), "{}", run.stdout);
@@ -206,20 +230,7 @@ fn modify_records_an_amendment_checked_against_the_original_intent() {
         {"match": {"contains": "You amend the spec"}, "text": json!({"resolution": "Each line's VAT is rounded half up to the cent.", "spec": amended}).to_string(), "repeat": true},
         {"match": {"contains": "## Amendment 2 request\\n\\nRound VAT half up"}, "text": "{\"verdict\": \"valid\"}", "repeat": true},
     ]}));
-    repo.arbiter(&[
-        "backend",
-        "add",
-        "writer",
-        "--provider",
-        "openai-compatible",
-        "--model",
-        "m",
-        "--base-url",
-        &mock.openai_url(),
-        "--roles",
-        "spec",
-    ])
-    .assert_code(0);
+    add_backend(&repo, "writer", &mock, "spec");
     // The target from the current branch, the change as the only word.
     let run = repo.arbiter(&["feature", "modify", "Round VAT half up"]);
     run.assert_code(0);
@@ -299,18 +310,7 @@ fn do_repairs_a_rule_violation_and_a_failing_test_and_commits_the_winner() {
         {"match": {"contains": "Gate failures (repair round 1 of 3)"}, "text": "Fixing what the gates found.", "tool_calls": [write("Handler.py", good_handler)]},
         {"text": "Fixed.", "tool_calls": [finish("removed the comment and the unused import; the total is the sum")]},
     ]}));
-    repo.arbiter(&[
-        "backend",
-        "add",
-        "b1",
-        "--provider",
-        "openai-compatible",
-        "--model",
-        "m",
-        "--base-url",
-        &mock.openai_url(),
-    ])
-    .assert_code(0);
+    add_backend(&repo, "b1", &mock, "coding");
     let run = repo.arbiter(&[
         "feature",
         "do",
@@ -827,20 +827,7 @@ fn a_run_s_rules_gate_judges_a_hostile_candidate_by_the_repository_s_rules() {
         "mkdir -p .agents/rules/python\nprintf '{\"lang\": \"python\", \"checks\": []}' > .agents/rules/python/core.json\nprintf 'import os\\n# sneaky\\nx = 1\\n' > app.py\nln -sf README.md hidden.py\n",
     );
     repo.commit_all("agent");
-    let run = repo.arbiter(&[
-        "run",
-        "--task",
-        "add app.py",
-        "--command",
-        "./agent.sh",
-        "--candidates",
-        "1",
-        "--verify",
-        "true",
-        "--rules",
-        "--repair-rounds",
-        "1",
-    ]);
+    let run = gated_run(&repo, &["--repair-rounds", "1"]);
     run.assert_code(1);
     let dir = repo.run_dir();
     let evidence = read_json(&dir.join("candidates/c01/evidence.json"));
@@ -885,18 +872,7 @@ fn a_missing_python_is_an_environment_error_with_a_fix() {
     );
     repo.write_agent("agent.sh", "true\n");
     repo.commit_all("agent");
-    let gated = repo.arbiter(&[
-        "run",
-        "--task",
-        "t",
-        "--command",
-        "./agent.sh",
-        "--candidates",
-        "1",
-        "--verify",
-        "true",
-        "--rules",
-    ]);
+    let gated = gated_run(&repo, &[]);
     gated.assert_code(3);
     assert!(repo.run_dirs().is_empty(), "nothing was started");
     let config = repo.arbiter_dir().join("config.toml");

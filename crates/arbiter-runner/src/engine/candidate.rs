@@ -433,17 +433,7 @@ async fn run_candidate_steps(ctx: &RunCtx, index: usize, restart: Option<Restart
             run.setup_error = Some(e.to_string());
         }
     }
-    let a = &run.agent;
-    let finished = AgentFinished {
-        exit_code: a.exit_code,
-        signal: a.signal,
-        timed_out: a.timed_out,
-        cancelled: a.cancelled,
-        duration_ms: a.duration_ms,
-        limit_reached: a.limit_reached.clone(),
-        failure: a.failure.clone(),
-    };
-    ctx.events.emit(Some(&id), &finished).await;
+    ctx.events.emit(Some(&id), &agent_finished(&run.agent)).await;
     if ctx.settings.repair_rounds.value > 0 {
         super::repair::repair(ctx, &mut run, runner.as_ref(), &mut agent_ctx, &slot, &cdir).await;
     }
@@ -493,6 +483,19 @@ async fn run_candidate_steps(ctx: &RunCtx, index: usize, restart: Option<Restart
     };
     ctx.events.emit(Some(&id), &finished).await;
     run
+}
+
+/// The `agent_finished` event of an agent run.
+pub(super) fn agent_finished(a: &AgentOutcome) -> AgentFinished {
+    AgentFinished {
+        exit_code: a.exit_code,
+        signal: a.signal,
+        timed_out: a.timed_out,
+        cancelled: a.cancelled,
+        duration_ms: a.duration_ms,
+        limit_reached: a.limit_reached.clone(),
+        failure: a.failure.clone(),
+    }
 }
 
 /// Ends a candidate that never reached its agent: records why, in the state, the store and

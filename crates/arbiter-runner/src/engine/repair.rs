@@ -13,7 +13,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use arbiter_core::artifact::paths;
-use arbiter_core::event::{AgentFinished, AgentStarted, RepairRound as RepairRoundEvent};
+use arbiter_core::event::{AgentStarted, RepairRound as RepairRoundEvent};
 use arbiter_core::gate::CommandOutcome;
 use arbiter_core::repair::{RepairRound, repair_prompt};
 
@@ -93,17 +93,7 @@ pub(super) async fn repair(
                 run.setup_error = Some(format!("repair round {round}: {e}"));
             }
         }
-        let a = &run.agent;
-        let finished = AgentFinished {
-            exit_code: a.exit_code,
-            signal: a.signal,
-            timed_out: a.timed_out,
-            cancelled: a.cancelled,
-            duration_ms: a.duration_ms,
-            limit_reached: a.limit_reached.clone(),
-            failure: a.failure.clone(),
-        };
-        ctx.events.emit(Some(&run.id), &finished).await;
+        ctx.events.emit(Some(&run.id), &candidate::agent_finished(&run.agent)).await;
     }
 }
 
