@@ -881,3 +881,21 @@ fn a_missing_python_is_an_environment_error_with_a_fix() {
     fixed.assert_code(1);
     assert!(fixed.stdout.contains("app.py: missing the shared logger import"), "python3 parsed it: {}", fixed.stdout);
 }
+
+/// A repository without a commit has no default branch: exit 2 saying to commit first, and
+/// once committed the slice is created.
+#[test]
+fn a_repository_without_commits_is_told_to_commit_first() {
+    let repo = TestRepo::new();
+    let run = repo.arbiter(&["feature", "new", "billing/Invoice", "Invoices"]);
+    run.assert_code(2);
+    assert!(
+        run.stderr.contains("no commit yet") && run.stderr.contains("git commit --allow-empty -m init"),
+        "{}",
+        run.stderr
+    );
+    repo.git(&["commit", "-q", "--allow-empty", "-m", "init"]);
+    repo.arbiter(&["feature", "new", "billing/Invoice", "Invoices"]).assert_code(0);
+    assert_eq!(branch(&repo), "billing/Invoice");
+    assert!(repo.status().is_empty(), "{:?}", repo.status());
+}

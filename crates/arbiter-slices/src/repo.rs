@@ -30,6 +30,11 @@ impl Repo {
     /// The integration branch: `[slices] default_branch`, else `main`, else `master`, else
     /// git's `init.defaultBranch` when it exists.
     pub async fn default_branch(&self) -> Result<String> {
+        if let Err(arbiter_runner::git::GitError::NoCommits) = self.git.resolve_commit("HEAD").await {
+            return Err(SliceError::refused(
+                "the repository has no commit yet, so no default branch to start slices from; commit first (e.g. `git commit --allow-empty -m init`)",
+            ));
+        }
         if let Some(b) = &self.settings.default_branch {
             if !self.branch_exists(b).await? {
                 return Err(SliceError::refused(format!(
