@@ -97,6 +97,9 @@ async fn dispatch(cli: Cli) -> Result<u8, CliError> {
         }
         Command::Ui { bind, no_open } => commands::ui::ui(commands::ui::UiArgs { repo, bind, open: !*no_open }).await,
         Command::Token(cmd) => commands::token::token(repo, cmd).await,
+        Command::Feature(cmd) => commands::feature::feature(repo, cmd).await,
+        Command::Qa { strict, json } => commands::qa::qa(repo, *strict, *json).await,
+        Command::Rules(cmd) => commands::rules::rules(repo, cmd).await,
         Command::Completions { shell } => commands::reference::completions(*shell),
         Command::Man { dir } => commands::reference::man(dir.as_deref()),
         Command::Bench(crate::cli::BenchCommand::Queue { server, workers, tasks, wakeups, repository, json }) => {

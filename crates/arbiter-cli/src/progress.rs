@@ -73,6 +73,7 @@ fn apply(lines: &mut BTreeMap<String, Line>, baseline: &mut String, ev: &Event) 
         }
         EventKind::AgentStarted => line.state = "running".into(),
         EventKind::AgentFinished => line.state = "evaluating".into(),
+        EventKind::RepairRound => line.state = "repairing".into(),
         EventKind::GateFinished => {
             let passed = ev.data_as::<GateFinished>().is_some_and(|g| g.passed);
             line.detail.push_str(if passed { "✓" } else { "✗" });
@@ -211,6 +212,14 @@ fn log_line(ev: &Event) -> Option<String> {
         EventKind::GateFinished => {
             let g = ev.data_as::<GateFinished>()?;
             format!("{who} verify `{}`: {}", g.command, if g.passed { "passed" } else { "failed" })
+        }
+        EventKind::RepairRound => {
+            let r = ev.data_as::<arbiter_core::event::RepairRound>()?;
+            if r.failing.is_empty() {
+                format!("{who} repair round {}/{}: every gate passes", r.round, r.of)
+            } else {
+                format!("{who} repair round {}/{}: back to the agent for {}", r.round, r.of, r.failing.join(", "))
+            }
         }
         EventKind::CandidateFinished => {
             format!("{who} {}", candidate_end(ev.data_as::<CandidateFinished>()?.status.as_str()))

@@ -434,7 +434,15 @@ fn arbiter_s_directory_is_never_untracked_work_even_before_init() {
 fn library_crates_never_print() {
     let crates = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let mut found = Vec::new();
-    for lib in ["arbiter-core", "arbiter-runner", "arbiter-store", "arbiter-llm", "arbiter-agents", "arbiter-server"] {
+    for lib in [
+        "arbiter-core",
+        "arbiter-runner",
+        "arbiter-store",
+        "arbiter-llm",
+        "arbiter-agents",
+        "arbiter-server",
+        "arbiter-slices",
+    ] {
         found.extend(prints_in(&crates.join(lib).join("src"), &[]));
     }
     assert!(found.is_empty(), "library code prints (log with tracing, or return it):\n{}", found.join("\n"));

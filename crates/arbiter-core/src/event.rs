@@ -29,6 +29,8 @@ pub enum EventKind {
     GateFinished,
     /// What was taken out of a candidate's tree for its gates (the tests it added).
     GatesSealed,
+    /// A repair round ran a candidate's gates in its tree and fed the failures back.
+    RepairRound,
     CandidateFinished,
     /// Whether the pairwise judge ran, and why (or why not).
     JudgeDecision,
@@ -70,6 +72,7 @@ impl EventKind {
             Self::PatchCaptured => "patch_captured",
             Self::GateFinished => "gate_finished",
             Self::GatesSealed => "gates_sealed",
+            Self::RepairRound => "repair_round",
             Self::CandidateFinished => "candidate_finished",
             Self::JudgeDecision => "judge_decision",
             Self::ReviewDecision => "review_decision",
@@ -451,6 +454,20 @@ impl EventData for GatesSealed {
     const KIND: EventKind = EventKind::GatesSealed;
 }
 
+/// `repair_round`: a candidate's gates ran in its tree after its agent; the failing ones
+/// went back to the agent (none failing ends the loop).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RepairRound {
+    pub round: u32,
+    pub of: u32,
+    /// The gates that failed (empty: every gate passed).
+    pub failing: Vec<String>,
+}
+
+impl EventData for RepairRound {
+    const KIND: EventKind = EventKind::RepairRound;
+}
+
 /// `cross_tests`: whether the pooled tests ran, how many, and the scores.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CrossTests {
@@ -632,6 +649,7 @@ mod tests {
             EventKind::EscalationStopped,
             EventKind::BudgetExceeded,
             EventKind::GatesSealed,
+            EventKind::RepairRound,
         ] {
             assert_eq!(serde_json::to_value(k).unwrap(), serde_json::Value::String(k.as_str().into()));
         }

@@ -32,6 +32,8 @@
 //! - [`redact`]: removal of secrets from anything that is written or printed.
 //! - [`sandbox`]: how much sandboxing a run asks for, and what it enforces on this kernel.
 //! - [`command_line`]: the first program named by a shell command line.
+//! - [`rules`]: declarative code-standard checks (orch.py's rule files) judged on text, syntax-tree facts and root files.
+//! - [`repair`]: the feedback a candidate's repair loop gives its agent, and the record of each round.
 
 #![forbid(unsafe_code)]
 
@@ -53,8 +55,10 @@ pub mod patch;
 pub mod plan;
 pub mod protect;
 pub mod redact;
+pub mod repair;
 pub mod report;
 pub mod review;
+pub mod rules;
 pub mod sandbox;
 pub mod selection;
 pub mod settings;

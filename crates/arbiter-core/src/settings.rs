@@ -26,6 +26,8 @@ pub mod defaults {
     pub const RUNNER: &str = "command";
     pub const MAX_STEPS: u32 = 40;
     pub const MAX_TOKENS: u64 = 400_000;
+    /// The most repair rounds a candidate may have.
+    pub const MAX_REPAIR_ROUNDS: u32 = 20;
 }
 
 /// The text `arbiter init` writes: every setting, commented, at its default.
@@ -101,6 +103,34 @@ pub const DEFAULT_CONFIG_TOML: &str = r#"# arbiter configuration. Command-line f
 # min_capability = 0
 # Stop candidates and judges once the run has spent this much (USD).
 # budget_usd = "2.50"
+# Run the rules engine (see [rules]) as a gate on the files each candidate changes.
+# rules = false
+# After a candidate's agent ends, run its gates in its tree and give the failures (rule
+# violations as path:line message, failing tests with their output) back to the same agent,
+# up to this many times. Each round is recorded under candidates/<id>/repair/.
+# repair_rounds = 0
+
+# The rules engine (`arbiter rules check`, the rules gate, `arbiter qa`). Rule files are
+# orch.py's: <dir>/<lang>/core.json under each of `dirs` (replacing the shipped core set of
+# that language), plus every .arbiter/rules/<lang>/*.json. See docs/slices.md.
+# [rules]
+# dirs = [".agents/rules"]
+# shipped = true
+# groups = ["standards", "structure", "constitution"]
+# python = "python3"
+# max_file_bytes = 1048576
+
+# Feature slices (`arbiter feature`, `arbiter qa`; see docs/slices.md).
+# [slices]
+# test_command = "python3 -m pytest -q {tests}"
+# test_timeout_seconds = 300
+# tests_file = "Tests.py"
+# repair_rounds = 3
+# spec_qa_rounds = 3
+# template = "python"
+# default_branch = "main"
+# remote = "origin"
+# push = true
 
 # The sandbox's paths, beyond the built-in ones (see docs/security.md). `writable`: paths
 # every candidate process may also write (a shared build cache, say: candidates can then
@@ -172,6 +202,38 @@ pub struct ConfigFile {
     pub cross_tests: CrossTestSection,
     #[serde(default)]
     pub sandbox: SandboxSection,
+    /// Where the rules engine's rule files come from and how it reads files.
+    #[serde(default)]
+    pub rules: crate::rules::RulesSection,
+    /// The feature-slice workflow (`arbiter feature`, `arbiter qa`).
+    #[serde(default)]
+    pub slices: SlicesSection,
+}
+
+/// The `[slices]` table: how `arbiter feature` and `arbiter qa` work on feature slices.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct SlicesSection {
+    /// The command that runs one slice's tests, in the repository root: `{tests}` is the
+    /// slice's test file and `{dir}` its directory, both relative to the root (default
+    /// `python3 -m pytest -q {tests}`).
+    pub test_command: Option<String>,
+    /// Seconds the test command may take (default 300).
+    pub test_timeout_seconds: Option<u64>,
+    /// The file of a slice that holds its tests (default `Tests.py`).
+    pub tests_file: Option<String>,
+    /// Repair rounds of each `feature do` candidate (default 3).
+    pub repair_rounds: Option<u32>,
+    /// Spec QA rounds of `feature new` and `feature modify` (default 3).
+    pub spec_qa_rounds: Option<u32>,
+    /// The template set `feature new` scaffolds (default `python`, orch.py's slice).
+    pub template: Option<String>,
+    /// The integration branch (default: `main`, else `master`, else git's `init.defaultBranch`).
+    pub default_branch: Option<String>,
+    /// The remote `do`, `merge`, `undo` and `delete` push to and fetch from (default `origin`).
+    pub remote: Option<String>,
+    /// Push after `do` and `merge` when the remote exists (default true).
+    pub push: Option<bool>,
 }
 
 /// The `[sandbox]` table: paths beyond the built-in ones (`~/` is the home directory).
@@ -241,6 +303,10 @@ pub struct RunSection {
     /// Stop candidates and judges once the run has spent this much.
     #[serde(default, deserialize_with = "crate::money::deserialize_budget")]
     pub budget_usd: Option<Usd>,
+    /// Run the rules engine as a gate on the files each candidate changes.
+    pub rules: Option<bool>,
+    /// Feed a candidate's gate failures back to its agent up to this many times.
+    pub repair_rounds: Option<u32>,
 }
 
 /// A `[runners.NAME]` table: a `command` runner, or an agent CLI with its settings.
@@ -310,6 +376,9 @@ pub struct FlagOverrides {
     pub no_cross_tests: bool,
     /// `--no-verify`: no verify command, none detected, and a winner applied unverified.
     pub no_verify: bool,
+    /// `--rules`: the rules engine is a gate.
+    pub rules: bool,
+    pub repair_rounds: Option<u32>,
 }
 
 /// Where a resolved value came from.
@@ -499,6 +568,15 @@ pub struct RunSettings {
     pub budget_usd: Sourced<Option<Usd>>,
     pub cross_tests: Sourced<bool>,
     pub cross_test_rules: Sourced<Vec<CrossTestRule>>,
+    /// The rules engine is a gate: on the files each candidate changes.
+    #[serde(default)]
+    pub rules: Sourced<bool>,
+    /// Where the rules gate reads its rules from (the `[rules]` table).
+    #[serde(default)]
+    pub rule_options: crate::rules::RuleOptions,
+    /// Rounds of gate feedback each candidate's agent gets after it ends (0: none).
+    #[serde(default)]
+    pub repair_rounds: Sourced<u32>,
     /// Programs of the user's working tree that the base lacks, run from copies outside
     /// every workspace (their paths in the working tree are not counted as uncommitted work).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -866,6 +944,23 @@ impl RunSettings {
                 fix: GLOB_FIX.into(),
             });
         }
+        let rules = layer(flags.rules.then_some(true), run.rules, false);
+        let rule_options = crate::rules::RuleOptions::from_section(&config.rules);
+        if let Some(bad) = rule_options.outside_dir() {
+            return Err(SettingsError::Invalid {
+                key: "rules.dirs",
+                problem: format!("'{bad}' is not a directory inside the repository"),
+                fix: "name rule directories relative to the repository root, without '..'".into(),
+            });
+        }
+        let repair_rounds = layer(flags.repair_rounds, run.repair_rounds, 0);
+        if repair_rounds.value > defaults::MAX_REPAIR_ROUNDS {
+            return Err(SettingsError::Invalid {
+                key: "repair_rounds",
+                problem: format!("{} (from {})", repair_rounds.value, repair_rounds.origin),
+                fix: format!("use at most {} rounds (each runs the agent again)", defaults::MAX_REPAIR_ROUNDS),
+            });
+        }
         Ok(RunSettings {
             candidates,
             parallel,
@@ -898,6 +993,9 @@ impl RunSettings {
             budget_usd,
             cross_tests,
             cross_test_rules,
+            rules,
+            rule_options,
+            repair_rounds,
             outside_programs: Vec::new(),
             runners: Vec::new(),
             slots: Vec::new(),
@@ -978,6 +1076,17 @@ impl RunSettings {
     /// How the candidates are checked, in words (the first line of a report).
     pub fn verification(&self) -> String {
         let commands = self.verify.value.iter().map(|c| format!("`{c}`")).collect::<Vec<_>>().join(", ");
+        let mut said = self.verified_by(&commands);
+        if self.rules.value {
+            said.push_str("; the rules gate checks the files each candidate changes");
+        }
+        if self.repair_rounds.value > 0 {
+            said.push_str(&format!("; gate failures go back to each agent up to {} time(s)", self.repair_rounds.value));
+        }
+        said
+    }
+
+    fn verified_by(&self, commands: &str) -> String {
         match (&self.verify_detected_from, self.verify.value.is_empty(), self.unverified.value) {
             (_, true, true) => "Unverified: no verify command ran (--no-verify); the winner was chosen on its patch, votes and any judge alone".into(),
             (_, true, false) => "Not verified: no verify command was given and none was found in the repository".into(),
@@ -1055,6 +1164,8 @@ impl RunSettings {
             ),
             ("cross_tests", self.cross_tests.value.to_string(), self.cross_tests.origin),
             ("cross_test_rules", format!("{} rules", self.cross_test_rules.value.len()), self.cross_test_rules.origin),
+            ("rules", self.rules.value.to_string(), self.rules.origin),
+            ("repair_rounds", self.repair_rounds.value.to_string(), self.repair_rounds.origin),
         ]
     }
 }

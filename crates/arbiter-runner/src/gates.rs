@@ -153,3 +153,75 @@ pub async fn run_gate(gate: &Gate<'_>, number: usize, run: &GateRun<'_>) -> std:
         test_reports,
     })
 }
+
+/// The rules gate: the rule book on `changed` (the files a candidate's patch adds or
+/// changes, relative to `tree`), judged in the candidate's tree; project checks are left out
+/// where they fail on the base commit too (the candidate did not cause them). A changed file
+/// the gate cannot read (a link, a file over `max_file_bytes`, not UTF-8) fails it: a
+/// candidate cannot hide a file from its rules. The rules come from the user's repository,
+/// read when the run started, never from the candidate's tree.
+pub async fn run_rules(
+    book: &arbiter_core::rules::RuleBook,
+    options: &arbiter_core::rules::RuleOptions,
+    tree: &Path,
+    changed: &[String],
+    base: (&crate::git::Git, &str),
+    redactor: &Redactor,
+) -> CommandOutcome {
+    use arbiter_core::repair::RULES_GATE;
+    let started = std::time::Instant::now();
+    let run = crate::rules::CheckRun { root: tree, book, options, groups: None, project: true };
+    let (code, text) = match crate::rules::check_files(&run, changed).await {
+        Ok(mut report) => {
+            let on_base = base_project_violations(book, options, changed, base).await;
+            report.violations.retain(|v| !on_base.contains(&(v.rule.clone(), v.path.clone())));
+            let mut text = report.lines();
+            for s in &report.skipped {
+                text.push_str(&format!("{}: not checked by the rules: {}\n", s.path, s.why));
+            }
+            let passed = report.violations.is_empty() && report.skipped.is_empty();
+            if passed && text.is_empty() {
+                text = format!("{} changed file(s) checked, no violation\n", report.files_checked);
+            }
+            (Some(if passed { 0 } else { 1 }), text)
+        }
+        Err(e) => (None, format!("the rules could not be checked: {e}\n")),
+    };
+    CommandOutcome {
+        command: RULES_GATE.to_string(),
+        exit_code: code,
+        timed_out: false,
+        duration_ms: started.elapsed().as_millis() as u64,
+        output_tail: redactor.redact(&tail(&text, 200, TAIL_BYTES as usize)),
+        canary: None,
+        failed_tests: None,
+        test_reports: Vec::new(),
+    }
+}
+
+/// `(rule, path)` of the project checks that fail on the base commit, for the languages of
+/// `changed`.
+async fn base_project_violations(
+    book: &arbiter_core::rules::RuleBook,
+    options: &arbiter_core::rules::RuleOptions,
+    changed: &[String],
+    (git, commit): (&crate::git::Git, &str),
+) -> Vec<(String, String)> {
+    use arbiter_core::rules::{Language, ProjectView};
+    let groups = options.groups.as_deref();
+    let langs: std::collections::BTreeSet<Language> = changed.iter().filter_map(|p| Language::of_path(p)).collect();
+    let mut out = Vec::new();
+    for lang in langs {
+        if !book.has_project_checks(lang, groups) {
+            continue;
+        }
+        let mut view = ProjectView::default();
+        for file in book.project_files(lang, groups) {
+            let Ok(shown) = git.run(["cat-file", "-p", &format!("{commit}:{file}")]).await else { continue };
+            view.present.insert(file.clone());
+            view.texts.insert(file, String::from_utf8_lossy(&shown.stdout).into_owned());
+        }
+        out.extend(book.check_project(lang, &view, groups).into_iter().map(|v| (v.rule, v.path)));
+    }
+    out
+}

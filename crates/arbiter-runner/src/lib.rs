@@ -4,7 +4,7 @@
 //! candidate workspaces ([`git`], [`pool`], [`workspace`], [`capture`]), child processes
 //! ([`process`], [`agent_env`]) and the sandbox they run in ([`confinement`], [`user_dirs`]),
 //! agents (the [`agent`] seam, [`command_runner`], [`builtin_agent`] with its [`builtin`]
-//! tools, the agent CLIs of [`cli_runner`], chosen by [`runners`]), verify commands ([`gates`],
+//! tools, the agent CLIs of [`cli_runner`], chosen by [`runners`]), verify commands ([`gates`], the rules engine's reading of files and Python syntax trees: [`rules`],
 //! the JUnit XML reports they write: [`test_reports`])
 //! and the canaries planted in them ([`canary`]), the run directory and
 //! its event log ([`rundir`], [`events`]), the run's spending limit ([`budget`]), putting a patch into the repository
@@ -48,6 +48,7 @@ pub mod preflight;
 pub mod process;
 pub mod repo_cache;
 pub mod run_record;
+pub mod rules;
 pub mod rundir;
 pub mod runners;
 pub mod test_reports;

@@ -154,6 +154,7 @@ where
         // The kernel lacks what the settings require: the environment, not the input.
         EngineError::Sandbox(_) => CliError::environment(e),
         EngineError::Git(g) => CliError::from(g),
+        EngineError::Rules(r) if r.is_usage() => CliError::usage(r),
         other => CliError::environment(other),
     })
 }

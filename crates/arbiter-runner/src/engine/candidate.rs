@@ -130,6 +130,7 @@ pub(super) async fn run_baseline(ctx: &RunCtx) -> BaselineRun {
     };
     if verify.is_empty() {
         ctx.send_calibration(Vec::new());
+        baseline.commands.extend(rules_on_base(ctx));
         return BaselineRun { baseline, tree: None };
     }
     ctx.events.emit(None, &arbiter_core::event::BaselineStarted { commands: verify.to_vec() }).await;
@@ -168,6 +169,9 @@ pub(super) async fn run_baseline(ctx: &RunCtx) -> BaselineRun {
         }
     }
     ctx.send_calibration(calibration_of(&baseline));
+    if baseline.error.is_none() {
+        baseline.commands.extend(rules_on_base(ctx));
+    }
     if !ctx.cancel.is_cancelled()
         && let Err(e) = ctx.run_dir.write_json(paths::BASELINE, &baseline)
     {
@@ -183,6 +187,22 @@ pub(super) async fn run_baseline(ctx: &RunCtx) -> BaselineRun {
     };
     ctx.events.emit(None, &finished).await;
     BaselineRun { baseline, tree: kept }
+}
+
+/// The rules gate's baseline: it passes on the base by definition, since it judges what a
+/// candidate changes (project checks failing on the base are not counted against anyone).
+fn rules_on_base(ctx: &RunCtx) -> Option<CommandOutcome> {
+    ctx.rules.as_ref()?;
+    Some(CommandOutcome {
+        command: arbiter_core::repair::RULES_GATE.into(),
+        exit_code: Some(0),
+        timed_out: false,
+        duration_ms: 0,
+        output_tail: "judged on the files each candidate changes".into(),
+        canary: None,
+        failed_tests: None,
+        test_reports: Vec::new(),
+    })
 }
 
 /// The base's gate runs, each canary calibrated: a command whose run did not show its canary
@@ -271,7 +291,7 @@ pub(super) async fn skip_candidate(ctx: &RunCtx, index: usize, why: String) -> C
 /// An agent CLI on a backend calls it itself, past arbiter's model client: while it runs it
 /// holds one of the backend's `max_parallel` places, so no more of them run at once than
 /// the backend allows (arbiter's own calls to it wait their turn too).
-async fn backend_place(
+pub(super) async fn backend_place(
     ctx: &RunCtx,
     spec: &arbiter_core::settings::RunnerSpec,
     chain: &[String],
@@ -379,7 +399,7 @@ async fn run_candidate_steps(ctx: &RunCtx, index: usize, restart: Option<Restart
             ("ARBITER_RUN_ID".into(), ctx.run_id.to_string()),
         ],
     );
-    let agent_ctx = AgentContext {
+    let mut agent_ctx = AgentContext {
         candidate: id.clone(),
         worktree: tree.clone(),
         candidate_dir: cdir.clone(),
@@ -413,17 +433,10 @@ async fn run_candidate_steps(ctx: &RunCtx, index: usize, restart: Option<Restart
             run.setup_error = Some(e.to_string());
         }
     }
-    let a = &run.agent;
-    let finished = AgentFinished {
-        exit_code: a.exit_code,
-        signal: a.signal,
-        timed_out: a.timed_out,
-        cancelled: a.cancelled,
-        duration_ms: a.duration_ms,
-        limit_reached: a.limit_reached.clone(),
-        failure: a.failure.clone(),
-    };
-    ctx.events.emit(Some(&id), &finished).await;
+    ctx.events.emit(Some(&id), &agent_finished(&run.agent)).await;
+    if ctx.settings.repair_rounds.value > 0 {
+        super::repair::repair(ctx, &mut run, runner.as_ref(), &mut agent_ctx, &slot, &cdir).await;
+    }
     if run.agent.cancelled && !ctx.cancel.is_cancelled() && ctx.budget.exhausted() {
         // Stopped by the budget, not by the user: evaluated on its patch so far.
         run.agent.cancelled = false;
@@ -472,6 +485,19 @@ async fn run_candidate_steps(ctx: &RunCtx, index: usize, restart: Option<Restart
     run
 }
 
+/// The `agent_finished` event of an agent run.
+pub(super) fn agent_finished(a: &AgentOutcome) -> AgentFinished {
+    AgentFinished {
+        exit_code: a.exit_code,
+        signal: a.signal,
+        timed_out: a.timed_out,
+        cancelled: a.cancelled,
+        duration_ms: a.duration_ms,
+        limit_reached: a.limit_reached.clone(),
+        failure: a.failure.clone(),
+    }
+}
+
 /// Ends a candidate that never reached its agent: records why, in the state, the store and
 /// the events.
 async fn ended_before_agent(ctx: &RunCtx, mut run: CandidateRun, status: CandidateStatus, why: String) -> CandidateRun {
@@ -488,7 +514,7 @@ async fn ended_before_agent(ctx: &RunCtx, mut run: CandidateRun, status: Candida
 pub(super) async fn evaluate_candidate(ctx: &RunCtx, run: &mut CandidateRun, slot: &Slot, cdir: &Path) {
     let touched = capture_candidate(ctx, run, slot, cdir).await;
     if ctx.unit.is_some() {
-        run.gates_pending = !ctx.settings.verify.value.is_empty();
+        run.gates_pending = ctx.gate_count() > 0;
         return;
     }
     gate_candidate(ctx, run, slot, cdir, touched).await;
@@ -598,7 +624,7 @@ pub(super) async fn gate_candidate(
     let tree = &slot.tree();
     let verify = &ctx.settings.verify.value;
     // Nothing to gate: the capture said why.
-    if verify.is_empty() || run.gates_skipped.is_some() {
+    if ctx.gate_count() == 0 || run.gates_skipped.is_some() {
         return;
     }
     run.gates_skipped = if ctx.cancel.is_cancelled() {
@@ -702,8 +728,20 @@ pub(super) async fn gate_candidate(
                 };
                 ctx.events.emit(Some(&run.id), &finished).await;
             }
+            let mut outcomes = outcomes;
             if outcomes.len() < verify.len() {
                 run.gates_skipped = Some("the run was interrupted".into());
+            } else if let Some(gate) = rules_gate(ctx, tree, touched).await {
+                let finished = GateFinished {
+                    command: gate.command.clone(),
+                    passed: gate.passed(),
+                    exit_code: gate.exit_code,
+                    timed_out: false,
+                    duration_ms: gate.duration_ms,
+                    canary: None,
+                };
+                ctx.events.emit(Some(&run.id), &finished).await;
+                outcomes.push(gate);
             }
             let tampered: Vec<String> = outcomes.iter().filter(|o| o.tampered()).map(|o| o.command.clone()).collect();
             if !tampered.is_empty() {
@@ -713,6 +751,19 @@ pub(super) async fn gate_candidate(
         }
         Err(e) => run.gates_skipped = Some(format!("cannot run the verify commands: {e}")),
     }
+}
+
+/// The rules gate on the files `touched` that are still in `tree` (not deleted by the
+/// candidate, not taken out for the gates), when the run has one.
+pub(super) async fn rules_gate(ctx: &RunCtx, tree: &Path, touched: &[(String, Touch)]) -> Option<CommandOutcome> {
+    let book = ctx.rules.as_ref()?;
+    let changed: Vec<String> = touched
+        .iter()
+        .filter(|(path, how)| *how != Touch::Deleted && std::fs::symlink_metadata(tree.join(path)).is_ok())
+        .map(|(path, _)| path.clone())
+        .collect();
+    let base = (&ctx.repo, ctx.base_commit.as_str());
+    Some(crate::gates::run_rules(book, &ctx.settings.rule_options, tree, &changed, base, &ctx.redactor).await)
 }
 
 /// Runs the gates a candidate unit left: in the workspace the candidate left, when this

@@ -32,15 +32,15 @@ use crate::judge;
 /// What arbiter observed about one candidate, against the baseline: its evidence (the
 /// artifact) and the facts selection decides on.
 pub(super) fn assess(ctx: &RunCtx, r: &CandidateRun, baseline: &Baseline) -> (Evidence, CandidateFacts) {
-    let has_verify = !ctx.settings.verify.value.is_empty();
-    let (gates, summary) = if r.gate_outcomes.is_empty() && r.gates_skipped.is_some() || !has_verify {
+    let has_gates = ctx.gate_count() > 0;
+    let (gates, summary) = if r.gate_outcomes.is_empty() && r.gates_skipped.is_some() || !has_gates {
         (Vec::new(), None)
     } else {
         let (g, s) = gate::compare(&r.gate_outcomes, &baseline.commands);
         (g, Some(s))
     };
     // A candidate whose gates stopped midway has no complete verdict.
-    let summary = summary.filter(|_| r.gate_outcomes.len() == ctx.settings.verify.value.len());
+    let summary = summary.filter(|_| r.gate_outcomes.len() == ctx.gate_count());
     let cost = if r.calls.iter().all(|c| c.cost.is_some()) && !r.calls.is_empty() {
         Some(r.calls.iter().filter_map(|c| c.cost).sum())
     } else {
@@ -89,10 +89,7 @@ pub(super) fn assess(ctx: &RunCtx, r: &CandidateRun, baseline: &Baseline) -> (Ev
 }
 
 fn policy(ctx: &RunCtx) -> Policy {
-    Policy {
-        has_verify: !ctx.settings.verify.value.is_empty(),
-        allow_test_changes: ctx.settings.allow_test_changes.value,
-    }
+    Policy { has_verify: ctx.gate_count() > 0, allow_test_changes: ctx.settings.allow_test_changes.value }
 }
 
 /// Whether a finished candidate is eligible on its own evidence (an escalation stops there).

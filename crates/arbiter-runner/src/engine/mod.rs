@@ -51,6 +51,7 @@ use crate::workspace::Workspace;
 mod candidate;
 mod crosstests;
 mod finish;
+mod repair;
 mod resume;
 mod units;
 
@@ -117,6 +118,8 @@ pub enum EngineError {
     Sandbox(#[from] arbiter_core::sandbox::SandboxUnavailable),
     #[error(transparent)]
     Pool(#[from] PoolError),
+    #[error(transparent)]
+    Rules(#[from] crate::rules::RulesError),
 }
 
 /// How a run ended.
@@ -169,6 +172,8 @@ pub(super) struct RunCtx {
     /// The one candidate a candidate unit runs: the run's state, its records in the store
     /// and the gates are the evaluation's.
     pub(super) unit: Option<CandidateId>,
+    /// The rule book of the rules gate, when the settings turn it on.
+    pub(super) rules: Option<Arc<arbiter_core::rules::RuleBook>>,
 }
 
 /// Everything one candidate produced, before evaluation against the baseline.
@@ -200,6 +205,25 @@ pub(super) struct CandidateRun {
     pub(super) gates_pending: bool,
     /// Secrets its runner gave its agent beyond the run's own (see `AgentReport::secrets`).
     pub(super) agent_secrets: KnownSecrets,
+}
+
+/// The rule book of a run whose settings turn the rules gate on, read from the user's
+/// repository (never from a candidate's tree: a patch cannot change the rules it is judged
+/// by); the Python parser is tried once when a check needs it, so a missing one stops the run
+/// before anything is spent.
+pub(super) async fn load_rules(
+    settings: &RunSettings,
+    ws: &Workspace,
+) -> Result<Option<Arc<arbiter_core::rules::RuleBook>>, EngineError> {
+    if !settings.rules.value {
+        return Ok(None);
+    }
+    let options = &settings.rule_options;
+    let book = crate::rules::load_book(ws.repo_root(), options)?;
+    if book.needs_syntax_tree(arbiter_core::rules::Language::Python, options.groups.as_deref()) {
+        crate::rules::parse_python(&options.python, &[("probe.py".into(), String::new())]).await?;
+    }
+    Ok(Some(Arc::new(book)))
 }
 
 /// Names whose values are secrets, wherever they appear.
@@ -352,6 +376,7 @@ impl Engine {
             )
             .await;
         let canaries = crate::canary::plan_for(&repo, &state.base_commit, &settings.verify.value).await;
+        let rules = load_rules(&settings, &ws).await?;
         let ctx = self.assemble(RunParts {
             run_id: run_id.clone(),
             repo,
@@ -367,6 +392,7 @@ impl Engine {
             state,
             allow_dirty: resume::started_allowing_dirty(&events_path),
             unit: None,
+            rules,
         });
         resume::charge_kept(&ctx, kept.values()).await;
         Ok((ctx, kept, restarts, saved_baseline))
@@ -428,6 +454,7 @@ impl Engine {
             confinement,
             started,
         } = new;
+        let rules = load_rules(&settings, &ws).await?;
         let canaries = crate::canary::plan_for(&repo, &base_commit, &settings.verify.value).await;
         let started = started.unwrap_or_else(|| self.clock.now());
         let run_dir = RunDir::create(ws.run_dir(&run_id))?;
@@ -551,6 +578,7 @@ impl Engine {
             state,
             allow_dirty,
             unit: None,
+            rules,
         }))
     }
 
@@ -643,6 +671,7 @@ impl Engine {
             models: self.models.clone(),
             budget,
             unit: p.unit,
+            rules: p.rules,
         }
     }
 }
@@ -663,6 +692,7 @@ struct RunParts {
     state: RunState,
     allow_dirty: bool,
     unit: Option<CandidateId>,
+    rules: Option<Arc<arbiter_core::rules::RuleBook>>,
 }
 
 /// What [`Engine::start_run`] records.
@@ -861,6 +891,11 @@ impl RunCtx {
     }
 
     /// The environment of verify and setup commands: the allowlist plus `env_passthrough`.
+    /// How many gates a candidate has: its verify commands, then the rules gate when on.
+    pub(super) fn gate_count(&self) -> usize {
+        self.settings.verify.value.len() + usize::from(self.rules.is_some())
+    }
+
     pub(super) fn command_env(&self) -> Vec<(String, String)> {
         crate::agent_env::build(self.process_env.clone(), &self.settings.env_passthrough.value, Vec::new())
     }

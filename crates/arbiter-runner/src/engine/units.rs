@@ -87,6 +87,7 @@ impl Engine {
         let candidates = i64::from(settings.candidates.value.max(1));
         settings.budget_usd.value = settings.budget_usd.value.map(|b| Usd::from_pico(b.pico() / candidates));
         let state = unit_state(&req.run_id, &ws, &base_commit, &req.task, &settings, self.clock.now(), &confinement);
+        let rules = super::load_rules(&settings, &ws).await?;
         let ctx = Arc::new(self.assemble(RunParts {
             run_id: req.run_id,
             repo,
@@ -102,6 +103,7 @@ impl Engine {
             state,
             allow_dirty: true,
             unit: Some(id.clone()),
+            rules,
         }));
         ctx.events.emit(Some(&id), &CandidateQueued { runner: ctx.settings.label_for(index) }).await;
         let run = run_candidate(&ctx, index, None).await;
