@@ -199,7 +199,11 @@ impl FromRequestParts<AppState> for Viewer {
     type Rejection = LoginRequired;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
-        let is_page = parts.method == Method::GET && !parts.headers.contains_key("x-arbiter-live");
+        // A page opened by a person is sent to the login form; what a script fetches (the
+        // live regions, the event stream) is told 401.
+        let is_page = parts.method == Method::GET
+            && !parts.headers.contains_key("x-arbiter-live")
+            && !parts.uri.path().starts_with("/ui/");
         let rejection = || LoginRequired {
             next: is_page.then(|| parts.uri.path_and_query().map(|p| p.as_str().to_string()).unwrap_or_default()),
         };
