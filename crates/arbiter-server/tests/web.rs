@@ -113,7 +113,13 @@ impl Server {
     }
 
     async fn login(&self, token: &str) -> reqwest::Response {
-        self.http.post(self.at("/login")).header(CONTENT_TYPE, FORM).body(form(&[("token", token), ("next", "/")])).send().await.unwrap()
+        self.http
+            .post(self.at("/login"))
+            .header(CONTENT_TYPE, FORM)
+            .body(form(&[("token", token), ("next", "/")]))
+            .send()
+            .await
+            .unwrap()
     }
 
     /// Logs in with `token` and reads the CSRF token off a page.
@@ -207,7 +213,14 @@ async fn only_the_admin_and_access_tokens_log_in_with_strict_cookies() {
         assert!(r.text().await.unwrap().contains("does not open the dashboard"));
     }
     // A login link cannot send the browser to another site.
-    let r = s.http.post(s.at("/login")).header(CONTENT_TYPE, FORM).body(form(&[("token", ADMIN), ("next", "//evil.example/x")])).send().await.unwrap();
+    let r = s
+        .http
+        .post(s.at("/login"))
+        .header(CONTENT_TYPE, FORM)
+        .body(form(&[("token", ADMIN), ("next", "//evil.example/x")]))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.headers().get(LOCATION).unwrap(), "/");
     // Logging out ends the session (and needs the CSRF token).
     let session = s.session(ADMIN).await;
@@ -237,7 +250,8 @@ async fn actions_need_the_csrf_token_the_admin_role_and_this_site_and_name_who_a
         .post(s.at(path))
         .header(COOKIE, &admin.cookie)
         .header("Origin", "https://evil.example")
-        .header(CONTENT_TYPE, FORM).body(form(&[("csrf", admin.csrf.as_str())]))
+        .header(CONTENT_TYPE, FORM)
+        .body(form(&[("csrf", admin.csrf.as_str())]))
         .send()
         .await
         .unwrap();

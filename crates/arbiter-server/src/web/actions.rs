@@ -72,16 +72,7 @@ fn confirm(
             }
         }
     };
-    Page {
-        title: title.to_string(),
-        section: Section::None,
-        viewer: Some(viewer),
-        stream: None,
-        local_runs: state.local_runs.is_some(),
-        refresh_seconds: None,
-        body,
-    }
-    .render()
+    Page::new(title, Section::None, viewer, state, body).render()
 }
 
 #[derive(Deserialize)]

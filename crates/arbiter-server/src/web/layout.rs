@@ -14,6 +14,7 @@ use maud::{DOCTYPE, Markup, PreEscaped, html};
 
 use super::assets;
 use super::session::Viewer;
+use crate::state::AppState;
 
 /// Which section of the navigation a page belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -40,7 +41,45 @@ pub struct Page<'a> {
     pub body: Markup,
 }
 
-impl Page<'_> {
+impl<'a> Page<'a> {
+    /// A page of the dashboard for a logged-in viewer, with the navigation `state` calls for.
+    pub fn new(title: impl Into<String>, section: Section, viewer: &'a Viewer, state: &AppState, body: Markup) -> Self {
+        Page {
+            title: title.into(),
+            section,
+            viewer: Some(viewer),
+            stream: None,
+            local_runs: state.local_runs.is_some(),
+            refresh_seconds: None,
+            body,
+        }
+    }
+
+    /// A page shown before (or without) a login: the login form, an error.
+    pub fn bare(title: impl Into<String>, body: Markup) -> Self {
+        Page {
+            title: title.into(),
+            section: Section::None,
+            viewer: None,
+            stream: None,
+            local_runs: false,
+            refresh_seconds: None,
+            body,
+        }
+    }
+
+    /// Kept live by this event stream (`/ui/stream…`).
+    pub fn live(mut self, stream: Option<String>) -> Self {
+        self.stream = stream;
+        self
+    }
+
+    /// Looks again this often too.
+    pub fn every(mut self, seconds: Option<u32>) -> Self {
+        self.refresh_seconds = seconds;
+        self
+    }
+
     pub fn render(self) -> Response {
         let markup = html! {
             (DOCTYPE)

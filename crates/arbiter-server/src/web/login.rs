@@ -61,16 +61,7 @@ fn login_page(next: &str, problem: Option<&str>) -> Response {
             }
         }
     };
-    Page {
-        title: "Log in".into(),
-        section: Section::None,
-        viewer: None,
-        stream: None,
-        local_runs: false,
-        refresh_seconds: None,
-        body,
-    }
-    .render()
+    Page::bare("Log in", body).render()
 }
 
 async fn form(Query(q): Query<NextQuery>) -> Response {

@@ -94,15 +94,7 @@ impl IntoResponse for PageError {
             p.error role="alert" { (layout::printable(&self.message)) }
             p { a href="/" { "Back to the plans" } }
         };
-        let page = Page {
-            title,
-            section: Section::None,
-            viewer: None,
-            stream: None,
-            local_runs: false,
-            refresh_seconds: None,
-            body,
-        };
+        let page = Page::bare(title, body);
         let mut response = page.render();
         *response.status_mut() = self.status;
         response

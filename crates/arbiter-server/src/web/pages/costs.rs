@@ -77,16 +77,7 @@ pub async fn page(
         @if let Some(d) = detail { (d) }
     };
     let stream = chosen.as_ref().map(|p| format!("/ui/stream?plan={}", url_encode(p)));
-    Ok(Page {
-        title: "Costs".into(),
-        section: Section::Costs,
-        viewer: Some(&viewer),
-        stream,
-        local_runs: state.local_runs.is_some(),
-        refresh_seconds: None,
-        body,
-    }
-    .render())
+    Ok(Page::new("Costs", Section::Costs, &viewer, &state, body).live(stream).render())
 }
 
 /// Every call of the plan's runs (those whose run directory is on this server).

@@ -83,16 +83,7 @@ pub async fn page(
         Some(p) => format!("/ui/stream?plan={}", url_encode(p)),
         None => "/ui/stream".into(),
     };
-    Ok(Page {
-        title: "Events".into(),
-        section: Section::Events,
-        viewer: Some(&viewer),
-        stream: Some(stream),
-        local_runs: state.local_runs.is_some(),
-        refresh_seconds: None,
-        body,
-    }
-    .render())
+    Ok(Page::new("Events", Section::Events, &viewer, &state, body).live(Some(stream)).render())
 }
 
 /// Events as a table, newest first; `with_plan` adds the plan's column.

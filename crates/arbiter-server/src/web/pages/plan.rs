@@ -83,16 +83,9 @@ pub async fn page(
         _ => None,
     };
     let body = render(&state, &viewer, &details, &filter, commits.as_deref());
-    Ok(Page {
-        title: format!("Plan {}", header.id),
-        section: Section::Plans,
-        viewer: Some(&viewer),
-        stream: Some(format!("/ui/stream?plan={}", segment(&plan))),
-        local_runs: state.local_runs.is_some(),
-        refresh_seconds: None,
-        body,
-    }
-    .render())
+    Ok(Page::new(format!("Plan {}", header.id), Section::Plans, &viewer, &state, body)
+        .live(Some(format!("/ui/stream?plan={}", segment(&plan))))
+        .render())
 }
 
 /// The page's body (a function of what was read, for the benchmark of a large plan).

@@ -46,16 +46,7 @@ pub async fn page(viewer: Viewer, State(state): State<AppState>) -> Result<Respo
             }
         }
     };
-    Ok(Page {
-        title: "Plans".into(),
-        section: Section::Plans,
-        viewer: Some(&viewer),
-        stream: Some("/ui/stream".into()),
-        local_runs: state.local_runs.is_some(),
-        refresh_seconds: None,
-        body,
-    }
-    .render())
+    Ok(Page::new("Plans", Section::Plans, &viewer, &state, body).live(Some("/ui/stream".into())).render())
 }
 
 fn plan_row(p: &PlanSummary) -> Markup {

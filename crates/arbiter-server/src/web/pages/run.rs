@@ -48,16 +48,10 @@ pub async fn plan_run(
     };
     let body = render(&run_record, crumbs, state.now());
     let live = !is_over(&run_record.state);
-    Ok(Page {
-        title: format!("Run {run}"),
-        section: Section::Plans,
-        viewer: Some(&viewer),
-        stream: live.then(|| format!("/ui/stream?plan={}", segment(&plan))),
-        local_runs: state.local_runs.is_some(),
-        refresh_seconds: live.then_some(3),
-        body,
-    }
-    .render())
+    Ok(Page::new(format!("Run {run}"), Section::Plans, &viewer, &state, body)
+        .live(live.then(|| format!("/ui/stream?plan={}", segment(&plan))))
+        .every(live.then_some(3))
+        .render())
 }
 
 pub async fn local_run(
@@ -75,16 +69,7 @@ pub async fn local_run(
     let crumbs = html! { a href="/runs" { "Runs" } " › run" };
     let live = !is_over(&run_record.state);
     let body = render(&run_record, crumbs, state.now());
-    Ok(Page {
-        title: format!("Run {run}"),
-        section: Section::Runs,
-        viewer: Some(&viewer),
-        stream: None,
-        local_runs: true,
-        refresh_seconds: live.then_some(2),
-        body,
-    }
-    .render())
+    Ok(Page::new(format!("Run {run}"), Section::Runs, &viewer, &state, body).every(live.then_some(2)).render())
 }
 
 async fn read(dir: std::path::PathBuf) -> Result<RunRecord, PageError> {

@@ -50,14 +50,5 @@ pub async fn list(viewer: Viewer, State(state): State<AppState>) -> Result<Respo
             }
         }
     };
-    Ok(Page {
-        title: "Runs".into(),
-        section: Section::Runs,
-        viewer: Some(&viewer),
-        stream: None,
-        local_runs: true,
-        refresh_seconds: Some(3),
-        body,
-    }
-    .render())
+    Ok(Page::new("Runs", Section::Runs, &viewer, &state, body).every(Some(3)).render())
 }

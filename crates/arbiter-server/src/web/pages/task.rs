@@ -165,16 +165,9 @@ pub async fn page(
             (event_table(&events, now, false))
         }
     };
-    Ok(Page {
-        title: format!("Task {} of {plan}", task.spec.id),
-        section: Section::Plans,
-        viewer: Some(&viewer),
-        stream: Some(format!("/ui/stream?plan={}", segment(&plan))),
-        local_runs: state.local_runs.is_some(),
-        refresh_seconds: None,
-        body,
-    }
-    .render())
+    Ok(Page::new(format!("Task {} of {plan}", task.spec.id), Section::Plans, &viewer, &state, body)
+        .live(Some(format!("/ui/stream?plan={}", segment(&plan))))
+        .render())
 }
 
 fn attempt_row(plan: &str, a: &AttemptRecord, now: arbiter_core::time::Timestamp) -> Markup {

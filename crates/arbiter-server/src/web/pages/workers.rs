@@ -38,16 +38,10 @@ pub async fn page(viewer: Viewer, State(state): State<AppState>) -> Result<Respo
             }
         }
     };
-    Ok(Page {
-        title: "Workers".into(),
-        section: Section::Workers,
-        viewer: Some(&viewer),
-        stream: Some("/ui/stream".into()),
-        local_runs: state.local_runs.is_some(),
-        refresh_seconds: Some(5),
-        body,
-    }
-    .render())
+    Ok(Page::new("Workers", Section::Workers, &viewer, &state, body)
+        .live(Some("/ui/stream".into()))
+        .every(Some(5))
+        .render())
 }
 
 fn row(
