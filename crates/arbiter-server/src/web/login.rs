@@ -15,7 +15,7 @@ use axum::{Router, routing::post};
 use maud::html;
 use serde::Deserialize;
 
-use super::layout::{Page, Section, printable};
+use super::layout::{Page, printable};
 use super::session::{Viewer, clear_cookie, session_cookie, set_cookie};
 use crate::state::AppState;
 

@@ -34,7 +34,7 @@ use arbiter_runner::plan_admin::{AdminError, PlanAdmin};
 use arbiter_runner::workspace::Workspace;
 
 use crate::state::AppState;
-use layout::{Page, Section};
+use layout::Page;
 
 pub fn routes() -> Router<AppState> {
     Router::new()
