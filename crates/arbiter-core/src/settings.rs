@@ -172,6 +172,12 @@ pub struct ConfigFile {
     pub cross_tests: CrossTestSection,
     #[serde(default)]
     pub sandbox: SandboxSection,
+    #[serde(default)]
+    pub intake: crate::intake::config::IntakeSection,
+    #[serde(default)]
+    pub forge: crate::intake::config::ForgeSection,
+    #[serde(default)]
+    pub analysis: crate::intake::config::AnalysisSection,
 }
 
 /// The `[sandbox]` table: paths beyond the built-in ones (`~/` is the home directory).

@@ -56,6 +56,7 @@ pub const SQLITE: &[Migration] = &[
     Migration { version: 5, name: "plan_units", sql: include_str!("../migrations/sqlite/0005_plan_units.sql") },
     Migration { version: 6, name: "finish_plans", sql: include_str!("../migrations/sqlite/0006_finish_plans.sql") },
     Migration { version: 7, name: "report_plans", sql: include_str!("../migrations/sqlite/0007_report_plans.sql") },
+    Migration { version: 8, name: "plan_sources", sql: include_str!("../migrations/sqlite/0008_plan_sources.sql") },
 ];
 
 /// Postgres migrations, numbered in lock-step with [`SQLITE`].
@@ -67,4 +68,5 @@ pub const POSTGRES: &[Migration] = &[
     Migration { version: 5, name: "plan_units", sql: include_str!("../migrations/postgres/0005_plan_units.sql") },
     Migration { version: 6, name: "finish_plans", sql: include_str!("../migrations/postgres/0006_finish_plans.sql") },
     Migration { version: 7, name: "report_plans", sql: include_str!("../migrations/postgres/0007_report_plans.sql") },
+    Migration { version: 8, name: "plan_sources", sql: include_str!("../migrations/postgres/0008_plan_sources.sql") },
 ];
