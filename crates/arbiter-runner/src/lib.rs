@@ -30,6 +30,8 @@ pub mod confinement;
 pub mod coordinator;
 pub mod engine;
 pub mod events;
+pub mod failure_analysis;
+pub mod forge;
 pub mod gates;
 pub mod git;
 pub mod include;

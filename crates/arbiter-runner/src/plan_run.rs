@@ -63,6 +63,8 @@ pub struct PlanRunner {
     /// wake-ups).
     pub poll: Duration,
     pub progress: Option<UnboundedSender<Progress>>,
+    /// Analyses failed attempts (the `analysis` role), when one is configured.
+    pub analyst: Option<Arc<crate::failure_analysis::Analyst>>,
 }
 
 /// How a plan run ended.
@@ -148,7 +150,8 @@ impl PlanRunner {
             self.lease,
             self.poll,
             self.progress.clone(),
-        ));
+        )
+        .with_analyst(self.analyst.clone()));
         // The branch is the plan's to move (created when it does not exist), or nothing runs.
         coordinator.open_plan(plan_id).await?;
         self.reclaim_dead_local_workers(&view).await?;
@@ -197,6 +200,7 @@ impl PlanRunner {
         });
         let worked = worker.run().await;
         coordinator.flush_pushes().await;
+        coordinator.flush_analyses().await;
         drop(worker);
         sweeper.abort();
         worked?;

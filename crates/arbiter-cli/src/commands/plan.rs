@@ -733,6 +733,7 @@ async fn run(
     let overrides = overrides.clone();
     let base_settings = RunSettings::resolve_values(&config, FlagOverrides::default())?;
     let (keys, models) = crate::model_access::for_run(&target.secrets_path(), &config, &base_settings)?;
+    let analyst = crate::model_access::analyst(&config, models.as_deref())?;
     if !overrides.is_empty() {
         // What this run said over the plan, for whoever reads the plan's history: a key
         // typed into `--command` is masked like everywhere else.
@@ -767,6 +768,7 @@ async fn run(
         lease: Duration::from_secs(lease_seconds),
         poll: Duration::from_secs(1),
         progress: Some(tx),
+        analyst,
     });
     note!("Running plan {id} with {workers} worker(s) on {}", header.integration_branch);
     let outcome = runner.run(id, workers).await;
