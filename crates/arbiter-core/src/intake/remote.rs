@@ -46,6 +46,26 @@ pub fn parse_url(url: &str) -> Option<ForgeRepo> {
         .then(|| ForgeRepo { host: host.to_ascii_lowercase(), repo: repo.to_string() })
 }
 
+/// The issue an issue's page names: `https://HOST/OWNER/REPO/issues/N` (GitHub) or
+/// `https://HOST/GROUP/PROJECT/-/issues/N` (GitLab).
+pub fn issue_of_url(url: &str) -> Option<(Forge, ForgeRepo, u64)> {
+    let rest = url.trim().strip_prefix("https://").or_else(|| url.trim().strip_prefix("http://"))?;
+    let (host, path) = rest.split_once('/')?;
+    let (repo, forge, number) = if let Some((repo, n)) = path.rsplit_once("/-/issues/") {
+        (repo, Forge::GitLab, n)
+    } else {
+        let (repo, n) = path.rsplit_once("/issues/")?;
+        (repo, Forge::GitHub, n)
+    };
+    let number = n_of(number)?;
+    let at = parse_url(&format!("https://{host}/{repo}"))?;
+    Some((forge, at, number))
+}
+
+fn n_of(text: &str) -> Option<u64> {
+    text.trim_end_matches('/').parse().ok().filter(|n| *n > 0)
+}
+
 /// Which forge a host is: GitLab when its name says so, GitHub otherwise (github.com and
 /// GitHub Enterprise hosts).
 pub fn forge_of(host: &str) -> Forge {
@@ -90,6 +110,12 @@ mod tests {
             assert_eq!(parse_url(none), None, "{none}");
         }
         assert_eq!(forge_of("gitlab.example.com"), Forge::GitLab);
+        let (forge, at, n) = issue_of_url("https://github.com/acme/web/issues/12").unwrap();
+        assert_eq!((forge, at.repo.as_str(), n), (Forge::GitHub, "acme/web", 12));
+        let (forge, at, n) = issue_of_url("https://gitlab.com/grp/sub/proj/-/issues/3").unwrap();
+        assert_eq!((forge, at.repo.as_str(), n), (Forge::GitLab, "grp/sub/proj", 3));
+        assert_eq!(issue_of_url("https://github.com/acme/web/pull/12"), None);
+        assert_eq!(issue_of_url("file:///x/issues/1"), None);
         assert_eq!(forge_of("github.example.com"), Forge::GitHub);
     }
 

@@ -75,7 +75,14 @@ pub enum PlanEntry {
     /// that opens one by hand, without the forge's CLI).
     ChangeOpened(ChangeRecord),
     /// The issue the plan came from was told where it is (labels, a comment).
-    IssueUpdated { url: String, stage: String, comment: Option<String> },
+    IssueUpdated {
+        url: String,
+        stage: String,
+        comment: Option<String>,
+        /// The pull request the comment links, when there is one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        change: Option<String>,
+    },
 }
 
 /// How a plan was drafted.
@@ -382,7 +389,7 @@ fn describe_plan(e: &PlanEntry) -> String {
             (None, Some(compare)) => format!("{} → {}: pushed; open it at {compare}", c.branch, c.base),
             (None, None) => format!("{} → {}", c.branch, c.base),
         },
-        PlanEntry::IssueUpdated { url, stage, comment } => {
+        PlanEntry::IssueUpdated { url, stage, comment, .. } => {
             format!("{url}: {stage}{}", comment.as_deref().map(|c| format!(", comment {c}")).unwrap_or_default())
         }
     }
