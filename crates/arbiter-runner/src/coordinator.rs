@@ -452,7 +452,11 @@ impl LocalCoordinator {
             .attempts(&header.id)
             .await?
             .into_iter()
-            .filter(|a| a.task_id == task.id && a.attempt < attempt && a.status == arbiter_core::plan::state::AttemptStatus::Failed)
+            .filter(|a| {
+                a.task_id == task.id
+                    && a.attempt < attempt
+                    && a.status == arbiter_core::plan::state::AttemptStatus::Failed
+            })
             .filter_map(|a| a.run_id.map(|r| (a.attempt, r)))
             .max();
         let Some((_, run_id)) = previous else { return Ok((task, None)) };

@@ -119,10 +119,9 @@ impl Analyst {
             let entry = match tokio::time::timeout(me.limits.timeout, me.analyse(&request)).await {
                 Ok(Ok(entry)) => entry,
                 Ok(Err(reason)) => skipped(&request, reason),
-                Err(_) => skipped(
-                    &request,
-                    format!("it took longer than {} s and was stopped", me.limits.timeout.as_secs()),
-                ),
+                Err(_) => {
+                    skipped(&request, format!("it took longer than {} s and was stopped", me.limits.timeout.as_secs()))
+                }
             };
             if let Err(e) = request.store.note_event(&request.plan, entry, request.clock.now()).await {
                 tracing::warn!(plan = %request.plan, error = %e, "the failure analysis could not be recorded");
@@ -228,9 +227,8 @@ fn write(run_dir: &Path, task: &str, run_id: &str, found: &Analysis, call: &Call
 /// output and failing tests. `None` when the run left no state.
 pub fn read_evidence(run_dir: &Path, failure: &str) -> Option<Evidence> {
     let state: RunState = serde_json::from_str(&std::fs::read_to_string(run_dir.join(paths::STATE)).ok()?).ok()?;
-    let selection: Option<SelectionArtifact> = std::fs::read_to_string(run_dir.join(paths::SELECTION))
-        .ok()
-        .and_then(|t| serde_json::from_str(&t).ok());
+    let selection: Option<SelectionArtifact> =
+        std::fs::read_to_string(run_dir.join(paths::SELECTION)).ok().and_then(|t| serde_json::from_str(&t).ok());
     let mut candidates = Vec::new();
     for c in &state.candidates {
         let id = c.id.to_string();

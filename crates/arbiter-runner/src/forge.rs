@@ -121,7 +121,14 @@ impl ForgeCli {
 
     /// One REST call: `METHOD path` with an optional JSON body (on stdin); the answer's JSON
     /// values (several when `--paginate` gives one per page).
-    async fn api(&self, what: &str, method: &str, path: &str, body: Option<&Value>, paginate: bool) -> Result<Vec<Value>, ForgeError> {
+    async fn api(
+        &self,
+        what: &str,
+        method: &str,
+        path: &str,
+        body: Option<&Value>,
+        paginate: bool,
+    ) -> Result<Vec<Value>, ForgeError> {
         let mut cmd = tokio::process::Command::new(&self.program);
         cmd.arg("api").arg("-X").arg(method);
         if paginate {
@@ -180,7 +187,11 @@ impl ForgeCli {
     fn failure(&self, what: &str, stdout: &str, stderr: &str, code: Option<i32>) -> ForgeError {
         let lower = stderr.to_ascii_lowercase();
         let token_var = if self.forge == Forge::GitHub { "GH_TOKEN" } else { "GITLAB_TOKEN" };
-        if code == Some(4) || lower.contains("gh auth login") || lower.contains("glab auth login") || lower.contains("not logged") {
+        if code == Some(4)
+            || lower.contains("gh auth login")
+            || lower.contains("glab auth login")
+            || lower.contains("not logged")
+        {
             return ForgeError::NotLoggedIn {
                 cli: self.cli(),
                 host: self.host.clone().unwrap_or_else(|| "the forge".into()),
@@ -201,10 +212,11 @@ impl ForgeCli {
     }
 
     async fn one(&self, what: &str, method: &str, path: &str, body: Option<&Value>) -> Result<Value, ForgeError> {
-        self.api(what, method, path, body, false).await?.into_iter().next().ok_or_else(|| ForgeError::Unexpected {
-            what: what.to_string(),
-            problem: "an empty answer".into(),
-        })
+        self.api(what, method, path, body, false)
+            .await?
+            .into_iter()
+            .next()
+            .ok_or_else(|| ForgeError::Unexpected { what: what.to_string(), problem: "an empty answer".into() })
     }
 
     /// Every item of a paginated list.
@@ -350,14 +362,24 @@ impl ForgeCli {
             Forge::GitHub => {
                 let body = json!({"title": req.title, "head": req.head, "base": req.base, "body": req.body, "draft": req.draft});
                 match self.one(&what, "POST", &format!("{project}/pulls"), Some(&body)).await {
-                    Ok(v) => OpenedChange { url: str_at(&v, &["html_url"]), number: u64_at(&v, "number", &what)?, existed: false },
+                    Ok(v) => OpenedChange {
+                        url: str_at(&v, &["html_url"]),
+                        number: u64_at(&v, "number", &what)?,
+                        existed: false,
+                    },
                     // 422: one is open for this branch already.
                     Err(ForgeError::Api { status: 422, message, .. }) => {
                         let (owner, _) = repo.split_once('/').unwrap_or((repo, ""));
-                        let path = format!("{project}/pulls?state=open&head={}", encode(&format!("{owner}:{}", req.head)));
+                        let path =
+                            format!("{project}/pulls?state=open&head={}", encode(&format!("{owner}:{}", req.head)));
                         let open = self.list(&what, &path).await?;
-                        let v = open.first().ok_or_else(|| ForgeError::Api { what: what.clone(), status: 422, message })?;
-                        OpenedChange { url: str_at(v, &["html_url"]), number: u64_at(v, "number", &what)?, existed: true }
+                        let v =
+                            open.first().ok_or_else(|| ForgeError::Api { what: what.clone(), status: 422, message })?;
+                        OpenedChange {
+                            url: str_at(v, &["html_url"]),
+                            number: u64_at(v, "number", &what)?,
+                            existed: true,
+                        }
                     }
                     Err(e) => return Err(e),
                 }
@@ -369,11 +391,16 @@ impl ForgeCli {
                     "description": req.body, "labels": req.labels.join(","),
                 });
                 match self.one(&what, "POST", &format!("{project}/merge_requests"), Some(&body)).await {
-                    Ok(v) => OpenedChange { url: str_at(&v, &["web_url"]), number: u64_at(&v, "iid", &what)?, existed: false },
+                    Ok(v) => OpenedChange {
+                        url: str_at(&v, &["web_url"]),
+                        number: u64_at(&v, "iid", &what)?,
+                        existed: false,
+                    },
                     Err(ForgeError::Api { status: 409, message, .. }) => {
                         let path = format!("{project}/merge_requests?state=opened&source_branch={}", encode(&req.head));
                         let open = self.list(&what, &path).await?;
-                        let v = open.first().ok_or_else(|| ForgeError::Api { what: what.clone(), status: 409, message })?;
+                        let v =
+                            open.first().ok_or_else(|| ForgeError::Api { what: what.clone(), status: 409, message })?;
                         OpenedChange { url: str_at(v, &["web_url"]), number: u64_at(v, "iid", &what)?, existed: true }
                     }
                     Err(e) => return Err(e),

@@ -142,16 +142,18 @@ impl PlanRunner {
     /// Runs the plan with `workers` slots until nothing more can run.
     pub async fn run(self: &Arc<Self>, plan_id: &str, workers: usize) -> Result<PlanRunOutcome, PlanRunError> {
         let view = self.plans.plan(plan_id).await?.ok_or_else(|| StoreError::NoPlan { id: plan_id.to_string() })?;
-        let coordinator = Arc::new(LocalCoordinator::new(
-            self.plans.clone(),
-            self.clock.clone(),
-            Arc::new(OneRepository(self.workspace.clone())),
-            self.settings_for.clone(),
-            self.lease,
-            self.poll,
-            self.progress.clone(),
-        )
-        .with_analyst(self.analyst.clone()));
+        let coordinator = Arc::new(
+            LocalCoordinator::new(
+                self.plans.clone(),
+                self.clock.clone(),
+                Arc::new(OneRepository(self.workspace.clone())),
+                self.settings_for.clone(),
+                self.lease,
+                self.poll,
+                self.progress.clone(),
+            )
+            .with_analyst(self.analyst.clone()),
+        );
         // The branch is the plan's to move (created when it does not exist), or nothing runs.
         coordinator.open_plan(plan_id).await?;
         self.reclaim_dead_local_workers(&view).await?;

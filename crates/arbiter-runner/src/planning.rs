@@ -74,15 +74,17 @@ impl<'a> Planner<'a> {
 
     /// The clarifying questions that matter for `idea` (none when it is clear).
     pub async fn questions(&mut self, idea: &str, facts: &RepoFacts) -> Result<Vec<String>, PlanningError> {
-        let answer =
-            self.ask(prompts::QUESTIONS_SYSTEM, vec![Message::User(prompts::questions(idea, facts))], QUESTIONS_TOKENS).await?;
+        let answer = self
+            .ask(prompts::QUESTIONS_SYSTEM, vec![Message::User(prompts::questions(idea, facts))], QUESTIONS_TOKENS)
+            .await?;
         Ok(prompts::read_questions(&answer))
     }
 
     /// The PRD for `idea`, with the clarifications.
     pub async fn prd(&mut self, idea: &str, clarifications: &str, facts: &RepoFacts) -> Result<String, PlanningError> {
-        let answer =
-            self.ask(prompts::PRD_SYSTEM, vec![Message::User(prompts::prd(idea, clarifications, facts))], PRD_TOKENS).await?;
+        let answer = self
+            .ask(prompts::PRD_SYSTEM, vec![Message::User(prompts::prd(idea, clarifications, facts))], PRD_TOKENS)
+            .await?;
         Ok(prompts::read_prd(&answer))
     }
 

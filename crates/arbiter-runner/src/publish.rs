@@ -84,7 +84,10 @@ pub async fn destination(repo: &Git, name: &str, config: &ForgeSection) -> Resul
     let from_url = url.as_deref().and_then(remote::parse_url);
     let at = match (&config.repository, &config.host) {
         (Some(repository), host) => Some(ForgeRepo {
-            host: host.clone().or_else(|| from_url.as_ref().map(|r| r.host.clone())).unwrap_or_else(|| "github.com".into()),
+            host: host
+                .clone()
+                .or_else(|| from_url.as_ref().map(|r| r.host.clone()))
+                .unwrap_or_else(|| "github.com".into()),
             repo: repository.clone(),
         }),
         (None, Some(host)) => from_url.map(|r| ForgeRepo { host: host.clone(), repo: r.repo }),
@@ -402,8 +405,7 @@ pub async fn report_issue(
         .filter(|t| t.status == TaskStatus::Failed)
         .map(|t| (t.spec.id.clone(), t.reason.clone().unwrap_or_default()))
         .collect();
-    let body =
-        report::issue_comment(forge, &view.plan.header.id, success, done, view.tasks.len(), change_url, &failed);
+    let body = report::issue_comment(forge, &view.plan.header.id, success, done, view.tasks.len(), change_url, &failed);
     let comment = cli.comment(&at.repo, number, &body).await?;
     Ok(Some(PlanEntry::IssueUpdated {
         url: source.to_string(),

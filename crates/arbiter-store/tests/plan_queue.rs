@@ -799,10 +799,7 @@ async fn claimable_plans(store: Arc<dyn PlanStore>) {
 /// changes, and of many imports racing from one source exactly one wins.
 async fn one_plan_per_source(store: Arc<dyn PlanStore>) {
     let from = |id: &str, source: &str| {
-        plan(&format!(
-            r#"{{"id": "{id}", "name": "Plan {id}", "source": "{source}", "tasks": [{}]}}"#,
-            task("A", &[])
-        ))
+        plan(&format!(r#"{{"id": "{id}", "name": "Plan {id}", "source": "{source}", "tasks": [{}]}}"#, task("A", &[])))
     };
     let issue = "https://github.com/acme/web/issues/7";
     assert!(import(&*store, &from("a", issue), ImportMode::New).await.unwrap().created_plan);

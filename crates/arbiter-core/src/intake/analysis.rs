@@ -85,7 +85,9 @@ pub struct Analysis {
 /// cleaned and capped. `None` when neither holds a cause or a suggestion.
 pub fn read(arguments: Option<&Value>, answer_text: &str) -> Option<Analysis> {
     let value = arguments.cloned().or_else(|| super::draft::json_object(answer_text))?;
-    let field = |k: &str| value.get(k).and_then(Value::as_str).map(|s| text::cap(&text::clean(s.trim()), 2000)).unwrap_or_default();
+    let field = |k: &str| {
+        value.get(k).and_then(Value::as_str).map(|s| text::cap(&text::clean(s.trim()), 2000)).unwrap_or_default()
+    };
     let a = Analysis { contradiction: field("contradiction"), cause: field("cause"), suggestion: field("suggestion") };
     (!a.cause.is_empty() || !a.suggestion.is_empty()).then_some(a)
 }
@@ -149,6 +151,8 @@ mod tests {
         let md = markdown(&a, "T1", "r1", "mock");
         assert!(md.contains("## Likely cause\n\nthe sign") && md.contains("None found."));
         let section = feedback_section(&md, "r1");
-        assert!(section.contains("Analysis of the previous attempt (run r1)") && section.contains("<untrusted-analysis>"));
+        assert!(
+            section.contains("Analysis of the previous attempt (run r1)") && section.contains("<untrusted-analysis>")
+        );
     }
 }

@@ -93,9 +93,10 @@ impl Grounding<'_> {
             Some(Program::Builtin(b)) => return Some(format!("runs the shell builtin `{b}`, not a test runner")),
             None => return Some("does not start with a program".into()),
         };
-        let sets_variable = command.split_whitespace().next().and_then(|w| w.split_once('=')).is_some_and(|(name, _)| {
-            !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
-        });
+        let sets_variable =
+            command.split_whitespace().next().and_then(|w| w.split_once('=')).is_some_and(|(name, _)| {
+                !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+            });
         if sets_variable {
             return Some("sets environment variables before its program; name the program first".into());
         }
@@ -146,7 +147,9 @@ pub fn json_object(answer: &str) -> Option<Value> {
 /// answer makes none.
 pub fn assemble(answer: &str, header: &Header) -> Result<Value, Vec<String>> {
     let Some(object) = json_object(answer) else {
-        return Err(vec!["the answer holds no JSON object: answer with one JSON object {\"name\": ..., \"tasks\": [...]}".into()]);
+        return Err(vec![
+            "the answer holds no JSON object: answer with one JSON object {\"name\": ..., \"tasks\": [...]}".into(),
+        ]);
     };
     let tasks = match object.get("tasks") {
         Some(Value::Array(tasks)) => tasks.clone(),
@@ -250,7 +253,9 @@ fn without(plan: &Value, spots: &[(Spot, String)]) -> Value {
                     }
                 }
                 Spot::Verify { task, command } => {
-                    if let Some(list) = tasks.get_mut(*task).and_then(|t| t.get_mut("verify")).and_then(Value::as_array_mut) {
+                    if let Some(list) =
+                        tasks.get_mut(*task).and_then(|t| t.get_mut("verify")).and_then(Value::as_array_mut)
+                    {
                         list.retain(|c| c.as_str() != Some(command));
                     }
                 }

@@ -132,7 +132,8 @@ impl Issue {
     /// escape sequences, capped, and fenced as untrusted data (it is whatever anyone who
     /// may open an issue wrote).
     pub fn as_idea(&self) -> String {
-        let mut quoted = format!("Title: {}\n\n{}\n", self.clean_title(), text::cap(&text::clean(&self.body), MAX_BODY_BYTES));
+        let mut quoted =
+            format!("Title: {}\n\n{}\n", self.clean_title(), text::cap(&text::clean(&self.body), MAX_BODY_BYTES));
         let skip = self.comments.len().saturating_sub(MAX_COMMENTS);
         if skip > 0 {
             quoted.push_str(&format!("\n[{skip} earlier comment(s) left out]\n"));
@@ -304,7 +305,10 @@ mod tests {
         assert_eq!(change.remove, ["arbiter:pending"]);
         assert!(labels.move_to(Stage::InProgress, &["arbiter:in-progress".into()]).is_empty());
         let done = labels.move_to(Stage::Done, &["arbiter:in-progress".into()]);
-        assert_eq!((done.add, done.remove), (vec!["arbiter:done".to_string()], vec!["arbiter:in-progress".to_string()]));
+        assert_eq!(
+            (done.add, done.remove),
+            (vec!["arbiter:done".to_string()], vec!["arbiter:in-progress".to_string()])
+        );
         assert!(Labels { done: "a,b".into(), ..Labels::default() }.check().is_err());
     }
 }

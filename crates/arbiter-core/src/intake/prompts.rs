@@ -105,7 +105,9 @@ pub fn read_questions(answer: &str) -> Vec<String> {
     let raw = from_json.unwrap_or_else(|| {
         answer
             .lines()
-            .map(|l| l.trim().trim_start_matches(|c: char| c == '-' || c == '*' || c.is_ascii_digit() || c == '.').trim())
+            .map(|l| {
+                l.trim().trim_start_matches(|c: char| c == '-' || c == '*' || c.is_ascii_digit() || c == '.').trim()
+            })
             .filter(|l| l.ends_with('?'))
             .map(str::to_string)
             .collect()

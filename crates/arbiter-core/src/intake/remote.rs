@@ -41,7 +41,8 @@ pub fn parse_url(url: &str) -> Option<ForgeRepo> {
             && !p.starts_with(['-', '.'])
             && p.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
     };
-    let host_ok = !host.is_empty() && host.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b':' | b'[' | b']'));
+    let host_ok = !host.is_empty()
+        && host.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b':' | b'[' | b']'));
     (host_ok && parts.len() >= 2 && parts.iter().all(safe))
         .then(|| ForgeRepo { host: host.to_ascii_lowercase(), repo: repo.to_string() })
 }
@@ -104,9 +105,14 @@ mod tests {
         assert_eq!(parse_url("https://github.com/acme/web.git"), gh("github.com", "acme/web"));
         assert_eq!(parse_url("https://x-token:secret@github.com/acme/web"), gh("github.com", "acme/web"));
         assert_eq!(parse_url("git@github.com:acme/web.git"), gh("github.com", "acme/web"));
-        assert_eq!(parse_url("ssh://git@gitlab.example.com:2222/grp/sub/proj.git"), gh("gitlab.example.com", "grp/sub/proj"));
+        assert_eq!(
+            parse_url("ssh://git@gitlab.example.com:2222/grp/sub/proj.git"),
+            gh("gitlab.example.com", "grp/sub/proj")
+        );
         assert_eq!(parse_url("https://127.0.0.1:8443/acme/web.git"), gh("127.0.0.1:8443", "acme/web"));
-        for none in ["/srv/git/web.git", "file:///srv/web.git", "../web", "https://github.com/onlyone", "https://h/a/-x"] {
+        for none in
+            ["/srv/git/web.git", "file:///srv/web.git", "../web", "https://github.com/onlyone", "https://h/a/-x"]
+        {
             assert_eq!(parse_url(none), None, "{none}");
         }
         assert_eq!(forge_of("gitlab.example.com"), Forge::GitLab);

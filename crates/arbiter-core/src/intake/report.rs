@@ -148,7 +148,10 @@ mod tests {
             spent: "$0.42".into(),
         };
         let body = plan_body(&plan);
-        assert!(body.contains("| T1 Exporter \\| pipes | done | `0123456789` | 20260101T000000Z-abc123 | c02 |"), "{body}");
+        assert!(
+            body.contains("| T1 Exporter \\| pipes | done | `0123456789` | 20260101T000000Z-abc123 | c02 |"),
+            "{body}"
+        );
         assert!(body.contains("### T1 — why its winner won\n\n- passed every gate; c01 failed test_x"));
         assert!(body.contains("Planned from https://github.com/a/b/issues/3."));
         assert!(!body.contains('\u{1b}'));
@@ -159,7 +162,11 @@ mod tests {
         let c = issue_comment(Forge::GitHub, "p", true, 2, 2, Some("https://h/a/b/pull/9"), &[]);
         assert!(c.contains("2 of 2 task(s) done") && c.contains("The pull request: https://h/a/b/pull/9"));
         let f = issue_comment(Forge::GitHub, "p", false, 1, 2, None, &[("T2".into(), "no candidate passed".into())]);
-        assert!(f.contains("stopped") && f.contains("task T2 failed: no candidate passed") && f.contains("plan retry p TASK"));
+        assert!(
+            f.contains("stopped")
+                && f.contains("task T2 failed: no candidate passed")
+                && f.contains("plan retry p TASK")
+        );
         assert!(run_body(&"x".repeat(100_000)).len() < MAX_BODY + 100);
     }
 }

@@ -64,7 +64,10 @@ mod tests {
         assert_eq!(from_text("Add CSV export to the reports page"), "add-csv-export-to-the-reports-page");
         assert_eq!(from_text("  ../../etc/passwd  "), "etc-passwd");
         assert_eq!(from_text("¿¡!"), "plan");
-        assert_eq!(from_text("one two three four five six seven eight nine"), "one-two-three-four-five-six-seven-eight");
+        assert_eq!(
+            from_text("one two three four five six seven eight nine"),
+            "one-two-three-four-five-six-seven-eight"
+        );
         assert!(from_text(&"x".repeat(200)).len() <= MAX_LEN);
     }
 

@@ -385,7 +385,9 @@ fn describe_plan(e: &PlanEntry) -> String {
             format!("{task} attempt {attempt} carries the analysis of run {from_run}")
         }
         PlanEntry::ChangeOpened(c) => match (&c.url, &c.compare_url) {
-            (Some(url), _) => format!("{} → {}: {url}{}", c.branch, c.base, if c.existed { " (open already)" } else { "" }),
+            (Some(url), _) => {
+                format!("{} → {}: {url}{}", c.branch, c.base, if c.existed { " (open already)" } else { "" })
+            }
             (None, Some(compare)) => format!("{} → {}: pushed; open it at {compare}", c.branch, c.base),
             (None, None) => format!("{} → {}", c.branch, c.base),
         },
