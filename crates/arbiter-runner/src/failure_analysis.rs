@@ -279,6 +279,7 @@ pub fn read_evidence(run_dir: &Path, failure: &str) -> Option<Evidence> {
     Some(Evidence {
         task: state.task.prompt.clone(),
         success_criteria: state.task.success_criteria.clone(),
+        verify: state.task.verify.clone(),
         failure,
         candidates,
     })

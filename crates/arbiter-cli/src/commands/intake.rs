@@ -9,9 +9,9 @@
 //!   unique in the store. A second intake finds the plan before any model call; two at once
 //!   both draft, and the store keeps exactly one (the other writes nothing, and leaves the
 //!   labels alone).
-//! - Labels say where the issue is: the winner moves it from pending to in progress (the
-//!   plan's completion moves it to done or failed, see [`crate::commands::pr`]). A second
-//!   intake only puts back the in-progress label if it is missing.
+//! - Labels say where the issue is: the intake whose plan stands moves it from pending to in
+//!   progress (the plan's completion moves it to done or failed, see
+//!   [`crate::commands::pr`]); any other intake of the issue leaves its labels alone.
 
 use std::path::Path;
 
@@ -197,12 +197,8 @@ async fn intake_one(
         error: None,
     };
     if let Some(plan) = drafting.plans.plan_by_source(&source).await? {
-        // Only a missing in-progress label is put back (an earlier intake that stopped
-        // between its plan and its labels).
-        let planned = labels.move_to(Stage::InProgress, &issue.labels);
-        if !issue.labels.iter().any(|l| l == &labels.in_progress || l == &labels.done || l == &labels.failed) {
-            flip(drafting, cli, repo, &issue, &plan, planned).await;
-        }
+        // The intake that made the plan moves the labels; this one changes nothing (it may
+        // run while that one is still at it).
         return Ok(IssueLine { outcome: Outcome::PlannedAlready, plan: Some(plan), ..line });
     }
     let (owner, name) = repo.rsplit_once('/').unwrap_or(("", repo));
@@ -288,8 +284,10 @@ async fn flip(
             }
         }
         Err(e) => warning!(
-            "arbiter: plan {plan} stands, but the labels of {repo}#{} could not be changed ({e}); `arbiter intake` of the issue again puts them right",
-            issue.number
+            "arbiter: plan {plan} stands, but the labels of {repo}#{} could not be changed ({e}): add {} and remove {} yourself",
+            issue.number,
+            change.add.join(", "),
+            if change.remove.is_empty() { "nothing".to_string() } else { change.remove.join(", ") }
         ),
     }
 }

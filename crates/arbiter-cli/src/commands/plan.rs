@@ -657,6 +657,12 @@ fn render_status(
         p.header.integration_branch,
         branch_owner(p)
     ));
+    if let Some(source) = &p.header.source {
+        out.push_str(&format!("From {}\n", crate::output::printable(source)));
+    }
+    if let Some(prd) = &p.header.prd {
+        out.push_str(&format!("Requirements {}\n", crate::output::printable(prd)));
+    }
     out.push_str(&match p.budget.limit {
         Some(l) => format!(
             "Budget {l}: {} spent{}, {} reserved{}\n",

@@ -5,7 +5,9 @@
 #![allow(dead_code)]
 
 pub mod control_plane;
+pub mod github_mock;
 mod mock_llm;
+pub mod model_server;
 #[allow(unused_imports)]
 pub use control_plane::*;
 #[allow(unused_imports)]
