@@ -520,6 +520,11 @@ fn without_gh_the_branch_is_pushed_and_the_compare_url_printed() {
         refused.stderr
     );
     w.run(&["intake", "github", "acme/calc#3"]).assert_code(0);
+    // GitLab goes through glab, where it is installed; without it, the message says so.
+    let out = w.repo.arbiter_cmd(&["intake", "gitlab", "grp/sub/calc#3"]).env("PATH", bin.path()).output().expect("run");
+    let gitlab = Run::from_output(out);
+    gitlab.assert_code(3);
+    assert!(gitlab.stderr.contains("`glab` is not installed") && gitlab.stderr.contains("glab auth login"), "{}", gitlab.stderr);
 }
 
 #[test]
@@ -587,6 +592,10 @@ fn plan_new_drafts_a_prd_and_a_plan_from_answers_in_a_file_and_imports_it() {
     let repo = python_repo(AGENT_FIX);
     repo.arbiter(&["init"]).assert_code(0);
     let model = ModelServer::start(&script(&broken, &fixed));
+    // No planning backend yet: the message says how to add one, which is what comes next.
+    let none = repo.arbiter(&["plan", "new", "Fix add", "--no-questions", "--yes"]);
+    none.assert_code(2);
+    assert!(none.stderr.contains("arbiter backend add NAME --provider P --model M --roles planning"), "{}", none.stderr);
     repo.arbiter(&[
         "backend",
         "add",
