@@ -520,11 +520,29 @@ fn without_gh_the_branch_is_pushed_and_the_compare_url_printed() {
         refused.stderr
     );
     w.run(&["intake", "github", "acme/calc#3"]).assert_code(0);
+    // A token gh's host refuses: the message says to log in or set the token; with the
+    // right one the same command works.
+    w.add_issue(4, "mul() next", "Check mul.");
+    let mut wrong = w.cmd(&["intake", "github", "acme/calc#4"]);
+    wrong.env("GH_ENTERPRISE_TOKEN", "ghe_wrong");
+    let refused = Run::from_output(wrong.output().expect("run"));
+    refused.assert_code(3);
+    assert!(
+        refused.stderr.contains("gh auth login") && refused.stderr.contains("GH_ENTERPRISE_TOKEN"),
+        "{}",
+        refused.stderr
+    );
+    w.run(&["intake", "github", "acme/calc#4"]).assert_code(0);
     // GitLab goes through glab, where it is installed; without it, the message says so.
-    let out = w.repo.arbiter_cmd(&["intake", "gitlab", "grp/sub/calc#3"]).env("PATH", bin.path()).output().expect("run");
+    let out =
+        w.repo.arbiter_cmd(&["intake", "gitlab", "grp/sub/calc#3"]).env("PATH", bin.path()).output().expect("run");
     let gitlab = Run::from_output(out);
     gitlab.assert_code(3);
-    assert!(gitlab.stderr.contains("`glab` is not installed") && gitlab.stderr.contains("glab auth login"), "{}", gitlab.stderr);
+    assert!(
+        gitlab.stderr.contains("`glab` is not installed") && gitlab.stderr.contains("glab auth login"),
+        "{}",
+        gitlab.stderr
+    );
 }
 
 #[test]
@@ -595,7 +613,11 @@ fn plan_new_drafts_a_prd_and_a_plan_from_answers_in_a_file_and_imports_it() {
     // No planning backend yet: the message says how to add one, which is what comes next.
     let none = repo.arbiter(&["plan", "new", "Fix add", "--no-questions", "--yes"]);
     none.assert_code(2);
-    assert!(none.stderr.contains("arbiter backend add NAME --provider P --model M --roles planning"), "{}", none.stderr);
+    assert!(
+        none.stderr.contains("arbiter backend add NAME --provider P --model M --roles planning"),
+        "{}",
+        none.stderr
+    );
     repo.arbiter(&[
         "backend",
         "add",

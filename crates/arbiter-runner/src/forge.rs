@@ -34,7 +34,7 @@ pub enum ForgeError {
         install_hint(*.forge)
     )]
     Missing { forge: Forge, cli: &'static str },
-    #[error("`{cli}` is not logged in to {host}: run `{cli} auth login{}` (or set {token_var}), then try again", if host == "the forge" { String::new() } else { format!(" --hostname {host}") })]
+    #[error("`{cli}` is not logged in to {host} (or its token was refused): run `{cli} auth login{}` (or set {token_var}), then try again", if host == "the forge" { String::new() } else { format!(" --hostname {host}") })]
     NotLoggedIn { cli: &'static str, host: String, token_var: &'static str },
     #[error("{what}: the forge answered {status}: {message}")]
     Api { what: String, status: u16, message: String },
@@ -186,8 +186,12 @@ impl ForgeCli {
     /// the CLI's own failure.
     fn failure(&self, what: &str, stdout: &str, stderr: &str, code: Option<i32>) -> ForgeError {
         let lower = stderr.to_ascii_lowercase();
-        let token_var = if self.forge == Forge::GitHub { "GH_TOKEN" } else { "GITLAB_TOKEN" };
-        if code == Some(4)
+        let token_var = match self.forge {
+            Forge::GitHub => "GH_TOKEN, or GH_ENTERPRISE_TOKEN for a GitHub Enterprise host",
+            Forge::GitLab => "GITLAB_TOKEN",
+        };
+        if http_status(stderr) == Some(401)
+            || code == Some(4)
             || lower.contains("gh auth login")
             || lower.contains("glab auth login")
             || lower.contains("not logged")
@@ -323,7 +327,14 @@ impl ForgeCli {
                 }
             }
             Forge::GitLab => {
-                let body = json!({"add_labels": change.add.join(","), "remove_labels": change.remove.join(",")});
+                let mut body = serde_json::Map::new();
+                if !change.add.is_empty() {
+                    body.insert("add_labels".into(), json!(change.add.join(",")));
+                }
+                if !change.remove.is_empty() {
+                    body.insert("remove_labels".into(), json!(change.remove.join(",")));
+                }
+                let body = Value::Object(body);
                 self.api(&what, "PUT", &format!("{project}/issues/{number}"), Some(&body), false).await?;
             }
         }

@@ -202,7 +202,11 @@ impl PlanRunner {
         });
         let worked = worker.run().await;
         coordinator.flush_pushes().await;
-        coordinator.flush_analyses().await;
+        // An interrupted run does not wait for analyses (they are recorded as they end, or
+        // not at all).
+        if !self.cancel.is_cancelled() {
+            coordinator.flush_analyses().await;
+        }
         drop(worker);
         sweeper.abort();
         worked?;

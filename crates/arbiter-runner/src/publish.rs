@@ -194,9 +194,24 @@ pub async fn publish_branch(
             return Ok(Published::Pushed { branch: branch.into(), base, compare_url, why, pushed });
         }
     };
+    // A CLI that is not logged in opens nothing: the branch is pushed, and the page that
+    // opens the pull request by hand is printed with what to do.
+    let logged_out = |e: ForgeError, base: String| Published::Pushed {
+        branch: branch.into(),
+        compare_url: Some(remote::compare_url(dest.forge, at, &base, branch)),
+        base,
+        why: e.to_string(),
+        pushed: pushed.clone(),
+    };
     let base = match &text.base {
         Some(b) => b.clone(),
-        None => cli.default_branch(&at.repo).await?,
+        None => match cli.default_branch(&at.repo).await {
+            Ok(b) => b,
+            Err(e @ ForgeError::NotLoggedIn { .. }) => {
+                return Ok(logged_out(e, local_default_branch(repo, remote).await));
+            }
+            Err(e) => return Err(e.into()),
+        },
     };
     let request = ChangeRequest {
         head: branch.to_string(),
@@ -207,7 +222,11 @@ pub async fn publish_branch(
         labels: text.labels.clone(),
         reviewers: text.reviewers.clone(),
     };
-    let opened = cli.open_change(&at.repo, &request).await?;
+    let opened = match cli.open_change(&at.repo, &request).await {
+        Ok(o) => o,
+        Err(e @ ForgeError::NotLoggedIn { .. }) => return Ok(logged_out(e, base)),
+        Err(e) => return Err(e.into()),
+    };
     Ok(Published::Opened { branch: branch.into(), base, url: opened.url, existed: opened.existed, pushed })
 }
 
