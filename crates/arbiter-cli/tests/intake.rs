@@ -84,6 +84,8 @@ struct World {
     bare: PathBuf,
     shim_dir: PathBuf,
     argv_log: PathBuf,
+    /// The store of every arbiter command (`ARBITER_DATABASE_URL`), when not the local SQLite.
+    db: Option<String>,
     _dirs: TempDir,
 }
 
@@ -134,7 +136,7 @@ impl World {
         repo.git(&["config", "remote.origin.pushurl", bare.to_str().expect("utf-8")]);
         repo.git(&["push", "-q", "origin", "main"]);
         gh.set_remote(REPO, &bare);
-        Some(World { repo, gh, model, bare, shim_dir, argv_log, _dirs: dirs })
+        Some(World { repo, gh, model, bare, shim_dir, argv_log, db: None, _dirs: dirs })
     }
 
     /// arbiter in the repository, with `gh` (the shim first on PATH) pointed at the mock.
@@ -143,7 +145,45 @@ impl World {
         self.gh.gh_env(&mut cmd);
         let path = std::env::var("PATH").unwrap_or_default();
         cmd.env("PATH", format!("{}:{path}", self.shim_dir.display()));
+        if let Some(db) = &self.db {
+            cmd.env("ARBITER_DATABASE_URL", db);
+        }
         cmd
+    }
+
+    /// `n` intakes of issue `number` at once: each exits 0, exactly one plans it, and only
+    /// that one moves the labels.
+    fn race(&self, number: u64, n: usize) {
+        let reference = format!("acme/calc#{number}");
+        let children: Vec<_> = (0..n)
+            .map(|_| {
+                self.cmd(&["intake", "github", &reference])
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .expect("spawn")
+            })
+            .collect();
+        let outs: Vec<Run> =
+            children.into_iter().map(|c| Run::from_output(c.wait_with_output().expect("wait"))).collect();
+        for o in &outs {
+            o.assert_code(0);
+        }
+        let plan = format!("issue-acme-calc-{number}");
+        let planned = outs.iter().filter(|o| o.stdout.contains(&format!("planned as {plan}"))).count();
+        let other = outs
+            .iter()
+            .filter(|o| {
+                o.stdout.contains("at the same time") || o.stdout.contains(&format!("planned already as {plan}"))
+            })
+            .count();
+        assert_eq!((planned, other), (1, n - 1), "{:?}", outs.iter().map(|o| &o.stdout).collect::<Vec<_>>());
+        let list: Value = serde_json::from_str(&self.run(&["plan", "list", "--json"]).stdout).expect("list");
+        let with_it = list["plans"].as_array().expect("plans").iter().filter(|p| p["id"] == plan.as_str()).count();
+        assert_eq!(with_it, 1);
+        let path = format!("/repos/acme/calc/issues/{number}/labels");
+        let label_adds = self.gh.writes().iter().filter(|c| c.method == "POST" && c.path == path).count();
+        assert_eq!(label_adds, 1, "only the intake whose plan stands moves the labels");
     }
 
     fn run(&self, args: &[&str]) -> Run {
@@ -186,6 +226,12 @@ impl World {
         let doc: Value = serde_json::from_str(&run.stdout).expect("events JSON");
         doc["events"].as_array().cloned().unwrap_or_default()
     }
+}
+
+/// One tournament of the fixing agent, its winner not applied: a run to propose.
+fn run_fix(repo: &TestRepo) {
+    let args = ["run", "--task", "Fix add", "--candidates", "1", "--command", "./agent.sh", "--verify", VERIFY_PY];
+    repo.arbiter(&[&args[..], &["--apply", "none"]].concat()).assert_code(0);
 }
 
 fn kinds(events: &[Value], kind: &str) -> Vec<Value> {
@@ -288,29 +334,10 @@ fn the_same_issue_twice_and_twice_at_once_makes_one_plan() {
     // Two intakes of one issue at once: both draft, the store keeps one plan, and only the
     // one whose plan stands moves the labels.
     w.add_issue(8, "add() subtracts again", "Still broken.");
-    let children: Vec<_> = (0..2)
-        .map(|_| {
-            w.cmd(&["intake", "github", "acme/calc#8"])
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::piped())
-                .spawn()
-                .expect("spawn")
-        })
-        .collect();
-    let outs: Vec<Run> = children.into_iter().map(|c| Run::from_output(c.wait_with_output().expect("wait"))).collect();
-    for o in &outs {
-        o.assert_code(0);
-    }
-    let planned = outs.iter().filter(|o| o.stdout.contains("planned as issue-acme-calc-8")).count();
-    let other =
-        outs.iter().filter(|o| o.stdout.contains("at the same time") || o.stdout.contains("planned already")).count();
-    assert_eq!((planned, other), (1, 1), "{:?}", outs.iter().map(|o| &o.stdout).collect::<Vec<_>>());
+    w.race(8, 3);
     let list: Value = serde_json::from_str(&w.repo.arbiter(&["plan", "list", "--json"]).stdout).expect("list");
     let ids: Vec<&str> = list["plans"].as_array().expect("plans").iter().filter_map(|p| p["id"].as_str()).collect();
     assert_eq!(ids, ["issue-acme-calc-7", "issue-acme-calc-8"]);
-    let label_adds =
-        w.gh.writes().iter().filter(|c| c.method == "POST" && c.path == "/repos/acme/calc/issues/8/labels").count();
-    assert_eq!(label_adds, 1);
 
     // Every open issue carrying the label: the planned ones are left as they are.
     w.add_issue(9, "mul() is fine but check it", "Make sure mul works.");
@@ -328,6 +355,17 @@ fn the_same_issue_twice_and_twice_at_once_makes_one_plan() {
         [(7, "planned_already".into()), (8, "planned_already".into()), (9, "planned".into())],
         "{doc:#}"
     );
+}
+
+#[test]
+fn intakes_of_one_issue_at_once_make_one_plan_on_postgres_too() {
+    let pg = PgDatabase::create();
+    let Some(mut w) = World::new("intake_race_postgres", AGENT_FIX, &good_plan(), &good_plan()) else { return };
+    w.db = Some(pg.url.clone());
+    w.add_issue(21, "add() subtracts", "Fix it.");
+    w.race(21, 4);
+    let local = w.repo.arbiter(&["plan", "list"]);
+    assert!(local.stdout.contains("No plans yet"), "the plan is in Postgres: {}", local.stdout);
 }
 
 #[test]
@@ -377,21 +415,7 @@ fn a_hostile_issue_cannot_steer_the_plan_nor_the_terminal_and_is_capped() {
 #[test]
 fn a_runs_winner_becomes_a_branch_with_one_commit_and_a_pull_request_carrying_its_report() {
     let Some(w) = World::new("pr_run", AGENT_FIX, &good_plan(), &good_plan()) else { return };
-    w.repo
-        .arbiter(&[
-            "run",
-            "--task",
-            "Fix add",
-            "--candidates",
-            "1",
-            "--command",
-            "./agent.sh",
-            "--verify",
-            VERIFY_PY,
-            "--apply",
-            "none",
-        ])
-        .assert_code(0);
+    run_fix(&w.repo);
     let run_dir = w.repo.run_dir();
     let run_id = run_dir.file_name().and_then(|n| n.to_str()).expect("run id").to_string();
     let report = std::fs::read_to_string(run_dir.join("final_report.md")).expect("final report");
@@ -474,21 +498,7 @@ fn a_plans_integration_branch_becomes_a_pull_request_listing_each_tasks_winner()
 #[test]
 fn without_gh_the_branch_is_pushed_and_the_compare_url_printed() {
     let Some(w) = World::new("pr_no_gh", AGENT_FIX, &good_plan(), &good_plan()) else { return };
-    w.repo
-        .arbiter(&[
-            "run",
-            "--task",
-            "Fix add",
-            "--candidates",
-            "1",
-            "--command",
-            "./agent.sh",
-            "--verify",
-            VERIFY_PY,
-            "--apply",
-            "none",
-        ])
-        .assert_code(0);
+    run_fix(&w.repo);
     let run_id = w.repo.run_dir().file_name().and_then(|n| n.to_str()).expect("run id").to_string();
     // A PATH with git and nothing of gh's.
     let bin = tempfile::tempdir().expect("bin dir");
@@ -549,20 +559,7 @@ fn without_gh_the_branch_is_pushed_and_the_compare_url_printed() {
 fn without_a_remote_a_bundle_and_patches_are_written_and_they_apply() {
     let repo = python_repo(AGENT_FIX);
     repo.arbiter(&["init"]).assert_code(0);
-    repo.arbiter(&[
-        "run",
-        "--task",
-        "Fix add",
-        "--candidates",
-        "1",
-        "--command",
-        "./agent.sh",
-        "--verify",
-        VERIFY_PY,
-        "--apply",
-        "none",
-    ])
-    .assert_code(0);
+    run_fix(&repo);
     let run_id = repo.run_dir().file_name().and_then(|n| n.to_str()).expect("run id").to_string();
     let run = repo.arbiter(&["pr", "latest", "--json"]);
     run.assert_code(0);
@@ -784,4 +781,46 @@ fn a_failed_attempts_analysis_reaches_the_next_attempts_prompt() {
     // The plan paid for it.
     let status = assert_schema("plan-status", &repo.arbiter(&["plan", "status", "calc", "--json"]).stdout);
     assert_eq!(status["budget"]["spent"], "0.00106");
+}
+
+/// On a terminal, the planner's questions are asked one by one, the answers reach the PRD,
+/// and the import waits for a yes.
+#[test]
+fn plan_new_asks_its_questions_on_a_terminal_and_imports_after_a_yes() {
+    let repo = python_repo(AGENT_FIX);
+    repo.arbiter(&["init"]).assert_code(0);
+    let model = ModelServer::start(&script(&good_plan(), &good_plan()));
+    repo.arbiter(&[
+        "backend",
+        "add",
+        "planner",
+        "--provider",
+        "openai-compatible",
+        "--model",
+        "planner",
+        "--base-url",
+        &model.openai_url(),
+        "--roles",
+        "planning",
+    ])
+    .assert_code(0);
+    let bin = Path::new(ARBITER).display().to_string();
+    let script = format!("{bin} plan new 'Fix the add function' --slug tty; echo \"EXIT=$?\"; sleep 60");
+    let Some(tmux) = common::tmux::Tmux::start("plan new on a terminal", repo.path(), &script) else { return };
+    tmux.wait_for("[1/2] Which inputs must add() accept?");
+    tmux.keys(&["integers only", "Enter"]);
+    tmux.wait_for("[2/2] Should floats work?");
+    tmux.keys(&["no", "Enter"]);
+    let asked = tmux.wait_for("Import plan tty (1 task(s))? [y/N]");
+    assert!(
+        asked.contains("[READY]") && asked.contains("Decision gate:"),
+        "the DAG and the gate before the question:\n{asked}"
+    );
+    tmux.keys(&["y", "Enter"]);
+    let done = tmux.wait_for("EXIT=");
+    assert!(done.contains("Imported plan tty") && done.contains("EXIT=0"), "{done}");
+    let prd = model.requests_with("# Clarifications")[0].body.to_string();
+    assert!(prd.contains("Q: Which inputs must add() accept?") && prd.contains("A: integers only"), "{prd}");
+    assert!(prd.contains("A: no"), "{prd}");
+    repo.arbiter(&["plan", "show", "tty"]).assert_code(0);
 }

@@ -58,6 +58,24 @@ struct IssueLine {
     error: Option<String>,
 }
 
+impl IssueLine {
+    /// The line of issue `number`, with nothing known yet but its outcome.
+    fn new(number: u64, url: Option<String>, outcome: Outcome) -> Self {
+        IssueLine {
+            number,
+            url,
+            outcome,
+            plan: None,
+            tasks: None,
+            prd: None,
+            plan_file: None,
+            calls: 0,
+            cost: None,
+            error: None,
+        }
+    }
+}
+
 /// `intake --json`.
 #[derive(Serialize)]
 struct Intaken {
@@ -113,18 +131,7 @@ pub async fn intake(repo: Option<&Path>, cmd: &IntakeCommand) -> Result<u8, CliE
                     return Err(e);
                 }
                 warning!("arbiter: issue {}#{number}: {}", reference.repo, e.message);
-                IssueLine {
-                    number,
-                    url: None,
-                    outcome: Outcome::Failed,
-                    plan: None,
-                    tasks: None,
-                    prd: None,
-                    plan_file: None,
-                    calls: 0,
-                    cost: None,
-                    error: Some(e.message),
-                }
+                IssueLine { error: Some(e.message), ..IssueLine::new(number, None, Outcome::Failed) }
             }
         };
         if !args.json {
@@ -184,18 +191,7 @@ async fn intake_one(
             text::one_line(&source, 100)
         )));
     }
-    let mut line = IssueLine {
-        number,
-        url: Some(source.clone()),
-        outcome: Outcome::Planned,
-        plan: None,
-        tasks: None,
-        prd: None,
-        plan_file: None,
-        calls: 0,
-        cost: None,
-        error: None,
-    };
+    let mut line = IssueLine::new(number, Some(source.clone()), Outcome::Planned);
     if let Some(plan) = drafting.plans.plan_by_source(&source).await? {
         // The intake that made the plan moves the labels; this one changes nothing (it may
         // run while that one is still at it).

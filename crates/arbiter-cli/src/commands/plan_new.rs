@@ -111,7 +111,7 @@ pub async fn new(repo: Option<&Path>, args: &PlanNewArgs) -> Result<u8, CliError
             .unwrap_or_default();
         (Vec::new(), given)
     };
-    note!("arbiter: writing the PRD ({} planning call(s) so far)", planner.calls().len());
+    note!("arbiter: asking the planning model for the PRD");
     let prd = drafting.prd(&mut planner, &idea, &clarifications).await?;
     drafting.write_file(&prd_path, &prd)?;
     note!("arbiter: wrote {prd_rel}; decomposing it into a plan");
