@@ -153,6 +153,21 @@ pub const DEFAULT_CONFIG_TOML: &str = r#"# arbiter configuration. Command-line f
 # Ordered backend chains per role; on an error the next backend is tried.
 # [roles]
 # coding = ["local-qwen", "gpt"]
+
+# Issues into plans, pull requests, and the analysis of failed plan attempts
+# (docs/intake.md).
+# [intake]
+# label_pending = "arbiter:pending"
+# label_in_progress = "arbiter:in-progress"
+# label_done = "arbiter:done"
+# label_failed = "arbiter:failed"
+# push = true
+# docs_dir = "docs"
+# [forge]
+# repository = "OWNER/REPO"
+# [analysis]
+# timeout_seconds = 120
+# max_cost_usd = "0.10"
 "#;
 
 /// `.arbiter/config.toml` as written by users.

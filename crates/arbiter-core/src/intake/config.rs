@@ -97,3 +97,38 @@ impl AnalysisSection {
         self.max_cost_usd.or_else(|| Usd::parse("0.10")).unwrap_or_default()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::settings::ConfigFile;
+
+    #[test]
+    fn the_tables_read_with_their_defaults() {
+        let cfg = ConfigFile::parse(
+            "[intake]\nlabel_pending = \"todo\"\nlabel_done = \"shipped\"\npush = false\n[forge]\nrepository = \"acme/web\"\n[analysis]\nmax_cost_usd = \"0.5\"\nfeedback = false\n",
+            "config.toml",
+        )
+        .unwrap();
+        let labels = cfg.intake.labels();
+        assert_eq!((labels.pending.as_str(), labels.in_progress.as_str()), ("todo", "arbiter:in-progress"));
+        assert_eq!(labels.done, "shipped");
+        assert!(!cfg.intake.push_or_default());
+        assert_eq!(cfg.forge.repository.as_deref(), Some("acme/web"));
+        assert_eq!(cfg.analysis.max_cost_or_default().decimal(), "0.5");
+        assert_eq!(cfg.analysis.timeout_seconds_or_default(), 120);
+        let defaults = ConfigFile::default();
+        assert!(defaults.intake.push_or_default());
+        assert_eq!(defaults.analysis.max_cost_or_default().decimal(), "0.1");
+        assert!(ConfigFile::parse("[intake]\nlabel = \"x\"\n", "c").is_err(), "unknown keys are errors");
+    }
+
+    #[test]
+    fn the_docs_directory_stays_inside_the_repository() {
+        let with = |dir: &str| super::IntakeSection { docs_dir: Some(dir.into()), ..Default::default() }.docs_dir();
+        assert_eq!(with("docs/plans").unwrap(), "docs/plans");
+        assert_eq!(super::IntakeSection::default().docs_dir().unwrap(), "docs");
+        for bad in ["../out", "/etc", "docs/../..", "", "./x", "-x"] {
+            assert!(with(bad).unwrap_err().contains("inside the repository"), "{bad}");
+        }
+    }
+}
