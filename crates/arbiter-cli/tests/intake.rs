@@ -289,6 +289,11 @@ fn an_issue_becomes_a_linked_plan_whose_completion_opens_a_pull_request_and_repo
     assert_eq!((pulls[0].head.as_str(), pulls[0].base.as_str()), (branch.as_str(), "main"));
     assert!(pulls[0].body.contains("| T1 Fix add | done |"), "{}", pulls[0].body);
     assert!(pulls[0].body.contains("why its winner won"), "{}", pulls[0].body);
+    assert!(
+        ran.stdout.contains(&format!("Plan {plan} finished: its pull request of {branch} into main is https://")),
+        "{}",
+        ran.stdout
+    );
     let issue = w.gh.issue(REPO, 5);
     assert!(
         issue.labels.contains(&"arbiter:done".to_string())

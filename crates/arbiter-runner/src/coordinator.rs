@@ -477,6 +477,33 @@ impl LocalCoordinator {
         }
     }
 
+    /// When nothing of `header`'s plan can run any more (no task ready or running), what a
+    /// finished plan does, after its pushes: a plan with `push = true` proposes its branch, a
+    /// plan from an issue tells the issue ([`crate::publish::complete_plan`]).
+    async fn complete_if_settled(&self, header: &PlanSpec) {
+        if !header.push && header.source.is_none() {
+            return;
+        }
+        match self.plans.claimable_plans().await {
+            Ok(open) if !open.contains(&header.id) => {}
+            _ => return,
+        }
+        let Ok(workspace) = self.repositories.workspace_for(header).await else { return };
+        let (plans, id) = (self.plans.clone(), header.id.clone());
+        self.pushes.after_pushes(async move {
+            let config = std::fs::read_to_string(workspace.config_path())
+                .ok()
+                .and_then(|text| arbiter_core::settings::ConfigFile::parse(&text, "config.toml").ok())
+                .unwrap_or_default();
+            let repo = Git::new(workspace.repo_root().to_path_buf());
+            let (runs_dir, offline_dir) = (workspace.runs_dir(), workspace.dir().join("pr").join(format!("plan-{id}")));
+            let store: &dyn arbiter_store::plans::PlanStore = &*plans;
+            let place =
+                crate::publish::PlanPlace { store, repo: &repo, runs_dir: &runs_dir, offline_dir: &offline_dir };
+            crate::publish::complete_plan(&place, &config, &id).await;
+        });
+    }
+
     /// Waits for the pushes of integration branches still going (before the process exits).
     pub async fn flush_pushes(&self) {
         self.pushes.flush().await;
@@ -1122,6 +1149,9 @@ impl LocalCoordinator {
                         if let Some(run_id) = &run_id {
                             self.analyse_failure(held, run_id, &reason).await;
                         }
+                        if retry_at.is_none() {
+                            self.complete_if_settled(&held.plan).await;
+                        }
                         Reported::Failed { reason, retry_at }
                     }
                     Finish::Stale => Reported::Stale,
@@ -1173,6 +1203,7 @@ impl LocalCoordinator {
             return Ok(match self.finish(lease, result, cost).await? {
                 Finish::Recorded(_) => {
                     self.push_after(header, repo, &task.id);
+                    self.complete_if_settled(header).await;
                     Reported::Done { commit, recovered: true }
                 }
                 Finish::Stale => Reported::Stale,
@@ -1220,6 +1251,7 @@ impl LocalCoordinator {
                 Reported::Failed { reason, .. } => Reported::Failed { reason, retry_at },
                 done => {
                     self.push_after(header, repo, &task.id);
+                    self.complete_if_settled(header).await;
                     done
                 }
             },

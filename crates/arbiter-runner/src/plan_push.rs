@@ -167,6 +167,18 @@ impl BranchPushes {
         });
     }
 
+    /// Runs `work` after the pushes started before it (what needs the remote as the plan
+    /// left it: its pull request), one at a time with them.
+    pub fn after_pushes(&self, work: impl std::future::Future<Output = ()> + Send + 'static) {
+        let lock = self.one_at_a_time.clone();
+        let mut going = self.going.lock().unwrap_or_else(|p| p.into_inner());
+        while going.try_join_next().is_some() {}
+        going.spawn(async move {
+            let _one = lock.lock().await;
+            work.await;
+        });
+    }
+
     /// Waits for the pushes still going (before the process exits).
     pub async fn flush(&self) {
         let mut going = std::mem::take(&mut *self.going.lock().unwrap_or_else(|p| p.into_inner()));

@@ -23,7 +23,7 @@ use arbiter_core::intake::remote::{self, ForgeRepo};
 use arbiter_core::intake::report::{self, PlanOutcome, TaskOutcome};
 use arbiter_core::plan::event::{ChangeRecord, PlanEntry};
 use arbiter_core::plan::state::TaskStatus;
-use arbiter_store::plans::{PlanEvent, PlanView};
+use arbiter_store::plans::{PlanEvent, PlanStore, PlanView};
 use serde::{Deserialize, Serialize};
 
 use crate::forge::{ChangeRequest, ForgeCli, ForgeError};
@@ -432,4 +432,116 @@ pub async fn report_issue(
         comment: Some(comment).filter(|c| !c.is_empty()),
         change: change_url.map(str::to_string),
     }))
+}
+
+/// Where a plan's work is: its store, its repository, the runs of its tasks, and where a
+/// bundle goes when the repository has no remote.
+#[derive(Clone, Copy)]
+pub struct PlanPlace<'a> {
+    pub store: &'a dyn PlanStore,
+    pub repo: &'a Git,
+    pub runs_dir: &'a Path,
+    pub offline_dir: &'a Path,
+}
+
+/// Proposes a plan's integration branch (as `arbiter pr --plan` does): pushed and proposed
+/// with `text` (its body the plan's tasks with their winners, its base the plan's base branch
+/// unless given), recorded (`change_opened`); and the issue the plan came from told
+/// (`issue_updated`; a failure to tell it is returned beside the publication, not instead).
+pub async fn propose_plan(
+    at: &PlanPlace<'_>,
+    view: &PlanView,
+    dest: &Destination,
+    mut text: ChangeText,
+    intake: &IntakeSection,
+) -> Result<(Published, Option<PublishError>), PublishError> {
+    let PlanPlace { store, repo, runs_dir, offline_dir } = *at;
+    let header = &view.plan.header;
+    let id = &header.id;
+    let branch = &header.integration_branch;
+    let Some(tip) = repo.ref_target(&format!("refs/heads/{branch}")).await? else {
+        return Err(PushError::NoBranch { plan: id.clone(), branch: branch.clone() }.into());
+    };
+    let base_commit = match view.plan.branch_record() {
+        Some(b) => b.base.clone(),
+        None => repo.resolve_commit(&header.base_ref).await.unwrap_or(tip),
+    };
+    if text.base.is_none() && header.base_ref != "HEAD" && repo.branch_exists(&header.base_ref).await.unwrap_or(false) {
+        text.base = Some(header.base_ref.clone());
+    }
+    if text.title.trim().is_empty() {
+        text.title = format!("{} (plan {id})", arbiter_core::intake::text::one_line(&header.name, 150));
+    }
+    let attempts = store.attempts(id).await.unwrap_or_default();
+    let uncosted: u64 = crate::plan_admin::call_costs(runs_dir, &attempts).await.values().map(|c| c.uncosted).sum();
+    let spent = if uncosted > 0 {
+        format!("{} plus {uncosted} call(s) of unknown cost", view.plan.budget.spent)
+    } else {
+        view.plan.budget.spent.to_string()
+    };
+    text.body = report::plan_body(&plan_outcome(view, runs_dir, spent));
+    let published = publish_branch(repo, dest, &format!("plan {id}"), branch, &base_commit, &text, offline_dir).await?;
+    let now = || arbiter_core::Clock::now(&crate::SystemClock);
+    if let Some(change) = published.change_record() {
+        store
+            .note_event(id, PlanEntry::ChangeOpened(change), now())
+            .await
+            .map_err(|e| PublishError::Io(e.to_string()))?;
+    }
+    let mut untold = None;
+    if header.source.is_some() && !matches!(published, Published::Offline { .. }) {
+        let events = store.events(id).await.map_err(|e| PublishError::Io(e.to_string()))?;
+        match report_issue(view, &events, intake, published.url()).await {
+            Ok(Some(entry)) => {
+                store.note_event(id, entry, now()).await.map_err(|e| PublishError::Io(e.to_string()))?;
+            }
+            Ok(None) => {}
+            Err(e) => untold = Some(e),
+        }
+    }
+    Ok((published, untold))
+}
+
+/// What a plan does when nothing of it can run any more: with `push = true` and every task
+/// done or skipped, it proposes its integration branch; from an issue, it tells the issue how
+/// it ended. What went wrong is recorded in the plan's log, never raised: the plan's work
+/// stands.
+pub async fn complete_plan(at: &PlanPlace<'_>, config: &arbiter_core::settings::ConfigFile, plan_id: &str) {
+    let PlanPlace { store, repo, .. } = *at;
+    let Ok(Some(view)) = store.plan(plan_id).await else { return };
+    let (success, settled) = finished(&view);
+    let header = &view.plan.header;
+    if !settled || view.plan.cancelled {
+        return;
+    }
+    let now = arbiter_core::Clock::now(&crate::SystemClock);
+    let failed = |why: String| PlanEntry::CompletionFailed { reason: why };
+    if header.push && success {
+        let remote = config.forge.remote.clone().unwrap_or_else(|| crate::plan_push::DEFAULT_REMOTE.into());
+        let proposed = match destination(repo, &remote, &config.forge).await {
+            Ok(dest) => propose_plan(at, &view, &dest, ChangeText::default(), &config.intake).await,
+            Err(e) => Err(e),
+        };
+        let problem = match proposed {
+            Ok((_, None)) => None,
+            Ok((_, Some(untold))) => Some(format!("the issue could not be told: {untold}")),
+            Err(e) => Some(format!("its pull request was not opened: {e}; `arbiter pr --plan {plan_id}` tries again")),
+        };
+        if let Some(why) = problem {
+            let _ = store.note_event(plan_id, failed(why), now).await;
+        }
+        return;
+    }
+    if header.source.is_some() {
+        let events = store.events(plan_id).await.unwrap_or_default();
+        match report_issue(&view, &events, &config.intake, None).await {
+            Ok(Some(entry)) => {
+                let _ = store.note_event(plan_id, entry, now).await;
+            }
+            Ok(None) => {}
+            Err(e) => {
+                let _ = store.note_event(plan_id, failed(format!("the issue could not be told: {e}")), now).await;
+            }
+        }
+    }
 }

@@ -777,6 +777,7 @@ async fn run(
         progress: Some(tx),
         analyst,
     });
+    let events_before = plans.events(id).await?.last().map_or(0, |e| e.id);
     note!("Running plan {id} with {workers} worker(s) on {}", header.integration_branch);
     let outcome = runner.run(id, workers).await;
     drop(runner);
@@ -786,10 +787,9 @@ async fn run(
         PlanRunError::Branch(b) => branch_error(b),
         e => CliError::environment(format!("the plan run stopped: {e}")),
     })?;
-    let mut view = outcome.view;
-    if !outcome.interrupted && (view.plan.header.push || view.plan.header.source.is_some()) {
-        crate::commands::pr::on_plan_finished(&target, &plans, &view).await;
-        view = plans.plan(id).await?.unwrap_or(view);
+    let view = outcome.view;
+    if !as_json {
+        crate::commands::pr::say_completion(&plans, id, events_before).await;
     }
     let all_ok = view.tasks.iter().all(|t| t.status.is_success());
     let code = if outcome.interrupted {

@@ -5,8 +5,10 @@
 //! remote, a bundle and a patch series to send. A plan that came from an issue tells the
 //! issue (labels, a comment linking the pull request).
 //!
-//! Also what a finished `plan run` does ([`on_plan_finished`]): a plan with `push = true`
-//! whose tasks are all done opens its pull request, and a plan from an issue reports to it.
+//! A finished plan does this by itself (`arbiter_runner::publish::complete_plan`, run by the
+//! coordinator when nothing of the plan can run any more): with `push = true` and every task
+//! done it opens its pull request, and from an issue it tells the issue; `plan run` says what
+//! happened ([`say_completion`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -14,7 +16,7 @@ use std::sync::Arc;
 use arbiter_core::artifact::{RunState, SelectionArtifact, paths};
 use arbiter_core::intake::report;
 use arbiter_core::intake::text;
-use arbiter_core::plan::event::PlanEntry;
+use arbiter_core::plan::event::{PlanEntry, PlanLogEntry};
 use arbiter_runner::publish::{
     self, ChangeText, Destination, PR_JSON, PrRecord, PublishError, Published, WinnerCommit,
 };
@@ -174,107 +176,46 @@ async fn propose_plan(
     plans: &Arc<dyn UnitQueue>,
     view: &PlanView,
     dest: &Destination,
-    mut text: ChangeText,
+    text: ChangeText,
     intake: &arbiter_core::intake::config::IntakeSection,
 ) -> Result<Published, CliError> {
-    let header = &view.plan.header;
-    let id = &header.id;
-    let branch = &header.integration_branch;
-    let Some(tip) = ctx.git.ref_target(&format!("refs/heads/{branch}")).await? else {
-        return Err(CliError::usage(format!(
-            "plan {id}'s integration branch {branch} does not exist yet: `arbiter plan run {id}` creates it with the first winner"
-        )));
-    };
-    let base_commit = match view.plan.branch_record() {
-        Some(b) => b.base.clone(),
-        None => ctx.git.resolve_commit(&header.base_ref).await.unwrap_or(tip),
-    };
-    if text.base.is_none()
-        && header.base_ref != "HEAD"
-        && ctx.git.branch_exists(&header.base_ref).await.unwrap_or(false)
-    {
-        text.base = Some(header.base_ref.clone());
-    }
-    if text.title.trim().is_empty() {
-        text.title = format!("{} (plan {id})", text::one_line(&header.name, 150));
-    }
-    let attempts = plans.attempts(id).await.unwrap_or_default();
-    let uncosted = arbiter_runner::plan_admin::call_costs(&ctx.workspace.runs_dir(), &attempts).await;
-    let unknown: u64 = uncosted.values().map(|c| c.uncosted).sum();
-    let spent = if unknown > 0 {
-        format!("{} plus {unknown} call(s) of unknown cost", view.plan.budget.spent)
-    } else {
-        view.plan.budget.spent.to_string()
-    };
-    text.body = report::plan_body(&publish::plan_outcome(view, &ctx.workspace.runs_dir(), spent));
-    let published = publish::publish_branch(
-        &ctx.git,
-        dest,
-        &format!("plan {id}"),
-        branch,
-        &base_commit,
-        &text,
-        &offline_dir(ctx, &format!("plan-{id}")),
-    )
-    .await
-    .map_err(publish_error)?;
-    let now = || arbiter_core::Clock::now(&arbiter_runner::SystemClock);
-    if let Some(change) = published.change_record() {
-        plans.note_event(id, PlanEntry::ChangeOpened(change), now()).await?;
-    }
-    if header.source.is_some() && !matches!(published, Published::Offline { .. }) {
-        let events = plans.events(id).await?;
-        match publish::report_issue(view, &events, intake, published.url()).await {
-            Ok(Some(entry)) => plans.note_event(id, entry, now()).await?,
-            Ok(None) => {}
-            Err(e) => warning!("arbiter: the issue of plan {id} could not be told: {e}"),
-        }
+    let id = &view.plan.header.id;
+    let (runs_dir, offline) = (ctx.workspace.runs_dir(), offline_dir(ctx, &format!("plan-{id}")));
+    let store: &dyn arbiter_store::plans::PlanStore = &**plans;
+    let place = publish::PlanPlace { store, repo: &ctx.git, runs_dir: &runs_dir, offline_dir: &offline };
+    let (published, untold) = publish::propose_plan(&place, view, dest, text, intake).await.map_err(publish_error)?;
+    if let Some(e) = untold {
+        warning!("arbiter: the issue of plan {id} could not be told: {e}");
     }
     Ok(published)
 }
 
-/// What a finished `plan run` does: a plan with `push = true` whose tasks are all done or
-/// skipped opens its pull request; a plan that came from an issue tells the issue how it
-/// ended. Failures are warnings: the plan's work stands.
-pub async fn on_plan_finished(ctx: &RepoContext, plans: &Arc<dyn UnitQueue>, view: &PlanView) {
-    let (success, settled) = publish::finished(view);
-    let header = &view.plan.header;
-    if !settled || (!header.push && header.source.is_none()) {
-        return;
-    }
-    let config = match ctx.config() {
-        Ok(c) => c,
-        Err(e) => return warning!("arbiter: plan {} finished, but it was not proposed: {e}", header.id),
-    };
-    if header.push && success {
-        let remote = config.forge.remote.clone().unwrap_or_else(|| "origin".into());
-        let proposed = match publish::destination(&ctx.git, &remote, &config.forge).await {
-            Ok(dest) => propose_plan(ctx, plans, view, &dest, ChangeText::default(), &config.intake).await,
-            Err(e) => Err(publish_error(e)),
-        };
-        match proposed {
-            Ok(published) => say(&published, &format!("plan {}", header.id)),
-            Err(e) => warning!(
-                "arbiter: plan {} finished, but its pull request was not opened: {}; `arbiter pr --plan {}` tries again",
-                header.id,
-                e.message,
-                header.id
-            ),
-        }
-        return;
-    }
-    if header.source.is_some() {
-        let events = plans.events(&header.id).await.unwrap_or_default();
-        match publish::report_issue(view, &events, &config.intake, None).await {
-            Ok(Some(entry)) => {
-                let now = arbiter_core::Clock::now(&arbiter_runner::SystemClock);
-                if let Err(e) = plans.note_event(&header.id, entry, now).await {
-                    warning!("arbiter: the report to the issue of plan {} could not be recorded: {e}", header.id);
+/// What a `plan run` set off when its plan finished (a pull request, the issue told, or what
+/// went wrong), from the events after `after`.
+pub async fn say_completion(plans: &Arc<dyn UnitQueue>, plan: &str, after: i64) {
+    let Ok(events) = plans.events_after(plan, after, 1000).await else { return };
+    for e in events {
+        match e.entry() {
+            Some(PlanLogEntry::Plan(PlanEntry::ChangeOpened(c))) => match (&c.url, &c.compare_url) {
+                (Some(url), _) => {
+                    out!("Plan {plan} finished: its pull request of {} into {} is {url}", c.branch, c.base)
                 }
-                note!("arbiter: told {} how plan {} ended", header.source.as_deref().unwrap_or("-"), header.id);
+                (None, Some(compare)) => {
+                    out!(
+                        "Plan {plan} finished: {} is pushed; open its pull request into {} at {compare}",
+                        c.branch,
+                        c.base
+                    )
+                }
+                (None, None) => {}
+            },
+            Some(PlanLogEntry::Plan(PlanEntry::IssueUpdated { url, stage, .. })) => {
+                note!("arbiter: told {url} that plan {plan} is {stage}")
             }
-            Ok(None) => {}
-            Err(e) => warning!("arbiter: the issue of plan {} could not be told how it ended: {e}", header.id),
+            Some(PlanLogEntry::Plan(PlanEntry::CompletionFailed { reason })) => {
+                warning!("arbiter: plan {plan} finished, but {reason}")
+            }
+            _ => {}
         }
     }
 }

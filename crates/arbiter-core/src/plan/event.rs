@@ -74,6 +74,9 @@ pub enum PlanEntry {
     /// A pull (merge) request carries the plan's integration branch (or the push and the page
     /// that opens one by hand, without the forge's CLI).
     ChangeOpened(ChangeRecord),
+    /// What a finished plan does (its pull request, its issue) went wrong; the plan's work
+    /// stands.
+    CompletionFailed { reason: String },
     /// The issue the plan came from was told where it is (labels, a comment).
     IssueUpdated {
         url: String,
@@ -391,6 +394,7 @@ fn describe_plan(e: &PlanEntry) -> String {
             (None, Some(compare)) => format!("{} → {}: pushed; open it at {compare}", c.branch, c.base),
             (None, None) => format!("{} → {}", c.branch, c.base),
         },
+        PlanEntry::CompletionFailed { reason } => reason.clone(),
         PlanEntry::IssueUpdated { url, stage, comment, .. } => {
             format!("{url}: {stage}{}", comment.as_deref().map(|c| format!(", comment {c}")).unwrap_or_default())
         }
