@@ -113,24 +113,7 @@ impl World {
         repo.arbiter(&["init"]).assert_code(0);
         let model = ModelServer::start(&script(plan, repaired));
         let url = model.openai_url();
-        repo.arbiter(&[
-            "backend",
-            "add",
-            "planner",
-            "--provider",
-            "openai-compatible",
-            "--model",
-            "planner",
-            "--base-url",
-            &url,
-            "--roles",
-            "planning,analysis,selection",
-            "--input-cost",
-            "1",
-            "--output-cost",
-            "2",
-        ])
-        .assert_code(0);
+        add_backend(&repo, "planner", url, "planning,analysis,selection");
         let gh = GitHubMock::start(TOKEN);
         repo.git(&["remote", "add", "origin", &gh.repo_url(REPO)]);
         repo.git(&["config", "remote.origin.pushurl", bare.to_str().expect("utf-8")]);
@@ -226,6 +209,13 @@ impl World {
         let doc: Value = serde_json::from_str(&run.stdout).expect("events JSON");
         doc["events"].as_array().cloned().unwrap_or_default()
     }
+}
+
+/// The backend `name` on the model server at `url` with `roles`, priced $1 / $2 per million
+/// tokens in / out.
+fn add_backend(repo: &TestRepo, name: &str, url: String, roles: &str) {
+    let args = ["backend", "add", name, "--provider", "openai-compatible", "--model", name, "--base-url", &url];
+    repo.arbiter(&[&args[..], &["--roles", roles, "--input-cost", "1", "--output-cost", "2"]].concat()).assert_code(0);
 }
 
 /// One tournament of the fixing agent, its winner not applied: a run to propose.
@@ -620,24 +610,7 @@ fn plan_new_drafts_a_prd_and_a_plan_from_answers_in_a_file_and_imports_it() {
         "{}",
         none.stderr
     );
-    repo.arbiter(&[
-        "backend",
-        "add",
-        "planner",
-        "--provider",
-        "openai-compatible",
-        "--model",
-        "planner",
-        "--base-url",
-        &model.openai_url(),
-        "--roles",
-        "planning",
-        "--input-cost",
-        "1",
-        "--output-cost",
-        "2",
-    ])
-    .assert_code(0);
+    add_backend(&repo, "planner", model.openai_url(), "planning");
     let answers = repo.path().join("answers.txt");
     std::fs::write(&answers, "Integers only. ANSWER-MARK: floats are out of scope.\n").expect("answers");
 
@@ -722,24 +695,7 @@ fn a_failed_attempts_analysis_reaches_the_next_attempts_prompt() {
     let repo = python_repo(&agent);
     repo.allow_writes(prompts.path());
     let model = ModelServer::start(&script(&good_plan(), &good_plan()));
-    repo.arbiter(&[
-        "backend",
-        "add",
-        "analyst",
-        "--provider",
-        "openai-compatible",
-        "--model",
-        "analyst",
-        "--base-url",
-        &model.openai_url(),
-        "--roles",
-        "analysis",
-        "--input-cost",
-        "1",
-        "--output-cost",
-        "2",
-    ])
-    .assert_code(0);
+    add_backend(&repo, "analyst", model.openai_url(), "analysis");
     repo.write(
         "plan.json",
         json!({"id": "calc", "name": "Calculator",
@@ -795,20 +751,7 @@ fn plan_new_asks_its_questions_on_a_terminal_and_imports_after_a_yes() {
     let repo = python_repo(AGENT_FIX);
     repo.arbiter(&["init"]).assert_code(0);
     let model = ModelServer::start(&script(&good_plan(), &good_plan()));
-    repo.arbiter(&[
-        "backend",
-        "add",
-        "planner",
-        "--provider",
-        "openai-compatible",
-        "--model",
-        "planner",
-        "--base-url",
-        &model.openai_url(),
-        "--roles",
-        "planning",
-    ])
-    .assert_code(0);
+    add_backend(&repo, "planner", model.openai_url(), "planning");
     let bin = Path::new(ARBITER).display().to_string();
     let script = format!("{bin} plan new 'Fix the add function' --slug tty; echo \"EXIT=$?\"; sleep 60");
     let Some(tmux) = common::tmux::Tmux::start("plan new on a terminal", repo.path(), &script) else { return };
