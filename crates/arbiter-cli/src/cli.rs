@@ -35,6 +35,8 @@ impl Command {
             | Command::Runs(_)
             | Command::Apply(_)
             | Command::Plan(_)
+            | Command::Intake(_)
+            | Command::Pr(_)
             | Command::Dashboard { .. }
             | Command::Ui { .. }
             | Command::Token(_)
@@ -127,6 +129,13 @@ pub enum Command {
     /// Plans: many tasks with dependencies, run as tournaments by a pool of workers.
     #[command(subcommand)]
     Plan(PlanCommand),
+    /// Turn issues into plans (a PRD and a plan linked to the issue) through your own `gh`
+    /// or `glab` login; the issue's labels say where it is.
+    #[command(subcommand)]
+    Intake(IntakeCommand),
+    /// Open a pull request: a run's winner as a branch with one commit (RUN: latest or an
+    /// id), or a plan's integration branch (--plan ID).
+    Pr(PrArgs),
     /// Serve the control plane over HTTP(S): remote workers register, fetch code over git,
     /// upload results; the admin lists and revokes workers, follows events, scrapes metrics.
     /// Needs ARBITER_BOOTSTRAP_TOKEN and ARBITER_ADMIN_TOKEN in its environment.
@@ -439,8 +448,99 @@ pub enum CacheCommand {
     },
 }
 
+/// `arbiter intake github|gitlab ...`.
+#[derive(Debug, Subcommand)]
+pub enum IntakeCommand {
+    /// GitHub issues, through your own `gh` login.
+    Github(IntakeArgs),
+    /// GitLab issues, through your own `glab` login.
+    Gitlab(IntakeArgs),
+}
+
+/// One issue, or every open issue carrying a label, into a PRD and a plan.
+#[derive(Debug, Args)]
+pub struct IntakeArgs {
+    /// OWNER/REPO#NUMBER for one issue; OWNER/REPO for every open issue carrying --label
+    /// (default: the pending label, `arbiter:pending`).
+    pub reference: String,
+    /// With OWNER/REPO: take every open issue carrying this label.
+    #[arg(long, value_name = "LABEL")]
+    pub label: Option<String>,
+    /// Print one JSON value on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `arbiter pr`.
+#[derive(Debug, Args)]
+pub struct PrArgs {
+    /// The run whose winner to propose: `latest` or a run id (not with --plan).
+    #[arg(value_name = "RUN", conflicts_with = "plan", required_unless_present = "plan")]
+    pub run: Option<String>,
+    /// Propose the plan's integration branch instead of a run's winner.
+    #[arg(long, value_name = "ID")]
+    pub plan: Option<String>,
+    /// The pull request's title (default: the task's first line, or the plan's name).
+    #[arg(long, value_name = "TEXT")]
+    pub title: Option<String>,
+    /// Open it as a draft.
+    #[arg(long)]
+    pub draft: bool,
+    /// The branch to merge into (default: the forge repository's default branch).
+    #[arg(long, value_name = "BRANCH")]
+    pub base: Option<String>,
+    /// A label for the pull request (repeatable).
+    #[arg(long, value_name = "LABEL")]
+    pub label: Vec<String>,
+    /// A reviewer to ask (a login; repeatable).
+    #[arg(long, value_name = "LOGIN")]
+    pub reviewer: Vec<String>,
+    /// The branch a run's winner goes on (default arbiter/run-<RUN_ID>; never one arbiter
+    /// did not create).
+    #[arg(long, value_name = "NAME", conflicts_with = "plan")]
+    pub branch: Option<String>,
+    /// The remote to push to (default: `[forge] remote`, else origin).
+    #[arg(long, value_name = "NAME")]
+    pub remote: Option<String>,
+    /// Print one JSON value on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `arbiter plan new`: an idea into a PRD and a plan.
+#[derive(Debug, Args)]
+pub struct PlanNewArgs {
+    /// The idea, in a sentence or a paragraph.
+    pub idea: String,
+    /// The plan's id and file names (`docs/PRD-<slug>.md`); default: from the idea's words.
+    #[arg(long, value_name = "SLUG")]
+    pub slug: Option<String>,
+    /// Answers to the clarifying questions, from this file (no questions are asked).
+    #[arg(long, value_name = "FILE", conflicts_with = "no_questions")]
+    pub answers: Option<PathBuf>,
+    /// Ask no clarifying questions.
+    #[arg(long)]
+    pub no_questions: bool,
+    /// Import the plan without asking.
+    #[arg(long, conflicts_with = "no_import")]
+    pub yes: bool,
+    /// Write the PRD and the plan file only; import them later with `arbiter plan apply`.
+    #[arg(long)]
+    pub no_import: bool,
+    /// Overwrite an existing PRD and plan file of that slug.
+    #[arg(long)]
+    pub force: bool,
+    /// Print one JSON value on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
 #[derive(Debug, Subcommand)]
 pub enum PlanCommand {
+    /// Draft a plan from an idea with the `planning` role: clarifying questions, a PRD
+    /// (docs/PRD-<slug>.md), a plan file checked against the schema, the decision gate, the
+    /// DAG; imported after confirmation (--yes).
+    New(PlanNewArgs),
     /// Check a plan file (JSON or TOML, ours or Whilly's tasks.json) and store it; nothing is
     /// written when anything is wrong.
     Import {

@@ -58,6 +58,8 @@ impl From<arbiter_store::StoreError> for CliError {
             | StoreError::NoTask { .. }
             | StoreError::PlanInvalid { .. }
             | StoreError::ImportRefused { .. }
+            | StoreError::PlanExists { .. }
+            | StoreError::SourceTaken { .. }
             | StoreError::NotAllowed { .. }
             | StoreError::LeasesHeld { .. }
             | StoreError::NoToken { .. }

@@ -86,6 +86,8 @@ async fn dispatch(cli: Cli) -> Result<u8, CliError> {
         Command::Demo { dir, json } => commands::demo::demo(dir.as_deref(), *json).await,
         Command::MockLlm { script, bind } => commands::mock_llm::mock_llm(script, bind).await,
         Command::Plan(cmd) => commands::plan::plan(repo, cmd).await,
+        Command::Intake(cmd) => commands::intake::intake(repo, cmd).await,
+        Command::Pr(args) => commands::pr::pr(repo, args).await,
         Command::Runners { json } => commands::runners::runners(repo, *json).await,
         Command::Cache(CacheCommand::Prune { keep, kept, json }) => commands::cache::prune(*keep, *kept, *json),
         Command::Serve(args) => commands::serve::serve(cli.database_url.as_deref(), args).await,

@@ -83,6 +83,38 @@ pub fn access(
     Ok(Some(Arc::new(ModelAccess { client: Arc::new(client), endpoints, limits, judges, reviewers })))
 }
 
+/// The chain of `role`: its configured backends, as endpoints (empty when none has it).
+pub fn chain_of(
+    role: &str,
+    config: &ConfigFile,
+    endpoints: &BTreeMap<String, Endpoint>,
+) -> Result<Vec<Endpoint>, CliError> {
+    Ok(arbiter_core::backends::chain_for(role, &config.roles, &config.backends)
+        .map_err(CliError::usage)?
+        .iter()
+        .filter_map(|name| endpoints.get(name).cloned())
+        .collect())
+}
+
+/// The failure analysis of a plan's failed attempts: `None` without a backend of the
+/// `analysis` role, or with `[analysis] enabled = false`.
+pub fn analyst(
+    config: &ConfigFile,
+    models: Option<&ModelAccess>,
+) -> Result<Option<Arc<arbiter_runner::failure_analysis::Analyst>>, CliError> {
+    let Some(models) = models else { return Ok(None) };
+    if config.analysis.enabled == Some(false) {
+        return Ok(None);
+    }
+    let limits = arbiter_runner::failure_analysis::AnalysisLimits {
+        timeout: Duration::from_secs(config.analysis.timeout_seconds_or_default()),
+        max_cost: config.analysis.max_cost_or_default(),
+        feedback: config.analysis.feedback.unwrap_or(true),
+    };
+    let chain = chain_of("analysis", config, &models.endpoints)?;
+    Ok(arbiter_runner::failure_analysis::Analyst::new(models.client.clone(), chain, limits))
+}
+
 /// The keys among the endpoints, for redaction.
 pub fn keys(endpoints: &BTreeMap<String, Endpoint>) -> Vec<String> {
     endpoints.values().filter_map(|e| e.api_key.clone()).collect()

@@ -3,70 +3,9 @@
 
 mod common;
 
-use std::process::Command;
-use std::time::Duration;
-
+use common::tmux::Tmux;
 use common::*;
 use serde_json::json;
-
-/// A tmux server of the test's own (its socket in a temp dir), killed at the end.
-struct Tmux {
-    socket: std::path::PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl Tmux {
-    fn start(dir: &std::path::Path, script: &str) -> Option<Tmux> {
-        if Command::new("tmux").arg("-V").output().is_err() {
-            skip("the dashboard in tmux", "tmux is not installed (apt-get install tmux)");
-            return None;
-        }
-        let own = tempfile::tempdir().unwrap();
-        let t = Tmux { socket: own.path().join("tmux.sock"), _dir: own };
-        let out = t
-            .cmd(&["new-session", "-d", "-s", "dash", "-x", "120", "-y", "36", "-c"])
-            .arg(dir)
-            .arg(script)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "tmux: {}", String::from_utf8_lossy(&out.stderr));
-        Some(t)
-    }
-
-    fn cmd(&self, args: &[&str]) -> Command {
-        let mut c = Command::new("tmux");
-        c.arg("-S").arg(&self.socket).args(args);
-        c
-    }
-
-    fn keys(&self, keys: &[&str]) {
-        let mut args = vec!["send-keys", "-t", "dash"];
-        args.extend_from_slice(keys);
-        assert!(self.cmd(&args).status().unwrap().success());
-    }
-
-    fn pane(&self) -> String {
-        let out = self.cmd(&["capture-pane", "-p", "-t", "dash"]).output().unwrap();
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    /// Waits (up to 30 s) for the pane to show `text`; the pane as it was.
-    fn wait_for(&self, text: &str) -> String {
-        let mut last = String::new();
-        let found = wait_until(Duration::from_secs(30), || {
-            last = self.pane();
-            last.contains(text)
-        });
-        assert!(found, "the pane never showed {text:?}:\n{last}");
-        last
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = self.cmd(&["kill-server"]).output();
-    }
-}
 
 /// A child process killed when the test ends, however it ends (a plan run waiting for the
 /// test's signal would otherwise outlive a failed test).
@@ -111,7 +50,7 @@ fn the_dashboard_follows_a_running_plan_in_a_terminal() {
     let script = format!(
         "{bin} dashboard --plan p; echo \"EXIT=$?\"; stty -a | tr ' ' '\\n' | grep -x -- '-\\?icanon'; echo STTY-CHECKED; sleep 60"
     );
-    let Some(tmux) = Tmux::start(repo.path(), &script) else { return };
+    let Some(tmux) = Tmux::start("the dashboard in tmux", repo.path(), &script) else { return };
     // The footer is drawn last: once it shows, the whole first frame is on the pane.
     let first = tmux.wait_for("↑/k ↓/j move");
     assert!(first.contains("Watched plan") && first.contains("3 task(s)"), "{first}");

@@ -12,6 +12,8 @@
 //! - [`settings`]: the configuration file schema and flag/config/default layering.
 //! - [`task`]: the task a run works on and the clean prompt given to every candidate.
 //! - [`plan`]: plans of dependent tasks: their files, checks, DAG, decision gate and states.
+//! - [`intake`]: ideas and issues made into plans, winners into pull requests, failed
+//!   attempts analysed.
 //! - [`pairwise`]: both-order pairwise outcomes, Copeland and Bradley–Terry scores.
 //! - [`patch`]: statistics and the normalized hash of a captured `git diff`.
 //! - [`protect`]: the paths a candidate must not weaken (tests, CI, build configuration).
@@ -47,6 +49,7 @@ pub mod crosstest;
 pub mod event;
 pub mod gate;
 pub mod ids;
+pub mod intake;
 pub mod limits;
 pub mod manifest;
 pub mod money;

@@ -183,6 +183,21 @@ pub const DEFAULT_CONFIG_TOML: &str = r#"# arbiter configuration. Command-line f
 # Ordered backend chains per role; on an error the next backend is tried.
 # [roles]
 # coding = ["local-qwen", "gpt"]
+
+# Issues into plans, pull requests, and the analysis of failed plan attempts
+# (docs/intake.md).
+# [intake]
+# label_pending = "arbiter:pending"
+# label_in_progress = "arbiter:in-progress"
+# label_done = "arbiter:done"
+# label_failed = "arbiter:failed"
+# push = true
+# docs_dir = "docs"
+# [forge]
+# repository = "OWNER/REPO"
+# [analysis]
+# timeout_seconds = 120
+# max_cost_usd = "0.10"
 "#;
 
 /// `.arbiter/config.toml` as written by users.
@@ -208,6 +223,12 @@ pub struct ConfigFile {
     /// The feature-slice workflow (`arbiter feature`, `arbiter qa`).
     #[serde(default)]
     pub slices: SlicesSection,
+    #[serde(default)]
+    pub intake: crate::intake::config::IntakeSection,
+    #[serde(default)]
+    pub forge: crate::intake::config::ForgeSection,
+    #[serde(default)]
+    pub analysis: crate::intake::config::AnalysisSection,
 }
 
 /// The `[slices]` table: how `arbiter feature` and `arbiter qa` work on feature slices.

@@ -341,6 +341,9 @@ pub struct LocalCoordinator {
     no_ready_units: Mutex<HashMap<String, std::time::Instant>>,
     /// Each plan's repository's own test command at the plan's base, once looked for.
     detected: Mutex<HashMap<String, Option<arbiter_core::test_command::Detected>>>,
+    /// The failure analysis of failed attempts, when an `analysis` backend is configured
+    /// (see [`LocalCoordinator::with_analyst`]).
+    analyst: Option<Arc<crate::failure_analysis::Analyst>>,
 }
 
 /// A lease by its plan, task and fencing token.
@@ -390,7 +393,79 @@ impl LocalCoordinator {
             handed_out: Default::default(),
             no_ready_units: Default::default(),
             detected: Default::default(),
+            analyst: None,
         }
+    }
+
+    /// Analyses every failed attempt with `analyst`, in the background; the task's next
+    /// attempt waits for the analysis (other work goes on) and its prompt carries it.
+    pub fn with_analyst(mut self, analyst: Option<Arc<crate::failure_analysis::Analyst>>) -> Self {
+        self.analyst = analyst;
+        self
+    }
+
+    /// Waits for the failure analyses still running (before the process exits).
+    pub async fn flush_analyses(&self) {
+        if let Some(analyst) = &self.analyst {
+            analyst.flush().await;
+        }
+    }
+
+    /// Starts analysing a failed attempt whose tournament left run `run_id` (fails open: an
+    /// analysis that cannot start is simply not made).
+    async fn analyse_failure(&self, held: &Held, run_id: &str, reason: &str) {
+        let Some(analyst) = &self.analyst else { return };
+        let Ok(workspace) = self.repositories.workspace_for(&held.plan).await else { return };
+        let run_dir = workspace.runs_dir().join(run_id);
+        if !run_dir.is_dir() {
+            return;
+        }
+        analyst.start(crate::failure_analysis::Request {
+            store: self.plans.clone(),
+            clock: self.clock.clone(),
+            run_dir,
+            plan: held.plan.id.clone(),
+            task: held.task.id.clone(),
+            run_id: run_id.to_string(),
+            failure: reason.to_string(),
+        });
+    }
+
+    /// The task as its attempt sees it: for a retry, with the analysis of the previous
+    /// failed attempt appended to its description (unless the plan turns that off) — the
+    /// one piece of feedback that crosses attempts. Also the run it came from.
+    async fn with_feedback(
+        &self,
+        header: &PlanSpec,
+        mut task: TaskSpec,
+        attempt: u32,
+    ) -> Result<(TaskSpec, Option<String>), CoordinatorError> {
+        let wanted = header
+            .defaults
+            .analysis_feedback
+            .unwrap_or_else(|| self.analyst.as_ref().is_none_or(|a| a.limits.feedback));
+        if attempt <= 1 || !wanted {
+            return Ok((task, None));
+        }
+        let previous = self
+            .plans
+            .attempts(&header.id)
+            .await?
+            .into_iter()
+            .filter(|a| {
+                a.task_id == task.id
+                    && a.attempt < attempt
+                    && a.status == arbiter_core::plan::state::AttemptStatus::Failed
+            })
+            .filter_map(|a| a.run_id.map(|r| (a.attempt, r)))
+            .max();
+        let Some((_, run_id)) = previous else { return Ok((task, None)) };
+        let workspace = self.repositories.workspace_for(header).await?;
+        let Some(found) = crate::failure_analysis::feedback_of(&workspace.runs_dir().join(&run_id)) else {
+            return Ok((task, None));
+        };
+        task.description.push_str(&arbiter_core::intake::analysis::feedback_section(&found, &run_id));
+        Ok((task, Some(run_id)))
     }
 
     /// Starts pushing the plan's integration branch after `task`'s winner, when the plan
@@ -400,6 +475,33 @@ impl LocalCoordinator {
             let (plans, clock) = (self.plans.clone(), self.clock.clone());
             self.pushes.start(plans, clock, repo, &header.id, &header.integration_branch, task);
         }
+    }
+
+    /// When nothing of `header`'s plan can run any more (no task ready or running), what a
+    /// finished plan does, after its pushes: a plan with `push = true` proposes its branch, a
+    /// plan from an issue tells the issue ([`crate::publish::complete_plan`]).
+    async fn complete_if_settled(&self, header: &PlanSpec) {
+        if !header.push && header.source.is_none() {
+            return;
+        }
+        match self.plans.claimable_plans().await {
+            Ok(open) if !open.contains(&header.id) => {}
+            _ => return,
+        }
+        let Ok(workspace) = self.repositories.workspace_for(header).await else { return };
+        let (plans, id) = (self.plans.clone(), header.id.clone());
+        self.pushes.after_pushes(async move {
+            let config = std::fs::read_to_string(workspace.config_path())
+                .ok()
+                .and_then(|text| arbiter_core::settings::ConfigFile::parse(&text, "config.toml").ok())
+                .unwrap_or_default();
+            let repo = Git::new(workspace.repo_root().to_path_buf());
+            let (runs_dir, offline_dir) = (workspace.runs_dir(), workspace.dir().join("pr").join(format!("plan-{id}")));
+            let store: &dyn arbiter_store::plans::PlanStore = &*plans;
+            let place =
+                crate::publish::PlanPlace { store, repo: &repo, runs_dir: &runs_dir, offline_dir: &offline_dir };
+            crate::publish::complete_plan(&place, &config, &id).await;
+        });
     }
 
     /// Waits for the pushes of integration branches still going (before the process exits).
@@ -479,6 +581,7 @@ impl LocalCoordinator {
     async fn unit_assignment(&self, claim: UnitClaim) -> Result<Assignment, CoordinatorError> {
         let UnitClaim { lease: unit, task } = claim;
         let plan = self.header(&unit.attempt.plan_id).await?;
+        let (task, _) = self.with_feedback(&plan, task, unit.attempt.attempt).await?;
         let workspace = self.repositories.workspace_for(&plan).await?;
         let settings = match self.settings_of(&workspace, &plan, &task).await? {
             Ok(s) => capped(s, &unit.attempt),
@@ -552,7 +655,8 @@ impl LocalCoordinator {
         for page in 0..READY_PAGES {
             let tasks = self.plans.ready_tasks(plan, self.now(), page * READY_PAGE, READY_PAGE).await?;
             let last = tasks.len() < READY_PAGE as usize;
-            ready.extend(tasks.into_iter().filter(|task| {
+            let held_back = self.analyst.as_ref().map(|a| a.held_back(plan)).unwrap_or_default();
+            ready.extend(tasks.into_iter().filter(|task| !held_back.contains(&task.id)).filter(|task| {
                 // A task whose settings are invalid is claimed by the first worker to look
                 // at it, and fails with the reason (it would otherwise wait for ever).
                 match (self.settings_for)(workspace, header, task) {
@@ -575,8 +679,16 @@ impl LocalCoordinator {
         worker: &str,
         caps: &Capabilities,
     ) -> Result<ClaimOutcome, CoordinatorError> {
-        if *caps == Capabilities::Any {
+        let held_back = self.analyst.as_ref().map(|a| a.held_back(plan)).unwrap_or_default();
+        if *caps == Capabilities::Any && held_back.is_empty() {
             return Ok(self.plans.claim(plan, worker, self.lease, self.now()).await?);
+        }
+        if *caps == Capabilities::Any {
+            // A task whose failed attempt is being analysed waits for the analysis; the
+            // others are claimed as usual.
+            let ready = self.plans.ready_tasks(plan, self.now(), 0, READY_PAGE * READY_PAGES).await?;
+            let ids: Vec<String> = ready.into_iter().map(|t| t.id).filter(|id| !held_back.contains(id)).collect();
+            return Ok(self.plans.claim_among(plan, &ids, worker, self.lease, self.now()).await?);
         }
         let header = self.header(plan).await?;
         let workspace = self.repositories.workspace_for(&header).await?;
@@ -675,6 +787,17 @@ impl LocalCoordinator {
             return Ok(None);
         }
         let workspace = self.repositories.workspace_for(&header).await?;
+        let mut c = c;
+        let (task, fed) = self.with_feedback(&header, c.task, c.lease.attempt).await?;
+        c.task = task;
+        if let Some(from_run) = fed {
+            let entry = arbiter_core::plan::event::PlanEntry::AnalysisFed {
+                task: c.task.id.clone(),
+                attempt: c.lease.attempt,
+                from_run,
+            };
+            self.plans.note_event(plan, entry, self.now()).await?;
+        }
         let settings = match self.settings_of(&workspace, &header, &c.task).await? {
             Ok(s) => capped(s, &c.lease),
             Err(why) => {
@@ -1020,9 +1143,17 @@ impl LocalCoordinator {
                     // attempt.
                     return self.refuse_stale(held, cost).await;
                 }
-                let result = AttemptResult::Failed { reason: reason.clone(), retry, run_id };
+                let result = AttemptResult::Failed { reason: reason.clone(), retry, run_id: run_id.clone() };
                 Ok(match self.finish(lease, result, cost).await? {
-                    Finish::Recorded(retry_at) => Reported::Failed { reason, retry_at },
+                    Finish::Recorded(retry_at) => {
+                        if let Some(run_id) = &run_id {
+                            self.analyse_failure(held, run_id, &reason).await;
+                        }
+                        if retry_at.is_none() {
+                            self.complete_if_settled(&held.plan).await;
+                        }
+                        Reported::Failed { reason, retry_at }
+                    }
                     Finish::Stale => Reported::Stale,
                 })
             }
@@ -1072,6 +1203,7 @@ impl LocalCoordinator {
             return Ok(match self.finish(lease, result, cost).await? {
                 Finish::Recorded(_) => {
                     self.push_after(header, repo, &task.id);
+                    self.complete_if_settled(header).await;
                     Reported::Done { commit, recovered: true }
                 }
                 Finish::Stale => Reported::Stale,
@@ -1119,6 +1251,7 @@ impl LocalCoordinator {
                 Reported::Failed { reason, .. } => Reported::Failed { reason, retry_at },
                 done => {
                     self.push_after(header, repo, &task.id);
+                    self.complete_if_settled(header).await;
                     done
                 }
             },

@@ -153,6 +153,8 @@ impl NewPlan {
             integration_branch: PlanSpec::default_branch(&self.id),
             budget_usd: self.budget_usd,
             push: false,
+            source: None,
+            prd: None,
             defaults: Default::default(),
             tasks: Vec::new(),
         }
@@ -225,9 +227,11 @@ impl From<StoreError> for AdminError {
     fn from(e: StoreError) -> Self {
         match e {
             StoreError::NoPlan { .. } | StoreError::NoTask { .. } => AdminError::NotFound(e.to_string()),
-            StoreError::NotAllowed { .. } | StoreError::LeasesHeld { .. } | StoreError::ImportRefused { .. } => {
-                AdminError::Conflict(e.to_string())
-            }
+            StoreError::NotAllowed { .. }
+            | StoreError::LeasesHeld { .. }
+            | StoreError::ImportRefused { .. }
+            | StoreError::PlanExists { .. }
+            | StoreError::SourceTaken { .. } => AdminError::Conflict(e.to_string()),
             StoreError::PlanInvalid { .. } => AdminError::Invalid(e.to_string()),
             _ => AdminError::Environment(e.to_string()),
         }
@@ -403,6 +407,9 @@ impl LocalPlanAdmin {
             return Ok(None);
         }
         let stored = self.plans.plan(&spec.id).await?;
+        if mode == ImportMode::New && stored.is_some() {
+            return Err(StoreError::PlanExists { id: spec.id.clone() }.into());
+        }
         // A re-import without --update keeps the stored header, its branch included.
         let header = match (&stored, mode) {
             (Some(v), ImportMode::Add) => v.plan.header.clone(),

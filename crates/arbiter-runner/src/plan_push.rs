@@ -30,9 +30,9 @@ pub enum PushError {
     )]
     BadRemote(String),
     #[error(
-        "plan {plan}'s repository has no remote '{remote}': add one with `git -C {repo} remote add {remote} URL`, or name another with --remote"
+        "{whose}'s repository has no remote '{remote}': add one with `git -C {repo} remote add {remote} URL`, or name another with --remote"
     )]
-    NoRemote { plan: String, remote: String, repo: String },
+    NoRemote { whose: String, remote: String, repo: String },
     #[error(
         "plan {plan}'s integration branch {branch} does not exist yet: `arbiter plan run {plan}` creates it with the first winner"
     )]
@@ -67,6 +67,15 @@ pub fn remote_name_ok(name: &str) -> bool {
 
 /// Pushes `branch` of `repo` (plan `plan`'s integration branch) to `remote`, fast-forward only.
 pub async fn push_branch(repo: &Git, plan: &str, branch: &str, remote: &str) -> Result<Pushed, PushError> {
+    push_ref(repo, &format!("plan {plan}"), branch, remote).await.map_err(|e| match e {
+        PushError::NoBranch { branch, .. } => PushError::NoBranch { plan: plan.into(), branch },
+        e => e,
+    })
+}
+
+/// Pushes `branch` of `repo` to `remote`, fast-forward only; `whose` names what the branch
+/// carries in messages (`plan calc`, `run 2026…`).
+pub async fn push_ref(repo: &Git, whose: &str, branch: &str, remote: &str) -> Result<Pushed, PushError> {
     if !remote_name_ok(remote) {
         return Err(PushError::BadRemote(remote.chars().take(100).collect()));
     }
@@ -74,7 +83,7 @@ pub async fn push_branch(repo: &Git, plan: &str, branch: &str, remote: &str) -> 
         Some(url) => arbiter_core::redact::redact_patterns(&url),
         None => {
             return Err(PushError::NoRemote {
-                plan: plan.into(),
+                whose: whose.into(),
                 remote: remote.into(),
                 repo: repo.dir().display().to_string(),
             });
@@ -83,7 +92,7 @@ pub async fn push_branch(repo: &Git, plan: &str, branch: &str, remote: &str) -> 
     let commit = match integration::tip(repo, branch).await {
         Ok(c) => c,
         Err(GitError::UnknownRevision(_)) => {
-            return Err(PushError::NoBranch { plan: plan.into(), branch: branch.into() });
+            return Err(PushError::NoBranch { plan: whose.into(), branch: branch.into() });
         }
         Err(e) => return Err(e.into()),
     };
@@ -155,6 +164,18 @@ impl BranchPushes {
             if let Err(e) = store.note_event(&plan, entry, clock.now()).await {
                 tracing::warn!(plan = %plan, error = %e, "the push of the integration branch could not be recorded");
             }
+        });
+    }
+
+    /// Runs `work` after the pushes started before it (what needs the remote as the plan
+    /// left it: its pull request), one at a time with them.
+    pub fn after_pushes(&self, work: impl std::future::Future<Output = ()> + Send + 'static) {
+        let lock = self.one_at_a_time.clone();
+        let mut going = self.going.lock().unwrap_or_else(|p| p.into_inner());
+        while going.try_join_next().is_some() {}
+        going.spawn(async move {
+            let _one = lock.lock().await;
+            work.await;
         });
     }
 

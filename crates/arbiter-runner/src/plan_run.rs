@@ -63,6 +63,8 @@ pub struct PlanRunner {
     /// wake-ups).
     pub poll: Duration,
     pub progress: Option<UnboundedSender<Progress>>,
+    /// Analyses failed attempts (the `analysis` role), when one is configured.
+    pub analyst: Option<Arc<crate::failure_analysis::Analyst>>,
 }
 
 /// How a plan run ended.
@@ -140,15 +142,18 @@ impl PlanRunner {
     /// Runs the plan with `workers` slots until nothing more can run.
     pub async fn run(self: &Arc<Self>, plan_id: &str, workers: usize) -> Result<PlanRunOutcome, PlanRunError> {
         let view = self.plans.plan(plan_id).await?.ok_or_else(|| StoreError::NoPlan { id: plan_id.to_string() })?;
-        let coordinator = Arc::new(LocalCoordinator::new(
-            self.plans.clone(),
-            self.clock.clone(),
-            Arc::new(OneRepository(self.workspace.clone())),
-            self.settings_for.clone(),
-            self.lease,
-            self.poll,
-            self.progress.clone(),
-        ));
+        let coordinator = Arc::new(
+            LocalCoordinator::new(
+                self.plans.clone(),
+                self.clock.clone(),
+                Arc::new(OneRepository(self.workspace.clone())),
+                self.settings_for.clone(),
+                self.lease,
+                self.poll,
+                self.progress.clone(),
+            )
+            .with_analyst(self.analyst.clone()),
+        );
         // The branch is the plan's to move (created when it does not exist), or nothing runs.
         coordinator.open_plan(plan_id).await?;
         self.reclaim_dead_local_workers(&view).await?;
@@ -197,6 +202,11 @@ impl PlanRunner {
         });
         let worked = worker.run().await;
         coordinator.flush_pushes().await;
+        // An interrupted run does not wait for analyses (they are recorded as they end, or
+        // not at all).
+        if !self.cancel.is_cancelled() {
+            coordinator.flush_analyses().await;
+        }
         drop(worker);
         sweeper.abort();
         worked?;

@@ -90,9 +90,11 @@ impl From<StoreError> for ApiError {
                 ApiError::new(StatusCode::CONFLICT, "name_taken", e.to_string())
             }
             StoreError::StaleLease { .. } => ApiError::new(StatusCode::CONFLICT, "stale_lease", e.to_string()),
-            StoreError::NotAllowed { .. } | StoreError::LeasesHeld { .. } | StoreError::ImportRefused { .. } => {
-                ApiError::new(StatusCode::CONFLICT, "conflict", e.to_string())
-            }
+            StoreError::NotAllowed { .. }
+            | StoreError::LeasesHeld { .. }
+            | StoreError::ImportRefused { .. }
+            | StoreError::PlanExists { .. }
+            | StoreError::SourceTaken { .. } => ApiError::new(StatusCode::CONFLICT, "conflict", e.to_string()),
             StoreError::InvalidWorker { .. } | StoreError::InvalidToken { .. } | StoreError::PlanInvalid { .. } => {
                 ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_request", e.to_string())
             }

@@ -80,6 +80,14 @@ pub enum StoreError {
     NoPlan { id: String },
     #[error("plan {plan} has no task '{task}'; `arbiter plan show {plan}` lists its tasks")]
     NoTask { plan: String, task: String },
+    #[error(
+        "a plan named '{id}' exists already, nothing was written; `arbiter plan show {id}` shows it (pick another id, or `arbiter plan import FILE` to add tasks to it)"
+    )]
+    PlanExists { id: String },
+    #[error(
+        "plan {plan} comes from {url} already, nothing was written: a source makes one plan (`arbiter plan show {plan}` shows it)"
+    )]
+    SourceTaken { url: String, plan: String },
     #[error("the plan is not valid, nothing was written:\n{}", .problems.iter().map(|p| format!("  - {p}")).collect::<Vec<_>>().join("\n"))]
     PlanInvalid { problems: Vec<String> },
     #[error("the import would change tasks that already started, nothing was written:\n{}\nonly tasks that have not started can be updated; `arbiter plan retry` or `arbiter plan reset` first", .tasks.iter().map(|t| format!("  - {t}")).collect::<Vec<_>>().join("\n"))]

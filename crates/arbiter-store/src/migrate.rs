@@ -56,7 +56,8 @@ pub const SQLITE: &[Migration] = &[
     Migration { version: 5, name: "plan_units", sql: include_str!("../migrations/sqlite/0005_plan_units.sql") },
     Migration { version: 6, name: "finish_plans", sql: include_str!("../migrations/sqlite/0006_finish_plans.sql") },
     Migration { version: 7, name: "report_plans", sql: include_str!("../migrations/sqlite/0007_report_plans.sql") },
-    Migration { version: 8, name: "access_tokens", sql: include_str!("../migrations/sqlite/0008_access_tokens.sql") },
+    Migration { version: 8, name: "plan_sources", sql: include_str!("../migrations/sqlite/0008_plan_sources.sql") },
+    Migration { version: 9, name: "access_tokens", sql: include_str!("../migrations/sqlite/0009_access_tokens.sql") },
 ];
 
 /// Postgres migrations, numbered in lock-step with [`SQLITE`].
@@ -68,5 +69,6 @@ pub const POSTGRES: &[Migration] = &[
     Migration { version: 5, name: "plan_units", sql: include_str!("../migrations/postgres/0005_plan_units.sql") },
     Migration { version: 6, name: "finish_plans", sql: include_str!("../migrations/postgres/0006_finish_plans.sql") },
     Migration { version: 7, name: "report_plans", sql: include_str!("../migrations/postgres/0007_report_plans.sql") },
-    Migration { version: 8, name: "access_tokens", sql: include_str!("../migrations/postgres/0008_access_tokens.sql") },
+    Migration { version: 8, name: "plan_sources", sql: include_str!("../migrations/postgres/0008_plan_sources.sql") },
+    Migration { version: 9, name: "access_tokens", sql: include_str!("../migrations/postgres/0009_access_tokens.sql") },
 ];

@@ -637,6 +637,7 @@ macro_rules! plan_store_impl {
                         .bind(header.defaults.retry_backoff() as i64)
                         .bind(false)
                         .bind(now.0)
+                        .bind(header.source.as_deref())
                         .execute(&mut **tx)
                         .await?;
                     Self::event_tx(
@@ -970,6 +971,20 @@ macro_rules! plan_store_impl {
                         }
                         None => None,
                     };
+                    if import.mode == ImportMode::New && existing.is_some() {
+                        return Err(StoreError::PlanExists { id: spec.id.clone() });
+                    }
+                    if let Some(url) = &spec.source {
+                        let owner: Option<String> = sqlx::query(q::PLAN_BY_SOURCE)
+                            .bind(url)
+                            .fetch_optional(&mut *tx)
+                            .await?
+                                .map(|r| r.try_get("id"))
+                            .transpose()?;
+                        if let Some(plan) = owner.filter(|p| *p != spec.id) {
+                            return Err(StoreError::SourceTaken { url: url.clone(), plan });
+                        }
+                    }
                     let stored = Self::tasks_tx(&mut tx, &spec.id).await?;
                     let by_id: BTreeMap<&str, &TaskRecord> = stored.iter().map(|t| (t.spec.id.as_str(), t)).collect();
                     let in_file: BTreeSet<&str> = spec.tasks.iter().map(|t| t.id.as_str()).collect();
@@ -996,6 +1011,17 @@ macro_rules! plan_store_impl {
                             }
                         }
                     }
+                    // A plan's source is where it came from: it is set when the plan is
+                    // created and never changes (the store keeps one plan per source).
+                    if let Some(p) = &existing
+                        && spec.source.is_some()
+                        && spec.source != p.header.source
+                    {
+                        problems.push(format!(
+                            "source: the plan comes from {}; a stored plan's source cannot change (leave `source` out, or write it as it is)",
+                            p.header.source.as_deref().unwrap_or("nowhere (it was written by hand)")
+                        ));
+                    }
                     if !problems.is_empty() {
                         return Err(StoreError::PlanInvalid { problems });
                     }
@@ -1008,7 +1034,8 @@ macro_rules! plan_store_impl {
                             None => to_add.push(t),
                             Some(s) if s.spec == t.definition() => report.unchanged.push(t.id.clone()),
                             Some(s) => match import.mode {
-                                ImportMode::Add => {
+                                // (A new plan has no stored tasks: `New` never gets here.)
+                                ImportMode::Add | ImportMode::New => {
                                     report.unchanged.push(t.id.clone());
                                     report.differing.push(t.id.clone());
                                 }
@@ -1048,11 +1075,27 @@ macro_rules! plan_store_impl {
                         None => spec.budget_usd,
                     };
                     header.budget_usd = limit;
+                    if let Some(p) = &existing {
+                        header.source = p.header.source.clone();
+                    }
                     // Tasks are only ever added, in order: the next one's place is the count.
                     let mut next_ord = stored.len() as i64;
                     let mut files_anywhere = stored.iter().any(|t| !t.spec.key_files.is_empty());
                     if existing.is_none() {
-                        Self::insert_plan_tx(&mut tx, &header, spec.tasks.len(), now).await?;
+                        match Self::insert_plan_tx(&mut tx, &header, spec.tasks.len(), now).await {
+                            Err(StoreError::Query(sqlx::Error::Database(db))) if db.is_unique_violation() => {
+                                // A concurrent import created the plan (or one from the same
+                                // source) since this one looked: the store lets one win.
+                                drop(tx);
+                                if let Some(url) = &header.source
+                                    && let Some(plan) = self.plan_by_source(url).await?
+                                {
+                                    return Err(StoreError::SourceTaken { url: url.clone(), plan });
+                                }
+                                return Err(StoreError::PlanExists { id: spec.id.clone() });
+                            }
+                            other => other?,
+                        }
                     }
                     let defaults = &header.defaults;
                     // New tasks, their dependencies, files and events go in in batches: a plan
@@ -1248,6 +1291,11 @@ macro_rules! plan_store_impl {
                 async fn plan_record(&self, id: &str) -> Result<Option<PlanRecord>, StoreError> {
                     let row = sqlx::query(q::SELECT_PLAN).bind(id).fetch_optional(&self.pool).await?;
                     row.as_ref().map(decode::plan).transpose()
+                }
+
+                async fn plan_by_source(&self, source: &str) -> Result<Option<String>, StoreError> {
+                    let row = sqlx::query(q::PLAN_BY_SOURCE).bind(source).fetch_optional(&self.pool).await?;
+                    row.map(|r| r.try_get("id")).transpose().map_err(StoreError::from)
                 }
 
                 async fn task_record(&self, plan_id: &str, task_id: &str) -> Result<Option<TaskRecord>, StoreError> {

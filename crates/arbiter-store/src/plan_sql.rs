@@ -113,9 +113,13 @@ macro_rules! task_state {
 }
 pub(crate) use task_state;
 
+/// A new plan row (`$8` its source, unique among plans that have one).
 pub const INSERT_PLAN: &str =
-    "INSERT INTO plans (id, name, header, budget_pico, retry_backoff_seconds, guard_files, created_at, updated_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $7)";
+    "INSERT INTO plans (id, name, header, budget_pico, retry_backoff_seconds, guard_files, created_at, updated_at, source)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8)";
+
+/// The plan that came from a source (`$1`).
+pub const PLAN_BY_SOURCE: &str = "SELECT id FROM plans WHERE source = $1";
 
 pub const UPDATE_PLAN: &str = "UPDATE plans SET name = $2, header = $3, retry_backoff_seconds = $4,
          guard_files = $5, updated_at = $6, version = version + 1

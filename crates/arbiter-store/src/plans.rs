@@ -264,6 +264,10 @@ pub enum ImportMode {
     Add,
     /// Also change tasks that have not started; refuse to change any other.
     Update,
+    /// Create the plan, or write nothing: refused with [`StoreError::PlanExists`] when a plan
+    /// of that id exists, and with [`StoreError::SourceTaken`] when one comes from the same
+    /// source (how two intakes of one issue at once make one plan).
+    New,
 }
 
 /// One import (or apply) of a plan file.
@@ -433,6 +437,8 @@ pub trait PlanStore: Send + Sync {
     async fn plan(&self, id: &str) -> Result<Option<PlanView>, StoreError>;
     /// The plan without its tasks (a header, a budget, a branch record): what a claim needs.
     async fn plan_record(&self, id: &str) -> Result<Option<PlanRecord>, StoreError>;
+    /// The id of the plan that came from `source` (an issue's URL), if one did.
+    async fn plan_by_source(&self, source: &str) -> Result<Option<String>, StoreError>;
     /// One task of a plan.
     async fn task_record(&self, plan_id: &str, task_id: &str) -> Result<Option<TaskRecord>, StoreError>;
     async fn plans(&self) -> Result<Vec<PlanSummary>, StoreError>;

@@ -794,6 +794,63 @@ async fn claimable_plans(store: Arc<dyn PlanStore>) {
     assert!(store.claimable_plans().await.unwrap().is_empty());
 }
 
+/// A source (an issue's URL) makes one plan: a plan of another id from the same source is
+/// refused, a create-only import of an existing id is refused, a stored source never
+/// changes, and of many imports racing from one source exactly one wins.
+async fn one_plan_per_source(store: Arc<dyn PlanStore>) {
+    let from = |id: &str, source: &str| {
+        plan(&format!(r#"{{"id": "{id}", "name": "Plan {id}", "source": "{source}", "tasks": [{}]}}"#, task("A", &[])))
+    };
+    let issue = "https://github.com/acme/web/issues/7";
+    assert!(import(&*store, &from("a", issue), ImportMode::New).await.unwrap().created_plan);
+    assert_eq!(store.plan_by_source(issue).await.unwrap().as_deref(), Some("a"));
+    assert_eq!(store.plan_record("a").await.unwrap().unwrap().header.source.as_deref(), Some(issue));
+    match import(&*store, &from("b", issue), ImportMode::New).await {
+        Err(StoreError::SourceTaken { url, plan }) => assert_eq!((url.as_str(), plan.as_str()), (issue, "a")),
+        other => panic!("expected SourceTaken, got {other:?}"),
+    }
+    assert!(matches!(import(&*store, &from("b", issue), ImportMode::Add).await, Err(StoreError::SourceTaken { .. })));
+    assert!(store.plan("b").await.unwrap().is_none(), "nothing was written");
+    assert!(matches!(import(&*store, &from("a", issue), ImportMode::New).await, Err(StoreError::PlanExists { .. })));
+    // Re-imports keep the source; one that would change it is refused.
+    import(&*store, &from("a", issue), ImportMode::Add).await.unwrap();
+    let moved = from("a", "https://github.com/acme/web/issues/8");
+    let err = import(&*store, &moved, ImportMode::Update).await.unwrap_err().to_string();
+    assert!(err.contains("source cannot change"), "{err}");
+    let mut unsourced = from("a", issue);
+    unsourced.source = None;
+    import(&*store, &unsourced, ImportMode::Update).await.unwrap();
+    assert_eq!(store.plan_by_source(issue).await.unwrap().as_deref(), Some("a"));
+    assert_eq!(store.plan_record("a").await.unwrap().unwrap().header.source.as_deref(), Some(issue));
+
+    // Eight intakes of one issue at once, under different ids and under the same id.
+    for same_id in [false, true] {
+        let url = format!("https://github.com/acme/web/issues/{}", if same_id { 10 } else { 9 });
+        let racers: Vec<_> = (0..8)
+            .map(|i| {
+                let store = store.clone();
+                let spec = from(&if same_id { "same".to_string() } else { format!("r{i}") }, &url);
+                tokio::spawn(async move { import(&*store, &spec, ImportMode::New).await })
+            })
+            .collect();
+        let mut won = 0;
+        for r in racers {
+            match r.await.unwrap() {
+                Ok(report) => {
+                    assert!(report.created_plan);
+                    won += 1;
+                }
+                Err(StoreError::SourceTaken { .. } | StoreError::PlanExists { .. }) => {}
+                Err(e) => panic!("a racing import failed otherwise: {e}"),
+            }
+        }
+        assert_eq!(won, 1, "exactly one import from {url} wins");
+        assert!(store.plan_by_source(&url).await.unwrap().is_some());
+    }
+    let sourced = store.plans().await.unwrap().len();
+    assert_eq!(sourced, 3, "a, one of r0..r7, same");
+}
+
 macro_rules! both {
     ($($name:ident),* $(,)?) => {
         mod sqlite {
@@ -841,6 +898,7 @@ both!(
     branch_records,
     events_after,
     claimable_plans,
+    one_plan_per_source,
 );
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -131,7 +131,7 @@ pub(crate) async fn open_admin(
 }
 
 /// Plan administration over `plans` and the repositories of this machine.
-fn local_admin(ctx: &RepoContext, plans: Arc<dyn UnitQueue>) -> Arc<dyn PlanAdmin> {
+pub(crate) fn local_admin(ctx: &RepoContext, plans: Arc<dyn UnitQueue>) -> Arc<dyn PlanAdmin> {
     Arc::new(LocalPlanAdmin::new(plans, Arc::new(repositories(ctx))))
 }
 
@@ -157,7 +157,7 @@ fn remote_of(cmd: &PlanCommand) -> Option<&PlanServerArgs> {
         | PlanCommand::Retry { remote, .. }
         | PlanCommand::Events { remote, .. }
         | PlanCommand::Push { server: remote, .. } => Some(remote),
-        PlanCommand::Run { .. } | PlanCommand::Schema => None,
+        PlanCommand::Run { .. } | PlanCommand::Schema | PlanCommand::New(_) => None,
     }
 }
 
@@ -167,6 +167,7 @@ pub async fn plan(repo: Option<&Path>, cmd: &PlanCommand) -> Result<u8, CliError
             crate::output::text(SCHEMA);
             return Ok(exit::SUCCESS);
         }
+        PlanCommand::New(args) => return crate::commands::plan_new::new(repo, args).await,
         PlanCommand::Run {
             id,
             workers,
@@ -205,7 +206,7 @@ pub async fn plan(repo: Option<&Path>, cmd: &PlanCommand) -> Result<u8, CliError
     let admin = &*plans.admin;
     let now = || SystemClock.now();
     match cmd {
-        PlanCommand::Schema | PlanCommand::Run { .. } => Ok(exit::SUCCESS),
+        PlanCommand::Schema | PlanCommand::Run { .. } | PlanCommand::New(_) => Ok(exit::SUCCESS),
         PlanCommand::Import { file, update, adopt_branch, json, .. } => {
             import(&plans, file, mode(*update), None, Rules::Arbiter, adopt_branch.as_deref(), *json).await
         }
@@ -393,7 +394,7 @@ fn parse_usd(text: &str) -> Result<Usd, CliError> {
     })
 }
 
-fn confirm(question: &str) -> Result<bool, CliError> {
+pub(crate) fn confirm(question: &str) -> Result<bool, CliError> {
     if !std::io::stdin().is_terminal() {
         return Err(CliError::usage("this asks for confirmation and there is no terminal to answer it: pass --yes"));
     }
@@ -507,7 +508,7 @@ fn print_step_classes(spec: &PlanSpec) {
 
 /// Whether a test step's first word names a program: a path (relative to `repo`) that
 /// exists, or an executable file in a directory of `PATH`.
-fn program_exists(word: &str, repo: Option<&Path>) -> bool {
+pub(crate) fn program_exists(word: &str, repo: Option<&Path>) -> bool {
     use std::os::unix::fs::PermissionsExt;
     let executable = |p: &Path| p.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
     if word.contains('/') {
@@ -535,7 +536,7 @@ fn badge(status: TaskStatus, colour: bool) -> String {
 
 /// `plan show`: the tasks by depth (dependencies above their dependents), each with its
 /// badge and what it depends on.
-fn render_dag(view: &PlanView, colour: bool) -> String {
+pub(crate) fn render_dag(view: &PlanView, colour: bool) -> String {
     let p = &view.plan;
     let mut out = format!("Plan {} — {}\n", p.header.id, p.header.name);
     out.push_str(&format!("{}\n", "─".repeat(out.chars().count().saturating_sub(1).max(20))));
@@ -656,6 +657,12 @@ fn render_status(
         p.header.integration_branch,
         branch_owner(p)
     ));
+    if let Some(source) = &p.header.source {
+        out.push_str(&format!("From {}\n", crate::output::printable(source)));
+    }
+    if let Some(prd) = &p.header.prd {
+        out.push_str(&format!("Requirements {}\n", crate::output::printable(prd)));
+    }
     out.push_str(&match p.budget.limit {
         Some(l) => format!(
             "Budget {l}: {} spent{}, {} reserved{}\n",
@@ -733,6 +740,7 @@ async fn run(
     let overrides = overrides.clone();
     let base_settings = RunSettings::resolve_values(&config, FlagOverrides::default())?;
     let (keys, models) = crate::model_access::for_run(&target.secrets_path(), &config, &base_settings)?;
+    let analyst = crate::model_access::analyst(&config, models.as_deref())?;
     if !overrides.is_empty() {
         // What this run said over the plan, for whoever reads the plan's history: a key
         // typed into `--command` is masked like everywhere else.
@@ -767,7 +775,9 @@ async fn run(
         lease: Duration::from_secs(lease_seconds),
         poll: Duration::from_secs(1),
         progress: Some(tx),
+        analyst,
     });
+    let events_before = plans.events(id).await?.last().map_or(0, |e| e.id);
     note!("Running plan {id} with {workers} worker(s) on {}", header.integration_branch);
     let outcome = runner.run(id, workers).await;
     drop(runner);
@@ -778,6 +788,9 @@ async fn run(
         e => CliError::environment(format!("the plan run stopped: {e}")),
     })?;
     let view = outcome.view;
+    if !as_json {
+        crate::commands::pr::say_completion(&plans, id, events_before).await;
+    }
     let all_ok = view.tasks.iter().all(|t| t.status.is_success());
     let code = if outcome.interrupted {
         exit::INTERRUPTED

@@ -22,6 +22,10 @@ pub struct PlanDocument<'a> {
     repository: Option<&'a str>,
     base_ref: &'a str,
     integration_branch: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    source: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    prd: Option<&'a str>,
     integration_branch_record: Option<BranchLine<'a>>,
     cancelled: bool,
     budget: Budget,
@@ -93,6 +97,8 @@ impl<'a> PlanDocument<'a> {
             repository: p.header.repository.as_deref(),
             base_ref: &p.header.base_ref,
             integration_branch: &p.header.integration_branch,
+            source: p.header.source.as_deref(),
+            prd: p.header.prd.as_deref(),
             integration_branch_record: p.branch_record().map(branch_line),
             cancelled: p.cancelled,
             budget: p.budget,

@@ -5,7 +5,10 @@
 #![allow(dead_code)]
 
 pub mod control_plane;
+pub mod github_mock;
 mod mock_llm;
+pub mod model_server;
+pub mod tmux;
 #[allow(unused_imports)]
 pub use control_plane::*;
 #[allow(unused_imports)]

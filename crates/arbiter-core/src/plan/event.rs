@@ -75,6 +75,64 @@ pub enum PlanEntry {
     RunOverrides { overrides: RunOverrides },
     /// The store was reset but moving the branch back failed.
     BranchResetFailed { branch: BranchReset, error: String },
+    /// The plan was drafted by the `planning` role (`arbiter plan new`, `arbiter intake`):
+    /// from what, into which PRD, and what the calls cost.
+    PlanDrafted(Drafted),
+    /// A failed attempt of `task` was analysed (role `analysis`): `analysis.md` in its run.
+    FailureAnalyzed { task: String, run_id: String, backend: String, cost: Option<Usd>, contradiction: String },
+    /// A failed attempt of `task` was not analysed, and why (the analysis fails open).
+    AnalysisSkipped { task: String, run_id: String, reason: String },
+    /// The prompt of `task`'s attempt `attempt` carries the analysis of run `from_run`: the
+    /// one piece of feedback that crosses attempts.
+    AnalysisFed { task: String, attempt: u32, from_run: String },
+    /// A pull (merge) request carries the plan's integration branch (or the push and the page
+    /// that opens one by hand, without the forge's CLI).
+    ChangeOpened(ChangeRecord),
+    /// What a finished plan does (its pull request, its issue) went wrong; the plan's work
+    /// stands.
+    CompletionFailed { reason: String },
+    /// The issue the plan came from was told where it is (labels, a comment).
+    IssueUpdated {
+        url: String,
+        stage: String,
+        comment: Option<String>,
+        /// The pull request the comment links, when there is one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        change: Option<String>,
+    },
+}
+
+/// How a plan was drafted.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Drafted {
+    /// `idea` (`plan new`) or the issue's URL.
+    pub from: String,
+    pub prd: String,
+    /// The `planning` calls made, what they cost (known), and how many had no known cost.
+    pub calls: usize,
+    pub cost: Usd,
+    pub uncosted_calls: usize,
+    /// Whether the model's plan needed the repair round.
+    pub repaired: bool,
+    /// What was left out of the model's plan (fields it may not set, verify commands not
+    /// grounded in the repository's tests).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dropped: Vec<String>,
+}
+
+/// A pull request of a plan's (or a run's) branch.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChangeRecord {
+    pub branch: String,
+    pub base: String,
+    /// The pull request's page; `None` when only pushed.
+    pub url: Option<String>,
+    /// Where to open it by hand, when it was only pushed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compare_url: Option<String>,
+    /// It was open already.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub existed: bool,
 }
 
 /// How many tasks an import added, changed, left and skipped.
@@ -332,6 +390,35 @@ fn describe_plan(e: &PlanEntry) -> String {
         PlanEntry::BranchPushFailed { branch, remote, reason, .. } => format!("{branch} → {remote}: {reason}"),
         PlanEntry::RunOverrides { overrides } => serde_json::to_string(overrides).unwrap_or_default(),
         PlanEntry::BranchResetFailed { branch, error } => format!("{}: {error}", branch.name),
+        PlanEntry::PlanDrafted(d) => format!(
+            "from {}: {}, {} planning call(s), {}{}{}",
+            d.from,
+            d.prd,
+            d.calls,
+            d.cost,
+            if d.uncosted_calls > 0 { format!(" plus {} of unknown cost", d.uncosted_calls) } else { String::new() },
+            if d.repaired { ", repaired once" } else { "" }
+        ),
+        PlanEntry::FailureAnalyzed { task, run_id, backend, cost, contradiction } => format!(
+            "{task}, run {run_id}, by {backend} ({}){}",
+            cost.map_or_else(|| "cost unknown".to_string(), |c| c.to_string()),
+            if contradiction.is_empty() { String::new() } else { format!(": {contradiction}") }
+        ),
+        PlanEntry::AnalysisSkipped { task, run_id, reason } => format!("{task}, run {run_id}: {reason}"),
+        PlanEntry::AnalysisFed { task, attempt, from_run } => {
+            format!("{task} attempt {attempt} carries the analysis of run {from_run}")
+        }
+        PlanEntry::ChangeOpened(c) => match (&c.url, &c.compare_url) {
+            (Some(url), _) => {
+                format!("{} → {}: {url}{}", c.branch, c.base, if c.existed { " (open already)" } else { "" })
+            }
+            (None, Some(compare)) => format!("{} → {}: pushed; open it at {compare}", c.branch, c.base),
+            (None, None) => format!("{} → {}", c.branch, c.base),
+        },
+        PlanEntry::CompletionFailed { reason } => reason.clone(),
+        PlanEntry::IssueUpdated { url, stage, comment, .. } => {
+            format!("{url}: {stage}{}", comment.as_deref().map(|c| format!(", comment {c}")).unwrap_or_default())
+        }
     }
 }
 

@@ -157,6 +157,8 @@ struct RawPlan {
     budget_usd: Option<Usd>,
     #[serde(default)]
     push: bool,
+    source: Option<String>,
+    prd: Option<String>,
     #[serde(default)]
     defaults: RawDefaults,
     tasks: Vec<RawTask>,
@@ -178,6 +180,7 @@ struct RawDefaults {
     retry_backoff_seconds: Option<u64>,
     strategy: Option<String>,
     no_verify: Option<bool>,
+    analysis_feedback: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -263,6 +266,8 @@ fn ours(raw: RawPlan) -> Result<PlanSpec, ParseError> {
         base_ref: raw.base_ref.filter(|b| !b.trim().is_empty()).unwrap_or_else(|| "HEAD".into()),
         budget_usd: raw.budget_usd,
         push: raw.push,
+        source: raw.source.filter(|s| !s.trim().is_empty()),
+        prd: raw.prd.filter(|p| !p.trim().is_empty()),
         defaults: TaskDefaults {
             candidates: d.candidates,
             runners: names(d.runners),
@@ -275,6 +280,7 @@ fn ours(raw: RawPlan) -> Result<PlanSpec, ParseError> {
             retry_backoff_seconds: d.retry_backoff_seconds,
             strategy: d.strategy,
             no_verify: d.no_verify,
+            analysis_feedback: d.analysis_feedback,
         },
         tasks,
     })

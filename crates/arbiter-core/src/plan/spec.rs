@@ -83,6 +83,10 @@ pub struct TaskDefaults {
     /// their winners are committed unverified, as `plan run --no-verify` does.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub no_verify: Option<bool>,
+    /// Whether a retried task's prompt carries the analysis of its failed attempt (when an
+    /// `analysis` backend wrote one); default true.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub analysis_feedback: Option<bool>,
 }
 
 /// How a task was marked in the file it came from (Whilly files carry a status).
@@ -155,6 +159,14 @@ pub struct PlanSpec {
     /// committed onto it (never forced: a remote branch that moved elsewhere is left as it is).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub push: bool,
+    /// Where the plan came from, when it came from somewhere arbiter tracks: the URL of the
+    /// issue it was planned from (`arbiter intake`). The store keeps one plan per source.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// The product requirements document the plan was decomposed from (a path in the
+    /// repository: `docs/PRD-<slug>.md`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prd: Option<String>,
     #[serde(default, skip_serializing_if = "is_default")]
     pub defaults: TaskDefaults,
     pub tasks: Vec<TaskSpec>,

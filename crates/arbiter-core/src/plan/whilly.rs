@@ -140,6 +140,8 @@ pub(super) fn into_spec(raw: WhillyPlan, program_exists: &dyn Fn(&str) -> bool) 
         base_ref: "HEAD".into(),
         budget_usd: None,
         push: false,
+        source: None,
+        prd: None,
         defaults: TaskDefaults::default(),
         tasks,
     })
