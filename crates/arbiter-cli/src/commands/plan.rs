@@ -891,6 +891,15 @@ fn describe(p: &Progress) -> String {
     }
 }
 
+/// Who acts from this command line, as plan events name them: `cli:USER` (`cli` when the
+/// user is unknown). A control plane names its callers itself, from their tokens.
+pub fn local_actor() -> String {
+    match std::env::var("USER").ok().filter(|u| !u.is_empty() && u.chars().all(|c| c.is_ascii_graphic())) {
+        Some(user) => format!("cli:{user}"),
+        None => "cli".to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -926,14 +935,5 @@ mod tests {
         assert_eq!(defaults, schema_fields("/$defs/defaults/properties"));
         let task = accepted_fields(r#"{"id": "p", "name": "P", "tasks": [{"id": "a", "zzz": 1}]}"#);
         assert_eq!(task, schema_fields("/$defs/task/properties"));
-    }
-}
-
-/// Who acts from this command line, as plan events name them: `cli:USER` (`cli` when the
-/// user is unknown). A control plane names its callers itself, from their tokens.
-pub fn local_actor() -> String {
-    match std::env::var("USER").ok().filter(|u| !u.is_empty() && u.chars().all(|c| c.is_ascii_graphic())) {
-        Some(user) => format!("cli:{user}"),
-        None => "cli".to_string(),
     }
 }

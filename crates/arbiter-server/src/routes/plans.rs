@@ -264,6 +264,35 @@ async fn push(
     Ok(Json(pushed))
 }
 
+async fn run_overview(
+    _: ReaderAuth,
+    State(state): State<AppState>,
+    Path((plan, run)): Path<(String, String)>,
+) -> Result<Json<arbiter_runner::run_record::RunOverview>, ApiError> {
+    if !plan_id_ok(&plan) {
+        return Err(admin_error(AdminError::no_plan(
+            &plan.chars().take(100).collect::<String>().escape_default().to_string(),
+        )));
+    }
+    let id = arbiter_core::ids::RunId::parse(&run)
+        .map_err(|_| ApiError::not_found(format!("'{}' is not a run id", run.escape_default())))?;
+    let header = admin(&state)?.view(&plan).await.map_err(admin_error)?.view.plan.header;
+    let Some(ws) = crate::web::workspace_of(&state, &header).await else {
+        return Err(ApiError::not_found(format!("the repository of plan {plan} is not on this server")));
+    };
+    let dir = ws.run_dir(&id);
+    let read = tokio::task::spawn_blocking(move || arbiter_runner::run_record::RunRecord::read(&dir))
+        .await
+        .map_err(|e| ApiError::internal("reading a run", e))?;
+    match read {
+        Ok(record) => Ok(Json(record.overview())),
+        Err(arbiter_runner::run_record::RunRecordError::NotARun(_)) => {
+            Err(ApiError::not_found(format!("plan {plan} has no run {run}")))
+        }
+        Err(e) => Err(ApiError::internal("reading a run", e)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use arbiter_store::sqlite::SqliteStore;
@@ -307,34 +336,5 @@ mod tests {
             assert_eq!(status, StatusCode::NOT_FOUND, "{bad}: {body}");
             assert!(body["message"].as_str().unwrap().starts_with("no plan named"), "{bad}: {body}");
         }
-    }
-}
-
-async fn run_overview(
-    _: ReaderAuth,
-    State(state): State<AppState>,
-    Path((plan, run)): Path<(String, String)>,
-) -> Result<Json<arbiter_runner::run_record::RunOverview>, ApiError> {
-    if !plan_id_ok(&plan) {
-        return Err(admin_error(AdminError::no_plan(
-            &plan.chars().take(100).collect::<String>().escape_default().to_string(),
-        )));
-    }
-    let id = arbiter_core::ids::RunId::parse(&run)
-        .map_err(|_| ApiError::not_found(format!("'{}' is not a run id", run.escape_default())))?;
-    let header = admin(&state)?.view(&plan).await.map_err(admin_error)?.view.plan.header;
-    let Some(ws) = crate::web::workspace_of(&state, &header).await else {
-        return Err(ApiError::not_found(format!("the repository of plan {plan} is not on this server")));
-    };
-    let dir = ws.run_dir(&id);
-    let read = tokio::task::spawn_blocking(move || arbiter_runner::run_record::RunRecord::read(&dir))
-        .await
-        .map_err(|e| ApiError::internal("reading a run", e))?;
-    match read {
-        Ok(record) => Ok(Json(record.overview())),
-        Err(arbiter_runner::run_record::RunRecordError::NotARun(_)) => {
-            Err(ApiError::not_found(format!("plan {plan} has no run {run}")))
-        }
-        Err(e) => Err(ApiError::internal("reading a run", e)),
     }
 }

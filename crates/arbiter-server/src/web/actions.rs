@@ -48,31 +48,35 @@ fn checked(viewer: &Viewer, headers: &HeaderMap, csrf: Option<&str>) -> Result<(
 }
 
 /// A confirmation: the question, what it does, the form that does it, and the way back.
-fn confirm(
-    state: &AppState,
-    viewer: &Viewer,
-    title: &str,
+struct Confirmation<'a> {
+    title: String,
     what: Markup,
-    action: &str,
-    fields: &[(&str, String)],
-    button: &str,
-    back: &str,
-) -> Response {
-    let body = html! {
-        section.card {
-            h1 { (title) }
-            (what)
-            form method="post" action=(action) {
-                input type="hidden" name="csrf" value=(viewer.csrf);
-                @for (name, value) in fields { input type="hidden" name=(name) value=(value); }
-                div.actions {
-                    button.danger type="submit" { (button) }
-                    a.button.secondary href=(back) { "No, go back" }
+    /// Where the form posts.
+    action: String,
+    /// Hidden fields besides the CSRF token.
+    fields: Vec<(&'a str, String)>,
+    button: &'a str,
+    back: String,
+}
+
+impl Confirmation<'_> {
+    fn page(self, state: &AppState, viewer: &Viewer) -> Response {
+        let body = html! {
+            section.card {
+                h1 { (self.title) }
+                (self.what)
+                form method="post" action=(self.action) {
+                    input type="hidden" name="csrf" value=(viewer.csrf);
+                    @for (name, value) in &self.fields { input type="hidden" name=(name) value=(value); }
+                    div.actions {
+                        button.danger type="submit" { (self.button) }
+                        a.button.secondary href=(self.back) { "No, go back" }
+                    }
                 }
             }
-        }
-    };
-    Page::new(title, Section::None, viewer, state, body).render()
+        };
+        Page::new(self.title.clone(), Section::None, viewer, state, body).render()
+    }
 }
 
 #[derive(Deserialize)]
@@ -89,16 +93,15 @@ async fn confirm_cancel(
     must_act(&viewer)?;
     let view = admin(&state)?.view(&plan).await?;
     let unfinished = view.view.tasks.iter().filter(|t| !t.status.is_terminal()).count();
-    Ok(confirm(
-        &state,
-        &viewer,
-        &format!("Cancel plan {plan}?"),
-        html! { p { "Its " (unfinished) " unfinished task(s) are cancelled; running work is stopped at its next heartbeat and nothing more is claimed. A task can be retried afterwards." } },
-        &format!("{}/cancel", plan_href(&plan)),
-        &[],
-        "Yes, cancel the plan",
-        &plan_href(&plan),
-    ))
+    Ok(Confirmation {
+        title: format!("Cancel plan {plan}?"),
+        what: html! { p { "Its " (unfinished) " unfinished task(s) are cancelled; running work is stopped at its next heartbeat and nothing more is claimed. A task can be retried afterwards." } },
+        action: format!("{}/cancel", plan_href(&plan)),
+        fields: vec![],
+        button: "Yes, cancel the plan",
+        back: plan_href(&plan),
+    }
+    .page(&state, &viewer))
 }
 
 async fn cancel(
@@ -136,16 +139,15 @@ async fn confirm_retry(
     check_plan_id(&plan)?;
     must_act(&viewer)?;
     let task = q.task.filter(|t| !t.is_empty()).ok_or_else(|| PageError::not_found("name the task: ?task=ID"))?;
-    Ok(confirm(
-        &state,
-        &viewer,
-        &format!("Retry task {} of plan {plan}?", printable(&task)),
-        html! { p { "The task gets new attempts and is claimed again once its dependencies are done." } },
-        &format!("{}/retry", plan_href(&plan)),
-        &[("task", task.clone())],
-        "Yes, retry it",
-        &task_href(&plan, &task),
-    ))
+    Ok(Confirmation {
+        title: format!("Retry task {} of plan {plan}?", printable(&task)),
+        what: html! { p { "The task gets new attempts and is claimed again once its dependencies are done." } },
+        action: format!("{}/retry", plan_href(&plan)),
+        fields: vec![("task", task.clone())],
+        button: "Yes, retry it",
+        back: task_href(&plan, &task),
+    }
+    .page(&state, &viewer))
 }
 
 async fn retry(
@@ -201,16 +203,15 @@ async fn confirm_budget(
     let limit = parse_limit(q.limit.as_deref())?;
     let now = admin(&state)?.view(&plan).await?.view.plan.budget;
     let to = limit.map_or_else(|| "no limit".to_string(), |l| l.to_string());
-    Ok(confirm(
-        &state,
-        &viewer,
-        &format!("Set the budget of plan {plan} to {to}?"),
-        html! { p { "Now: " (now.limit.map_or_else(|| "no limit".to_string(), |l| l.to_string())) ", " (now.spent) " spent. A limit at or below what was spent stops new claims." } },
-        &format!("{}/budget", plan_href(&plan)),
-        &[("limit", limit.map_or_else(|| "none".to_string(), |l| l.decimal()))],
-        "Yes, set the budget",
-        &plan_href(&plan),
-    ))
+    Ok(Confirmation {
+        title: format!("Set the budget of plan {plan} to {to}?"),
+        what: html! { p { "Now: " (now.limit.map_or_else(|| "no limit".to_string(), |l| l.to_string())) ", " (now.spent) " spent. A limit at or below what was spent stops new claims." } },
+        action: format!("{}/budget", plan_href(&plan)),
+        fields: vec![("limit", limit.map_or_else(|| "none".to_string(), |l| l.decimal()))],
+        button: "Yes, set the budget",
+        back: plan_href(&plan),
+    }
+    .page(&state, &viewer))
 }
 
 async fn budget(
@@ -240,16 +241,15 @@ async fn confirm_revoke(
         .worker(&name)
         .await?
         .ok_or_else(|| PageError::not_found(format!("no worker named '{}'", printable(&name))))?;
-    Ok(confirm(
-        &state,
-        &viewer,
-        &format!("Revoke worker {}?", worker.name),
-        html! { p { "Its token stops working at once: its next request is refused, and the work it holds goes back to the queue when its lease expires. It can join again only with a new registration (" code { "arbiter worker register --replace" } ")." } },
-        &format!("/workers/{}/revoke", super::layout::segment(&worker.name)),
-        &[],
-        "Yes, revoke it",
-        "/workers",
-    ))
+    Ok(Confirmation {
+        title: format!("Revoke worker {}?", worker.name),
+        what: html! { p { "Its token stops working at once: its next request is refused, and the work it holds goes back to the queue when its lease expires. It can join again only with a new registration (" code { "arbiter worker register --replace" } ")." } },
+        action: format!("/workers/{}/revoke", super::layout::segment(&worker.name)),
+        fields: vec![],
+        button: "Yes, revoke it",
+        back: "/workers".to_string(),
+    }
+    .page(&state, &viewer))
 }
 
 async fn revoke(

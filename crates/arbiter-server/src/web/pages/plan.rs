@@ -107,7 +107,7 @@ pub fn render(
             *m.entry(t.status).or_insert(0) += 1;
             m
         }),
-        budget: record.budget.clone(),
+        budget: record.budget,
         cancelled: record.cancelled,
     };
     let nodes: Vec<Node<'_>> = details

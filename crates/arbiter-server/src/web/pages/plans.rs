@@ -52,7 +52,7 @@ pub async fn page(viewer: Viewer, State(state): State<AppState>) -> Result<Respo
 fn plan_row(p: &PlanSummary) -> Markup {
     let total: usize = p.counts.values().sum();
     let finished: usize = [TaskStatus::Done, TaskStatus::Skipped].iter().filter_map(|s| p.counts.get(s)).sum();
-    let percent = if total == 0 { 0 } else { finished * 100 / total };
+    let percent = (finished * 100).checked_div(total).unwrap_or(0);
     html! {
         tr id={ "plan-" (p.id) } {
             td {
