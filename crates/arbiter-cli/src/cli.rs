@@ -243,6 +243,7 @@ pub enum TokenCommand {
     },
     /// Revoke a token at once (its dashboard sessions end too).
     Revoke {
+        /// The token's name (`arbiter token list` shows them).
         name: String,
         #[command(flatten)]
         remote: PlanServerArgs,

@@ -293,6 +293,12 @@ pub struct NextClaim<'a> {
 #[async_trait::async_trait]
 pub trait PlanRepositories: Send + Sync {
     async fn workspace_for(&self, plan: &PlanSpec) -> Result<Workspace, CoordinatorError>;
+
+    /// The plan's workspace when it is on this machine already, without fetching anything
+    /// (what a page that shows the plan may look at: reading must not start a clone).
+    async fn existing_workspace_for(&self, plan: &PlanSpec) -> Option<Workspace> {
+        self.workspace_for(plan).await.ok()
+    }
 }
 
 /// Every plan runs in one repository (a local `plan run`).

@@ -38,6 +38,13 @@ fn unusable(message: String) -> CoordinatorError {
 
 #[async_trait::async_trait]
 impl PlanRepositories for ByRepository {
+    async fn existing_workspace_for(&self, plan: &PlanSpec) -> Option<Workspace> {
+        match plan.repository.as_deref() {
+            Some(url) if is_url(url) && !self.clones.join(&plan.id).join("repo").join(".git").exists() => None,
+            _ => self.workspace_for(plan).await.ok(),
+        }
+    }
+
     async fn workspace_for(&self, plan: &PlanSpec) -> Result<Workspace, CoordinatorError> {
         let key = (plan.id.clone(), plan.repository.clone());
         if let Some(w) = self.found.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {

@@ -4,9 +4,11 @@
 //! analysis, each when it exists — a run still going has only some of them.
 //!
 //! Reading never trusts the directory: a file that is missing or does not parse is left out
-//! (and named in [`RunRecord::unreadable`]), text is capped ([`TEXT_CAP`]) so a hostile
-//! candidate's megabytes of patch or transcript cannot swell a page, and only the
-//! candidates `state.json` names are read, by ids that are ids.
+//! (and named in [`RunRecord::unreadable`]); every file is opened without following a
+//! symbolic link and without blocking, read only when it is a regular file, and only so far
+//! ([`TEXT_CAP`] for text, [`JSON_CAP`] for JSON), so a hostile candidate's link to a secret,
+//! its FIFO or its megabytes of patch or transcript can neither leak, hang nor swell a page;
+//! and only the candidates `state.json` names are read, by ids that are ids (`c01`).
 
 use std::path::{Path, PathBuf};
 
@@ -21,7 +23,9 @@ use arbiter_core::review::ReviewArtifact;
 use serde::de::DeserializeOwned;
 
 /// The most bytes of one text file (a patch, a transcript, a report) a record holds.
-pub const TEXT_CAP: usize = 512 * 1024;
+pub const TEXT_CAP: usize = 256 * 1024;
+/// The most bytes of one JSON artifact read (a larger one is left out as unreadable).
+pub const JSON_CAP: usize = 4 * 1024 * 1024;
 /// The most transcript lines a record holds per candidate.
 pub const TRANSCRIPT_LINES: usize = 2000;
 
@@ -80,15 +84,22 @@ impl RunRecord {
     /// Reads `dir` (blocking file reads: call it off the async runtime's threads).
     pub fn read(dir: &Path) -> Result<RunRecord, RunRecordError> {
         let state_path = dir.join(paths::STATE);
-        let text = match std::fs::read_to_string(&state_path) {
-            Ok(t) => t,
+        let unreadable_state = |reason: String| RunRecordError::Unreadable { dir: dir.to_path_buf(), reason };
+        let bytes = match read_regular(&state_path, JSON_CAP) {
+            Ok((bytes, false)) => bytes,
+            Ok((_, true)) => return Err(unreadable_state(format!("state.json is larger than {JSON_CAP} bytes"))),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return Err(RunRecordError::NotARun(dir.to_path_buf()));
             }
-            Err(e) => return Err(RunRecordError::Unreadable { dir: dir.to_path_buf(), reason: e.to_string() }),
+            Err(e) => return Err(unreadable_state(e.to_string())),
         };
-        let state: RunState = serde_json::from_str(&text)
-            .map_err(|e| RunRecordError::Unreadable { dir: dir.to_path_buf(), reason: e.to_string() })?;
+        let state: RunState = serde_json::from_slice(&bytes).map_err(|e| unreadable_state(e.to_string()))?;
+        if let Some(bad) = state.candidates.iter().find(|c| CandidateId::parse(c.id.as_str()).is_none()) {
+            return Err(unreadable_state(format!(
+                "its state names a candidate '{}', which is not a candidate id",
+                bad.id.as_str().escape_default()
+            )));
+        }
         let mut unreadable = Vec::new();
         let mut json = |rel: &str| -> Option<serde_json::Value> { read_json(dir, rel, &mut unreadable) };
         let baseline = json(paths::BASELINE).and_then(|v| serde_json::from_value(v).ok());
@@ -243,19 +254,39 @@ impl RunRecord {
 pub const ANALYSIS: &str = "analysis.md";
 
 fn read_json(dir: &Path, rel: &str, unreadable: &mut Vec<String>) -> Option<serde_json::Value> {
-    let path = dir.join(rel);
-    let meta = std::fs::symlink_metadata(&path).ok()?;
-    if !meta.is_file() || meta.len() > 16 * TEXT_CAP as u64 {
-        unreadable.push(rel.to_string());
-        return None;
-    }
-    match std::fs::read(&path).map(|bytes| serde_json::from_slice(&bytes)) {
-        Ok(Ok(v)) => Some(v),
+    match read_regular(&dir.join(rel), JSON_CAP) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Ok((bytes, false)) => match serde_json::from_slice(&bytes) {
+            Ok(v) => Some(v),
+            Err(_) => {
+                unreadable.push(rel.to_string());
+                None
+            }
+        },
         _ => {
             unreadable.push(rel.to_string());
             None
         }
     }
+}
+
+/// The first `cap` bytes of a regular file, and whether there was more. The file is opened
+/// without following a symbolic link and without blocking (a FIFO), and its type is checked
+/// on the opened file itself, so nothing can be swapped in between.
+pub fn read_regular(path: &Path, cap: usize) -> std::io::Result<(Vec<u8>, bool)> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let flags = nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_NONBLOCK;
+    let file = std::fs::OpenOptions::new().read(true).custom_flags(flags.bits()).open(path)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a regular file"));
+    }
+    let mut bytes = Vec::with_capacity(meta.len().min(cap as u64) as usize);
+    file.take(cap as u64 + 1).read_to_end(&mut bytes)?;
+    let more = bytes.len() > cap;
+    bytes.truncate(cap);
+    Ok((bytes, more))
 }
 
 fn typed<T: DeserializeOwned>(dir: &Path, rel: &str, unreadable: &mut Vec<String>) -> Option<T> {
@@ -278,19 +309,14 @@ fn pairs_of(v: serde_json::Value) -> Option<Vec<PairRecord>> {
     serde_json::from_value(list).ok()
 }
 
-/// The first [`TEXT_CAP`] bytes of a regular file (never through a symlink), as text.
+/// The first [`TEXT_CAP`] bytes of a regular file (see [`read_regular`]), as text.
 pub fn read_capped(path: &Path) -> Option<Capped> {
-    use std::io::Read;
-    let meta = std::fs::symlink_metadata(path).ok()?;
-    if !meta.is_file() {
-        return None;
-    }
-    let mut bytes = Vec::with_capacity(meta.len().min(TEXT_CAP as u64) as usize);
-    std::fs::File::open(path).ok()?.take(TEXT_CAP as u64).read_to_end(&mut bytes).ok()?;
+    let size = std::fs::symlink_metadata(path).ok()?.len();
+    let (bytes, more) = read_regular(path, TEXT_CAP).ok()?;
     Some(Capped {
         text: String::from_utf8_lossy(&bytes).into_owned(),
-        truncated: meta.len() > TEXT_CAP as u64,
-        bytes: meta.len(),
+        truncated: more,
+        bytes: size.max(bytes.len() as u64),
     })
 }
 
@@ -323,5 +349,10 @@ mod tests {
         let link = dir.path().join("link.diff");
         std::os::unix::fs::symlink(&outside, &link).unwrap();
         assert!(read_capped(&link).is_none(), "a symlink planted in a run directory is never followed");
+        let fifo = dir.path().join("fifo.diff");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        assert!(read_capped(&fifo).is_none(), "a FIFO is not read (nor waited on)");
+        std::fs::write(dir.path().join(paths::STATE), r#"{"candidates": [{"id": "../../x"}]}"#).unwrap();
+        assert!(matches!(RunRecord::read(dir.path()), Err(RunRecordError::Unreadable { .. })));
     }
 }

@@ -36,6 +36,7 @@ use futures_util::Stream;
 use serde::Deserialize;
 
 use arbiter_store::plans::PlanEvent;
+use tokio_util::sync::CancellationToken;
 
 use crate::auth::ReaderAuth;
 use crate::error::ApiError;
@@ -83,7 +84,16 @@ async fn events(
     if state.plans.plan_record(&q.plan).await?.is_none() {
         return Err(ApiError::not_found(format!("no plan named '{}'", q.plan.escape_default())));
     }
-    Ok(stream(state, Some(q.plan), after, frame))
+    Ok(stream(state, Some(q.plan), after, frame, Held::default()))
+}
+
+/// What a stream holds while it lasts, and what can end it early: `stop` ends it (a
+/// dashboard session that ended); `keep` is dropped with it (a session's stream slot, a
+/// guard whose drop tells a watcher the stream is gone).
+#[derive(Default)]
+pub struct Held {
+    pub stop: CancellationToken,
+    pub keep: Vec<Box<dyn std::any::Any + Send + Sync>>,
 }
 
 /// The events of one plan (or, `plan` `None`, of every plan) after the event `after`, then
@@ -94,8 +104,9 @@ pub fn stream(
     plan: Option<String>,
     after: i64,
     frame: fn(&PlanEvent) -> Event,
+    held: Held,
 ) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
-    let cursor = Cursor { state, plan, after, pending: VecDeque::new(), done: false, frame };
+    let cursor = Cursor { state, plan, after, pending: VecDeque::new(), done: false, frame, held };
     let stream = futures_util::stream::unfold(cursor, next_frame);
     Sse::new(stream).keep_alive(KeepAlive::new().interval(KEEP_ALIVE).text("keep-alive"))
 }
@@ -107,11 +118,12 @@ struct Cursor {
     pending: VecDeque<PlanEvent>,
     done: bool,
     frame: fn(&PlanEvent) -> Event,
+    held: Held,
 }
 
 async fn next_frame(mut c: Cursor) -> Option<(Result<Event, Infallible>, Cursor)> {
     loop {
-        if c.done {
+        if c.done || c.held.stop.is_cancelled() {
             return None;
         }
         if let Some(e) = c.pending.pop_front() {
@@ -141,6 +153,7 @@ async fn next_frame(mut c: Cursor) -> Option<(Result<Event, Infallible>, Cursor)
         let wait_plan = c.plan.clone().unwrap_or_default();
         tokio::select! {
             _ = c.state.stopping.cancelled() => return None,
+            _ = c.held.stop.cancelled() => return None,
             _ = c.state.plans.wait_for_work(&wait_plan, POLL) => {}
             _ = c.state.plan_events.notified() => {}
         }

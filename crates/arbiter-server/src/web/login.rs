@@ -29,9 +29,15 @@ struct NextQuery {
 }
 
 /// Only a path of this site (`/…`, not `//host`): a login link cannot send the browser away.
+/// Browsers drop tabs and line breaks from URLs and read `\` as `/`, so a `next` holding any
+/// of those, any other control character or whitespace, is not followed at all.
 fn safe_next(next: Option<&str>) -> String {
     match next {
-        Some(n) if n.starts_with('/') && !n.starts_with("//") && !n.starts_with("/\\") && !n.contains(['\r', '\n']) => {
+        Some(n)
+            if n.starts_with('/')
+                && !n.starts_with("//")
+                && !n.chars().any(|c| c.is_control() || c.is_whitespace() || c == '\\') =>
+        {
             n.to_string()
         }
         _ => "/".to_string(),
@@ -74,8 +80,12 @@ struct LoginForm {
     next: Option<String>,
 }
 
-async fn login(State(state): State<AppState>, Form(f): Form<LoginForm>) -> Response {
+async fn login(State(state): State<AppState>, headers: HeaderMap, Form(f): Form<LoginForm>) -> Response {
     let next = safe_next(f.next.as_deref());
+    // Another site must not log a browser in (into the other site's own session).
+    if !super::session::same_site(&headers) {
+        return super::PageError::new(StatusCode::FORBIDDEN, "the login came from another site").into_response();
+    }
     let token = f.token.trim();
     let who = match crate::auth::reader_of(&state, token).await {
         Ok(who) => who,
@@ -161,7 +171,16 @@ mod tests {
     #[test]
     fn a_login_only_sends_the_browser_within_the_site() {
         assert_eq!(super::safe_next(Some("/plans/calc")), "/plans/calc");
-        for away in ["//evil.example/x", "https://evil.example", "/\\evil.example", "javascript:alert(1)", ""] {
+        for away in [
+            "//evil.example/x",
+            "https://evil.example",
+            "/\\evil.example",
+            "/\t/evil.example",
+            "/\u{1}x",
+            "/ /evil.example",
+            "javascript:alert(1)",
+            "",
+        ] {
             assert_eq!(super::safe_next(Some(away)), "/", "{away}");
         }
         assert_eq!(super::safe_next(None), "/");

@@ -108,9 +108,20 @@ pub fn admin(state: &AppState) -> Result<Arc<dyn PlanAdmin>, PageError> {
     })
 }
 
-/// The repository of a plan as this server has it (`None`: it cannot be found here).
+/// The repository of a plan as this server has it (`None`: it is not here, or not yet: a
+/// page never starts a clone).
 pub async fn workspace_of(state: &AppState, header: &PlanSpec) -> Option<Workspace> {
-    state.plan_repos.as_ref()?.workspace_for(header).await.ok()
+    state.plan_repos.as_ref()?.existing_workspace_for(header).await
+}
+
+/// The event stream that keeps a page live: one plan's (or every plan's), from the newest
+/// event there is as the page is rendered, so nothing that happens meanwhile is missed.
+pub async fn stream_url(state: &AppState, plan: Option<&str>) -> String {
+    let newest = state.plans.recent_events(plan, None, 1).await.ok().and_then(|e| e.first().map(|e| e.id)).unwrap_or(0);
+    match plan {
+        Some(p) => format!("/ui/stream?plan={}&after={newest}", layout::url_encode(p)),
+        None => format!("/ui/stream?after={newest}"),
+    }
 }
 
 /// A plan id from a path: 404 unless it is one (as for a plan that does not exist).

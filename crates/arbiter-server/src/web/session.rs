@@ -28,6 +28,12 @@ pub const SESSION_TTL: Duration = Duration::from_secs(12 * 3600);
 pub const ONE_TIME_TTL: Duration = Duration::from_secs(15 * 60);
 /// How often a session of a named token checks that the token still lives.
 const RECHECK: Duration = Duration::from_secs(5);
+/// The most sessions one token (one `by`) may hold open: the oldest gives way.
+const SESSIONS_PER_TOKEN: usize = 64;
+/// The most sessions in all.
+const SESSIONS: usize = 10_000;
+/// The most event streams one session may hold open at once (a page each).
+pub const STREAMS_PER_SESSION: usize = 16;
 
 /// A logged-in browser.
 #[derive(Clone, Debug)]
@@ -37,8 +43,20 @@ pub struct Session {
     pub by: String,
     /// The value every changing form must send back.
     pub csrf: String,
+    opened: Instant,
     expires: Instant,
     checked: Instant,
+    /// Its open event streams.
+    streams: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+/// One of a session's open event streams, given back when dropped.
+pub struct StreamSlot(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+
+impl Drop for StreamSlot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 /// Every open session and one-time login, by the SHA-256 of its secret.
@@ -65,9 +83,28 @@ impl Sessions {
         let id = random_hex(32)?;
         let csrf = random_hex(16)?;
         let now = Instant::now();
-        let session = Session { role, by: by.to_string(), csrf, expires: now + SESSION_TTL, checked: now };
+        let session = Session {
+            role,
+            by: by.to_string(),
+            csrf,
+            opened: now,
+            expires: now + SESSION_TTL,
+            checked: now,
+            streams: Default::default(),
+        };
         let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
         open.retain(|_, s| s.expires > now);
+        // A token that logs in again and again (or a full table) gives up its oldest sessions.
+        for (limit, same) in [(SESSIONS_PER_TOKEN, true), (SESSIONS, false)] {
+            let mut held: Vec<([u8; 32], Instant)> =
+                open.iter().filter(|(_, s)| !same || s.by == by).map(|(k, s)| (*k, s.opened)).collect();
+            if held.len() >= limit {
+                held.sort_by_key(|(_, opened)| *opened);
+                for (key, _) in held.iter().take(held.len() + 1 - limit) {
+                    open.remove(key);
+                }
+            }
+        }
         open.insert(digest(&id), session);
         Some(id)
     }
@@ -84,6 +121,19 @@ impl Sessions {
             }
             None => None,
         }
+    }
+
+    /// Whether the session of a cookie value is still open.
+    pub fn is_open(&self, id: &str) -> bool {
+        self.get(id).is_some()
+    }
+
+    /// A stream slot of the session, unless it holds [`STREAMS_PER_SESSION`] already.
+    pub fn stream_slot(&self, id: &str) -> Option<StreamSlot> {
+        let counter = self.get(id)?.streams;
+        let taken = counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let slot = StreamSlot(counter);
+        (taken < STREAMS_PER_SESSION).then_some(slot)
     }
 
     fn mark_checked(&self, id: &str) {
@@ -216,12 +266,7 @@ impl FromRequestParts<AppState> for Viewer {
         if let Some(name) = session.by.strip_prefix("token:")
             && session.checked.elapsed() >= RECHECK
         {
-            let live = match state.access.tokens().await {
-                Ok(tokens) => tokens.iter().any(|t| t.name == name && t.revoked_at.is_none()),
-                // The store is down: the session stands until it answers again.
-                Err(_) => true,
-            };
-            if !live {
+            if !token_lives(state, name).await {
                 state.sessions.close_all_of(&session.by);
                 return Err(rejection());
             }
@@ -229,6 +274,42 @@ impl FromRequestParts<AppState> for Viewer {
         }
         Ok(Viewer { role: session.role, by: session.by, csrf: session.csrf, session: id })
     }
+}
+
+/// Whether the access token `name` is still live (a store that does not answer: no).
+async fn token_lives(state: &AppState, name: &str) -> bool {
+    match state.access.tokens().await {
+        Ok(tokens) => tokens.iter().any(|t| t.name == name && t.revoked_at.is_none()),
+        Err(_) => false,
+    }
+}
+
+/// Whether a viewer's session is still good: open, and (for an access token's) its token
+/// still live. What a long-lived answer (an event stream) checks as it goes.
+pub async fn still_valid(state: &AppState, viewer: &Viewer) -> bool {
+    if !state.sessions.is_open(&viewer.session) {
+        return false;
+    }
+    match viewer.by.strip_prefix("token:") {
+        Some(name) if !token_lives(state, name).await => {
+            state.sessions.close_all_of(&viewer.by);
+            false
+        }
+        _ => true,
+    }
+}
+
+/// Whether a request comes from this site: a browser's `Origin` (when it sends one) names
+/// the host it was sent to (`Host`, or a proxy's `X-Forwarded-Host`), and its
+/// `Sec-Fetch-Site` (when it sends one) does not say `cross-site`.
+pub fn same_site(headers: &HeaderMap) -> bool {
+    let header = |name| headers.get(name).and_then(|v: &axum::http::HeaderValue| v.to_str().ok());
+    if header("sec-fetch-site") == Some("cross-site") {
+        return false;
+    }
+    let Some(origin) = header(header::ORIGIN.as_str()).filter(|o| *o != "null") else { return true };
+    let origin_host = origin.split_once("://").map(|(_, rest)| rest);
+    [header(header::HOST.as_str()), header("x-forwarded-host")].into_iter().flatten().any(|h| origin_host == Some(h))
 }
 
 /// A request that may change something: a logged-in admin whose form carried the session's
@@ -239,12 +320,7 @@ pub fn check_action(viewer: &Viewer, headers: &HeaderMap, csrf: Option<&str>) ->
         Some(token) if same_secret(token, &viewer.csrf) => {}
         _ => return Err(forbidden("the form's CSRF token is missing or wrong: reload the page and try again")),
     }
-    if let (Some(origin), Some(host)) = (
-        headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()),
-        headers.get(header::HOST).and_then(|v| v.to_str().ok()),
-    ) && origin != "null"
-        && origin.split_once("://").map(|(_, rest)| rest) != Some(host)
-    {
+    if !same_site(headers) {
         return Err(forbidden("the request came from another site"));
     }
     if !viewer.may_act() {
@@ -273,6 +349,24 @@ mod tests {
         s.close(&id);
         assert!(s.get(&id).is_none());
         assert_eq!(s.count(), 0);
+    }
+
+    #[test]
+    fn a_token_holds_a_bounded_number_of_sessions_and_streams() {
+        let s = Sessions::default();
+        let first = s.open(Role::ReadOnly, "token:alice").unwrap();
+        for _ in 0..SESSIONS_PER_TOKEN {
+            s.open(Role::ReadOnly, "token:alice").unwrap();
+        }
+        assert!(!s.is_open(&first), "the oldest session gave way");
+        assert_eq!(s.count(), SESSIONS_PER_TOKEN);
+        let other = s.open(Role::Admin, "admin").unwrap();
+        assert!(s.is_open(&other), "another token's sessions are its own");
+        let slots: Vec<_> = (0..STREAMS_PER_SESSION).map(|_| s.stream_slot(&other).unwrap()).collect();
+        assert!(s.stream_slot(&other).is_none(), "no more streams than the limit");
+        drop(slots);
+        assert!(s.stream_slot(&other).is_some(), "a closed stream gives its slot back");
+        assert!(s.stream_slot("nope").is_none());
     }
 
     #[test]

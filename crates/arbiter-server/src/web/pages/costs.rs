@@ -12,6 +12,7 @@ use arbiter_core::money::Usd;
 use arbiter_core::plan::event::{PlanEntry, PlanLogEntry};
 use arbiter_core::time::Timestamp;
 use arbiter_runner::plan_admin::PlanDetails;
+use arbiter_runner::run_record::{JSON_CAP, read_regular};
 use axum::extract::{Query, State};
 use axum::response::Response;
 use maud::{Markup, html};
@@ -21,6 +22,9 @@ use crate::state::AppState;
 use crate::web::layout::{Page, Section, empty, money, plan_href, printable, raw, task_href, url_encode, when};
 use crate::web::session::Viewer;
 use crate::web::{PageError, admin, workspace_of};
+
+/// How many of a plan's latest events the spending curve is drawn from.
+const CURVE_EVENTS: u32 = 20_000;
 
 #[derive(Deserialize)]
 pub struct CostQuery {
@@ -44,7 +48,9 @@ pub async fn page(
         Some(plan) => {
             let details = admin.view(plan).await?;
             let calls = plan_calls(&state, &details).await;
-            let events = state.plans.events(plan).await?;
+            // The newest charges, oldest first (a long plan's curve keeps its latest part).
+            let mut events = state.plans.recent_events(Some(plan), None, CURVE_EVENTS).await?;
+            events.reverse();
             let curve: Vec<(Timestamp, Usd)> = events
                 .iter()
                 .filter_map(|e| match e.entry() {
@@ -76,7 +82,10 @@ pub async fn page(
         }
         @if let Some(d) = detail { (d) }
     };
-    let stream = chosen.as_ref().map(|p| format!("/ui/stream?plan={}", url_encode(p)));
+    let stream = match &chosen {
+        Some(p) => Some(crate::web::stream_url(&state, Some(p)).await),
+        None => None,
+    };
     Ok(Page::new("Costs", Section::Costs, &viewer, &state, body).live(stream).render())
 }
 
@@ -99,7 +108,10 @@ async fn plan_calls(state: &AppState, details: &PlanDetails) -> CostSummary {
             if !seen.insert(path.clone()) {
                 continue;
             }
-            let summary = std::fs::read(&path).ok().and_then(|b| serde_json::from_slice::<CostSummary>(&b).ok());
+            let summary = read_regular(&path, JSON_CAP)
+                .ok()
+                .filter(|(_, more)| !more)
+                .and_then(|(b, _)| serde_json::from_slice::<CostSummary>(&b).ok());
             if let Some(s) = summary {
                 calls.extend(s.calls);
             }

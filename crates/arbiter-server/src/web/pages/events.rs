@@ -11,7 +11,7 @@ use maud::{Markup, html};
 use serde::Deserialize;
 
 use crate::state::AppState;
-use crate::web::layout::{Page, Section, empty, plan_href, printable, task_href, time_cell, url_encode};
+use crate::web::layout::{Page, Section, empty, plan_href, printable, task_href, time_cell};
 use crate::web::session::Viewer;
 use crate::web::{PageError, admin};
 
@@ -80,8 +80,8 @@ pub async fn page(
         }
     };
     let stream = match plan {
-        Some(p) => format!("/ui/stream?plan={}", url_encode(p)),
-        None => "/ui/stream".into(),
+        Some(p) => crate::web::stream_url(&state, Some(p)).await,
+        None => crate::web::stream_url(&state, None).await,
     };
     Ok(Page::new("Events", Section::Events, &viewer, &state, body).live(Some(stream)).render())
 }

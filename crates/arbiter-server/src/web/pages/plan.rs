@@ -19,7 +19,7 @@ use super::plans::{STATUS_ORDER, counts};
 use crate::state::AppState;
 use crate::web::dag::{self, Node};
 use crate::web::layout::{
-    Page, Section, budget_gauge, empty, money, plan_href, printable, run_href, segment, short, status_badge, task_href,
+    Page, Section, budget_gauge, empty, money, plan_href, printable, run_href, short, status_badge, task_href,
     time_cell, when,
 };
 use crate::web::session::Viewer;
@@ -84,7 +84,7 @@ pub async fn page(
     };
     let body = render(&state, &viewer, &details, &filter, commits.as_deref());
     Ok(Page::new(format!("Plan {}", header.id), Section::Plans, &viewer, &state, body)
-        .live(Some(format!("/ui/stream?plan={}", segment(&plan))))
+        .live(Some(crate::web::stream_url(&state, Some(&plan)).await))
         .render())
 }
 

@@ -46,7 +46,9 @@ pub async fn page(viewer: Viewer, State(state): State<AppState>) -> Result<Respo
             }
         }
     };
-    Ok(Page::new("Plans", Section::Plans, &viewer, &state, body).live(Some("/ui/stream".into())).render())
+    Ok(Page::new("Plans", Section::Plans, &viewer, &state, body)
+        .live(Some(crate::web::stream_url(&state, None).await))
+        .render())
 }
 
 fn plan_row(p: &PlanSummary) -> Markup {

@@ -21,9 +21,7 @@ use maud::{Markup, html};
 
 use super::diff::highlighted_diff;
 use crate::state::AppState;
-use crate::web::layout::{
-    Page, Section, Tone, empty, money, plan_href, printable, segment, short, task_href, when, word_badge,
-};
+use crate::web::layout::{Page, Section, Tone, empty, money, plan_href, printable, short, task_href, when, word_badge};
 use crate::web::session::Viewer;
 use crate::web::{PageError, admin, check_plan_id, workspace_of};
 
@@ -49,7 +47,7 @@ pub async fn plan_run(
     let body = render(&run_record, crumbs, state.now());
     let live = !is_over(&run_record.state);
     Ok(Page::new(format!("Run {run}"), Section::Plans, &viewer, &state, body)
-        .live(live.then(|| format!("/ui/stream?plan={}", segment(&plan))))
+        .live(if live { Some(crate::web::stream_url(&state, Some(&plan)).await) } else { None })
         .every(live.then_some(3))
         .render())
 }

@@ -16,8 +16,8 @@ use serde::Deserialize;
 use super::events::event_table;
 use crate::state::AppState;
 use crate::web::layout::{
-    Page, Section, Tone, empty, money, plan_href, printable, run_href, segment, short, status_badge, task_href,
-    time_cell, url_encode, when, word_badge,
+    Page, Section, Tone, empty, money, plan_href, printable, run_href, short, status_badge, task_href, time_cell,
+    url_encode, when, word_badge,
 };
 use crate::web::session::Viewer;
 use crate::web::{PageError, admin, check_plan_id, workspace_of};
@@ -166,7 +166,7 @@ pub async fn page(
         }
     };
     Ok(Page::new(format!("Task {} of {plan}", task.spec.id), Section::Plans, &viewer, &state, body)
-        .live(Some(format!("/ui/stream?plan={}", segment(&plan))))
+        .live(Some(crate::web::stream_url(&state, Some(&plan)).await))
         .render())
 }
 

@@ -39,7 +39,7 @@ pub async fn page(viewer: Viewer, State(state): State<AppState>) -> Result<Respo
         }
     };
     Ok(Page::new("Workers", Section::Workers, &viewer, &state, body)
-        .live(Some("/ui/stream".into()))
+        .live(Some(crate::web::stream_url(&state, None).await))
         .every(Some(5))
         .render())
 }
