@@ -3,10 +3,13 @@
 
 The schemas are the documentation; `crates/arbiter-cli/tests/json_output.rs` runs each
 command and validates what it printed against its schema. Change a document's type, then
-its entry here, then run `python3 scripts/json-schemas.py`.
+its entry here, then run `python3 scripts/json-schemas.py`. `--check` writes nothing and
+exits 1 listing the schema files that differ (a test runs it, so a hand edit fails CI).
 """
+import argparse
 import json
 import os
+import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "..", "docs", "schemas")
@@ -59,6 +62,8 @@ PLAN = {
     "repository": SN,
     "base_ref": S,
     "integration_branch": S,
+    "source": dict(S, description="where the plan came from: the issue's URL (`arbiter intake`)"),
+    "prd": dict(S, description="the PRD the plan was drafted from"),
     "integration_branch_record": nullable(obj({"origin": {"enum": ["created", "adopted"]}, "base": S, "recorded_at": TIME})),
     "cancelled": B,
     "budget": BUDGET,
@@ -71,7 +76,13 @@ PLAN = {
         "run_id": SN, "commit": SN, "reason": SN,
     })),
 }
+# Only a plan that came from an issue or a PRD has them.
+PLAN_OPTIONAL = ("source", "prd")
 WAKE = obj({"p50": NUM, "p95": NUM, "max": NUM, "samples": I})
+# The decision gate's verdict on one task (`plan import`, `plan new`).
+GATE_VERDICT = obj({"task": S, "verdict": {"enum": ["ALLOW", "WARN", "REJECT"]}, "missing": STRS, "reason": S})
+# A branch pushed to a remote (`plan push`, `pr`).
+PUSHED = {"remote": S, "url": S, "branch": S, "commit": S, "up_to_date": B}
 
 DOCUMENTS = {
     "run": ("`arbiter run`, `arbiter runs resume` and `arbiter demo` with --json: how the tournament ended", {
@@ -145,14 +156,15 @@ DOCUMENTS = {
         "usage": {"type": ["object", "null"], "properties": {"input_tokens": I, "output_tokens": I, "cached_tokens": I}},
         "cost": USDN, "flags": STRS, "tool_calls_work": B,
     }),
-    "plan-show": ("`arbiter plan show ID --json`: the plan and its tasks", dict(PLAN)),
+    "plan-show": ("`arbiter plan show ID --json`: the plan and its tasks", dict(PLAN), PLAN_OPTIONAL),
     "plan-status": ("`arbiter plan status ID --json`: the plan, its tasks and every attempt", dict(PLAN, attempts=arr(obj({
         "task": S, "attempt": I, "fence": INT, "worker": S,
         "status": {"enum": ["running", "succeeded", "failed", "expired", "cancelled"]},
         "started_at": TIME, "finished_at": TIMEN, "cost": USD, "reserved": USD, "run_id": SN, "commit": SN,
         "reason": SN,
-    })))),
-    "plan-run": ("`arbiter plan run ID --json`: the plan as the run left it", dict(PLAN, interrupted=B, exit_code=I)),
+    }))), PLAN_OPTIONAL),
+    "plan-run": ("`arbiter plan run ID --json`: the plan as the run left it", dict(PLAN, interrupted=B, exit_code=I),
+                 PLAN_OPTIONAL),
     "plan-list": ("`arbiter plan list --json`", {
         "plans": arr(obj({"id": S, "name": S, "cancelled": B, "counts": COUNTS, "budget": BUDGET})),
     }),
@@ -161,16 +173,81 @@ DOCUMENTS = {
         "report": obj({"created_plan": B, "added": STRS, "updated": STRS, "unchanged": STRS, "skipped": STRS},
                       closed=False),
         "adopted_branch": nullable(obj({"name": S, "origin": {"enum": ["adopted"]}, "base": S, "recorded_at": TIME})),
-        "verdicts": arr(obj({"task": S, "verdict": {"enum": ["ALLOW", "WARN", "REJECT"]}, "missing": STRS,
-                             "reason": S})),
+        "verdicts": arr(GATE_VERDICT),
     }),
-    "plan-push": ("`arbiter plan push ID --json`", {
-        "remote": S, "url": S, "branch": S, "commit": S, "up_to_date": B,
-    }),
+    "plan-push": ("`arbiter plan push ID --json`", dict(PUSHED)),
     "plan-events": ("`arbiter plan events ID --json`: the plan's event log (kinds in docs/plans.md)", {
         "events": arr(obj({"id": INT, "plan_id": S, "task_id": SN, "attempt": IN, "kind": S,
                            "at": {"type": "integer", "description": "µs since the epoch"},
                            "data": {"type": "object"}})),
+    }),
+    "plan-new": ("`arbiter plan new IDEA --json`: what was drafted, what it cost, whether it was imported", {
+        "slug": S, "prd": dict(S, description="the PRD, relative to the repository"),
+        "plan_file": dict(S, description="the plan file, relative to the repository"),
+        "tasks": I, "questions": STRS, "repaired": B,
+        "dropped": dict(STRS, description="what was left out of the model's plan, and why"),
+        "gate": arr(GATE_VERDICT), "calls": I,
+        "cost": dict(USD, description="US dollars of the calls whose cost is known, an exact decimal"),
+        "uncosted_calls": I, "imported": B,
+    }),
+    "intake": ("`arbiter intake github|gitlab REF --json`: what became of each issue", {
+        "forge": {"enum": ["github", "gitlab"]}, "repository": S,
+        "issues": arr(obj({"number": I, "url": SN,
+                           "outcome": {"enum": ["planned", "planned_already", "planned_concurrently", "failed"]},
+                           "plan": SN, "tasks": IN, "prd": SN, "plan_file": SN, "calls": I, "cost": USDN,
+                           "error": SN})),
+    }),
+    "pr": ("`arbiter pr RUN|--plan ID --json`: the branch, and the pull request or what stands in for it", {
+        "of": {"enum": ["run", "plan"]}, "id": S,
+        "published": {"oneOf": [
+            obj({"outcome": {"const": "opened"}, "branch": S, "base": S, "url": S, "existed": B,
+                 "pushed": obj(PUSHED)}),
+            obj({"outcome": {"const": "pushed"}, "branch": S, "base": S, "compare_url": SN, "why": S,
+                 "pushed": obj(PUSHED)}),
+            obj({"outcome": {"const": "offline"}, "branch": S, "bundle": S, "patches": STRS}),
+        ]},
+        "commit": SN,
+    }),
+    "feature-do": ("`arbiter feature do --json`: the slice's tournament, its candidates' last gate failures and "
+                   "repair rounds, and the commit", {
+        "slice": S, "branch": S, "run_id": S, "run_dir": S, "status": RUN_STATUS, "winner": SN, "commit": SN,
+        "pushed": nullable(B), "push_error": SN,
+        "candidates": arr(obj({"candidate_id": S, "runner": S, "eligible": B, "reason": S, "repair_rounds": I,
+                               "failing_gates": arr(obj({"gate": S, "output_tail": S}))})),
+        "exit_code": I,
+    }),
+    "feature-scan": ("`arbiter feature scan --json`: the slices on disk and the registry's view of them", {
+        "registry": S,
+        "slices": arr(obj({"domain": S, "name": S, "dir": S, "flat": B, "registered": B})),
+        "registered_missing": STRS,
+    }),
+    "feature-status": ("`arbiter feature status --json`: the slices in progress", {
+        "default_branch": S, "current_branch": SN,
+        "in_progress": arr(obj({"branch": S, "current": B, "ahead": I, "behind": I, "has_slice": B})),
+        "uncommitted": STRS,
+    }),
+    "qa": ("`arbiter qa --json`: every registered slice's rules and tests", {
+        "slices": arr(obj({
+            "slice": S, "dir": S, "present": B, "files_checked": I, "violations": STRS,
+            "tests": nullable(obj({"command": S, "passed": nullable(B), "exit_code": IN, "timed_out": B,
+                                   "output_tail": S, "log": SN})),
+        })),
+        "project_violations": STRS, "skipped": STRS, "tests_passed": I, "tests_failed": I,
+        "slices_without_tests": I, "violations": I, "strict": B, "passed": B,
+    }),
+    "rules-check": ("`arbiter rules check --json`: the violations (`line` 0: the whole file or the project)", {
+        "files_checked": I,
+        "violations": arr(obj({"path": S, "line": I, "rule": S, "message": S})),
+        "skipped": STRS, "passed": B,
+    }),
+    "rules-list": ("`arbiter rules list --json`: the rule sets in force", {
+        "sets": arr(obj({
+            "lang": {"enum": ["python", "ts", "vue", "jinja"]}, "source": S,
+            "checks": arr(obj({"id": S, "group": S,
+                               "kind": {"enum": ["line", "text-required", "balanced", "py-ast", "project"]},
+                               "message": S})),
+        })),
+        "warnings": STRS,
     }),
 }
 
@@ -182,24 +259,85 @@ BACKEND = obj({
 })
 
 
+def schema_of(name, title, props, optional=()):
+    if props is None:
+        props = dict(BACKEND["properties"])
+    schema = {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": f"arbiter/{name}",
+        "title": title,
+        **obj({"schema": {"const": name}, "schema_version": {"const": 1}, **props}, optional=optional),
+    }
+    if name in ("backend-list",):
+        schema["$defs"] = {"backend": BACKEND}
+    return schema
+
+
+def rendered():
+    """Every schema file's name and the text it must hold."""
+    return {
+        f"{name}.schema.json": json.dumps(schema_of(name, *entry), indent=2, ensure_ascii=False) + "\n"
+        for name, entry in DOCUMENTS.items()
+    }
+
+
+def on_disk():
+    """The schema files docs/schemas/ holds, and their text."""
+    if not os.path.isdir(OUT):
+        return {}
+    files = {}
+    for name in sorted(os.listdir(OUT)):
+        if name.endswith(".schema.json"):
+            with open(os.path.join(OUT, name), encoding="utf-8", newline="") as f:
+                files[name] = f.read()
+    return files
+
+
+def differences(wanted, found):
+    """What differs between the files this script writes and those on disk, one line each."""
+    lines = []
+    for name, text in wanted.items():
+        if name not in found:
+            lines.append(f"docs/schemas/{name}: missing")
+        elif found[name] != text:
+            lines.append(f"docs/schemas/{name}: differs from its entry in scripts/json-schemas.py")
+    for name in found:
+        if name not in wanted:
+            lines.append(f"docs/schemas/{name}: no entry in scripts/json-schemas.py writes it")
+    return lines
+
+
 def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--check", action="store_true",
+        help="write nothing; exit 1 listing the schema files that differ from what this script writes",
+    )
+    args = parser.parse_args()
+    wanted = rendered()
+    found = on_disk()
+    if args.check:
+        lines = differences(wanted, found)
+        if lines:
+            print("\n".join(lines), file=sys.stderr)
+            print("docs/schemas/ is out of step with scripts/json-schemas.py: change a document's entry in the "
+                  "script (not its schema file), then run `python3 scripts/json-schemas.py`; delete a schema file "
+                  "whose document is gone", file=sys.stderr)
+            return 1
+        print(f"docs/schemas/ matches scripts/json-schemas.py ({len(wanted)} schemas)")
+        return 0
     os.makedirs(OUT, exist_ok=True)
-    for name, (title, props) in DOCUMENTS.items():
-        if props is None:
-            props = dict(BACKEND["properties"])
-        schema = {
-            "$schema": "https://json-schema.org/draft/2020-12/schema",
-            "$id": f"arbiter/{name}",
-            "title": title,
-            **obj({"schema": {"const": name}, "schema_version": {"const": 1}, **props}),
-        }
-        if name in ("backend-list",):
-            schema["$defs"] = {"backend": BACKEND}
-        with open(os.path.join(OUT, f"{name}.schema.json"), "w") as f:
-            json.dump(schema, f, indent=2, ensure_ascii=False)
-            f.write("\n")
-    print(f"wrote {len(DOCUMENTS)} schemas to docs/schemas/")
+    for name, text in wanted.items():
+        if found.get(name) != text:
+            with open(os.path.join(OUT, name), "w", encoding="utf-8", newline="") as f:
+                f.write(text)
+    print(f"wrote {len(wanted)} schemas to docs/schemas/")
+    for name in found:
+        if name not in wanted:
+            print(f"warning: docs/schemas/{name} has no entry here: add one, or delete the file if its "
+                  "document is gone", file=sys.stderr)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,12 +1,14 @@
 //! Every `--json` document the CLI prints matches its documented schema
 //! (`docs/schemas/<name>.schema.json`): run for real, then validated. The documents of the
 //! control plane (`worker list`, `bench queue`) and of `plan events` / `plan push` are
-//! checked where those commands run (distributed.rs, plans.rs).
+//! checked where those commands run (distributed.rs, plans.rs). The schema files are what
+//! `scripts/json-schemas.py` writes, byte for byte: a hand edit fails here.
 
 mod common;
 
 use std::collections::BTreeSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::process::Command;
 
 use common::*;
 use serde_json::{Value, json};
@@ -61,6 +63,23 @@ fn the_machine_and_configuration_documents_match_their_schemas() {
     let doctor = repo.arbiter(&["doctor", "--json"]);
     assert_schema("doctor", &doctor.stdout);
     document(&repo, "cache-prune", &["cache", "prune"], 0);
+
+    // The local store's access tokens: named, with their role and state, never their value.
+    let created = repo.arbiter(&["token", "create", "viewer", "--read-only"]);
+    let secret = created.assert_code(0).stdout.trim().to_string();
+    repo.arbiter(&["token", "create", "ops"]).assert_code(0);
+    repo.arbiter(&["token", "revoke", "ops"]).assert_code(0);
+    let run = repo.arbiter(&["token", "list", "--json"]);
+    assert!(!secret.is_empty() && !run.stdout.contains(&secret), "a token's value is never listed: {}", run.stdout);
+    let tokens = document(&repo, "token-list", &["token", "list"], 0);
+    let rows: Vec<(Value, Value, bool)> = tokens["tokens"]
+        .as_array()
+        .expect("a list of tokens")
+        .iter()
+        .map(|t| (t["name"].clone(), t["role"].clone(), t["revoked_at"].is_string()))
+        .collect();
+    assert!(rows.contains(&(json!("viewer"), json!("read-only"), false)), "{tokens:#}");
+    assert!(rows.contains(&(json!("ops"), json!("admin"), true)), "{tokens:#}");
 
     let mock = MockLlm::start(&json!({"responses": [
         {"tool_calls": [{"name": "echo", "arguments": {"text": "ping"}}], "repeat": true}
@@ -145,6 +164,85 @@ fn every_json_document_has_a_schema_and_a_test() {
         })
         .collect();
     assert!(unchecked.is_empty(), "schemas no test checks a document against: {unchecked:?}");
+}
+
+/// The checkout's root, where `scripts/` and `docs/schemas/` are.
+fn checkout_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// `python3 scripts/json-schemas.py ARGS`, the script found under `root`.
+fn schemas_script(root: &Path, args: &[&str]) -> Run {
+    let out = Command::new("python3")
+        .arg(root.join("scripts/json-schemas.py"))
+        .args(args)
+        .current_dir(root)
+        .output()
+        .expect("run python3 (the tests need it: .ci/run installs it)");
+    Run::from_output(out)
+}
+
+/// The script is the one source of the schemas: what it would write is what is committed.
+#[test]
+fn the_schema_files_are_what_the_script_writes() {
+    let check = schemas_script(&checkout_root(), &["--check"]);
+    check.assert_code(0);
+    assert!(check.stdout.contains("docs/schemas/ matches scripts/json-schemas.py"), "{}", check.stdout);
+}
+
+/// A schema edited by hand, one the script does not write and one gone: `--check` names each,
+/// writes nothing and exits 1; its advice (run the script, delete the orphan) puts it right.
+#[test]
+fn a_hand_edited_schema_fails_the_check_until_the_script_is_run() {
+    let copy = tempfile::Builder::new().prefix("arbiter-schemas-").tempdir().expect("create a temp dir");
+    let root = copy.path();
+    let schemas = root.join("docs/schemas");
+    std::fs::create_dir_all(root.join("scripts")).unwrap();
+    std::fs::create_dir_all(&schemas).unwrap();
+    std::fs::copy(checkout_root().join("scripts/json-schemas.py"), root.join("scripts/json-schemas.py")).unwrap();
+    let committed = checkout_root().join("docs/schemas");
+    let names: Vec<PathBuf> = files_under(&committed).iter().filter_map(|p| p.file_name()).map(PathBuf::from).collect();
+    for name in &names {
+        std::fs::copy(committed.join(name), schemas.join(name)).unwrap();
+    }
+    let original = std::fs::read_to_string(schemas.join("qa.schema.json")).unwrap();
+    let loosened = original.replacen("\"additionalProperties\": false", "\"additionalProperties\": true", 1);
+    assert_ne!(loosened, original, "the edit changes the file");
+    std::fs::write(schemas.join("qa.schema.json"), &loosened).unwrap();
+    std::fs::remove_file(schemas.join("pr.schema.json")).unwrap();
+    std::fs::write(schemas.join("orphan.schema.json"), "{}\n").unwrap();
+    let before: Vec<PathBuf> = files_under(&schemas);
+
+    let check = schemas_script(root, &["--check"]);
+    check.assert_code(1);
+    for line in [
+        "docs/schemas/qa.schema.json: differs from its entry in scripts/json-schemas.py",
+        "docs/schemas/pr.schema.json: missing",
+        "docs/schemas/orphan.schema.json: no entry in scripts/json-schemas.py writes it",
+        "run `python3 scripts/json-schemas.py`",
+    ] {
+        assert!(check.stderr.contains(line), "{line:?} not in:\n{}", check.stderr);
+    }
+    assert!(!check.stderr.contains("runs-list"), "only the files that differ are named:\n{}", check.stderr);
+    assert_eq!(files_under(&schemas), before, "--check writes nothing");
+    assert_eq!(std::fs::read_to_string(schemas.join("qa.schema.json")).unwrap(), loosened, "--check writes nothing");
+
+    // The advice, followed: run the script, then delete the schema no document has.
+    schemas_script(root, &[]).assert_code(0);
+    assert_eq!(std::fs::read_to_string(schemas.join("qa.schema.json")).unwrap(), original);
+    let orphan_left = schemas_script(root, &["--check"]);
+    orphan_left.assert_code(1);
+    assert!(orphan_left.stderr.contains("orphan.schema.json") && !orphan_left.stderr.contains("qa.schema.json"));
+    std::fs::remove_file(schemas.join("orphan.schema.json")).unwrap();
+    schemas_script(root, &["--check"]).assert_code(0);
+    for name in &names {
+        assert_eq!(
+            std::fs::read(schemas.join(name)).unwrap(),
+            std::fs::read(committed.join(name)).unwrap(),
+            "{} as the script writes it",
+            name.display()
+        );
+    }
 }
 
 fn rust_files(dir: &Path) -> Vec<String> {
