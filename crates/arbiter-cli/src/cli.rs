@@ -307,6 +307,11 @@ pub struct ServeArgs {
     /// The largest artifact a worker may upload, in MiB.
     #[arg(long, default_value_t = 256, value_name = "MIB")]
     pub max_artifact_mib: u64,
+    /// Mark the dashboard's session cookies `Secure` although this server speaks plain HTTP:
+    /// a TLS proxy in front of it serves the dashboard over HTTPS (with --tls-cert they are
+    /// always `Secure`).
+    #[arg(long)]
+    pub secure_cookies: bool,
 }
 
 /// How to reach a control plane.

@@ -113,14 +113,11 @@ pub fn columns(header: &[&str], rows: &[Vec<String>]) -> String {
     out
 }
 
-/// `text` with its control characters escaped (`\u{1b}`, `\n`): text that came from
-/// outside (a worker's report, an agent's reason) printed on one line can neither fake lines
-/// nor drive the terminal.
+/// `text` with its control and invisible characters escaped (`\u{1b}`, `\u{a}`,
+/// `\u{202e}`): text that came from outside (a worker's report, an agent's reason) printed on
+/// one line can neither fake lines, drive the terminal nor read as something it is not.
 pub fn printable(text: &str) -> String {
-    if !text.chars().any(char::is_control) {
-        return text.to_string();
-    }
-    text.chars().map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() }).collect()
+    arbiter_core::text::one_line(text)
 }
 
 /// A note for whoever watches stderr (what arbiter decided, where it wrote): silenced by

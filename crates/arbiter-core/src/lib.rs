@@ -71,6 +71,7 @@ pub mod task;
 pub mod test_command;
 pub mod test_output;
 pub mod test_report;
+pub mod text;
 pub mod time;
 pub mod viewer;
 

@@ -74,6 +74,10 @@ pub struct AppState {
     pub local_runs: Option<PathBuf>,
     /// Session cookies are marked `Secure` (the server speaks HTTPS).
     pub secure_cookies: bool,
+    /// The `Host` values requests may carry (`None`: any). `arbiter ui` names its own
+    /// loopback address only, so a web page on another name that resolves to 127.0.0.1
+    /// (DNS rebinding) reaches nothing.
+    pub allowed_hosts: Option<Vec<String>>,
 }
 
 impl AppState {
@@ -109,6 +113,7 @@ impl AppState {
             plan_repos: None,
             local_runs: None,
             secure_cookies: false,
+            allowed_hosts: None,
         }
     }
 
@@ -138,6 +143,12 @@ impl AppState {
     /// The dashboard lists the runs of this local run directory too (`arbiter ui`).
     pub fn with_local_runs(mut self, runs_dir: PathBuf) -> Self {
         self.local_runs = Some(runs_dir);
+        self
+    }
+
+    /// Answers only requests whose `Host` is one of `hosts`.
+    pub fn with_allowed_hosts(mut self, hosts: Vec<String>) -> Self {
+        self.allowed_hosts = Some(hosts);
         self
     }
 

@@ -356,7 +356,7 @@ async fn bad_input_gets_a_page_that_says_what_is_wrong() {
     let cases = [
         ("/plans/nope", StatusCode::NOT_FOUND, "no plan named 'nope'"),
         ("/plans/..%2Fetc", StatusCode::NOT_FOUND, "no plan named"),
-        ("/plans/p/task", StatusCode::NOT_FOUND, "name the task"),
+        ("/plans/p/task", StatusCode::BAD_REQUEST, "name the task"),
         ("/plans/p/task?id=ZZ", StatusCode::NOT_FOUND, "has no task"),
         ("/plans/p/runs/not-a-run", StatusCode::NOT_FOUND, "is not a run id"),
         ("/plans/p/budget?limit=abc", StatusCode::UNPROCESSABLE_ENTITY, "is not a budget"),
@@ -391,4 +391,99 @@ async fn a_one_time_link_logs_in_once() {
     assert!(again.text().await.unwrap().contains("used already"));
     let _ = s.admin.list().await.unwrap();
     s.stop().await;
+}
+
+#[tokio::test]
+async fn logins_come_from_this_site_and_lead_only_within_it() {
+    let s = start().await;
+    let from = |origin: &'static str| {
+        s.http
+            .post(s.at("/login"))
+            .header(CONTENT_TYPE, FORM)
+            .header("Origin", origin)
+            .body(form(&[("token", ADMIN), ("next", "/")]))
+            .send()
+    };
+    let r = from("https://evil.example").await.unwrap();
+    assert_eq!(r.status(), StatusCode::FORBIDDEN, "another site cannot log a browser in");
+    assert!(r.headers().get(SET_COOKIE).is_none());
+    let own = s.url.clone();
+    let r = s
+        .http
+        .post(s.at("/login"))
+        .header(CONTENT_TYPE, FORM)
+        .header("Origin", own)
+        .body(form(&[("token", ADMIN), ("next", "/plans/p")]))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.headers().get(LOCATION).unwrap(), "/plans/p");
+    // Browsers drop a tab from a URL: `/\t/evil.example` would become `//evil.example`.
+    for away in ["/\t/evil.example", "/\\evil.example", "/%09/x\u{1}"] {
+        let r = s
+            .http
+            .post(s.at("/login"))
+            .header(CONTENT_TYPE, FORM)
+            .body(form(&[("token", ADMIN), ("next", away)]))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.headers().get(LOCATION).unwrap(), "/", "{away:?}");
+    }
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn a_page_stream_ends_with_its_session_and_a_session_holds_few_of_them() {
+    let s = start().await;
+    let admin = s.session(ADMIN).await;
+    let open = || s.http.get(s.at("/ui/stream?plan=p")).header(COOKIE, &admin.cookie).send();
+    let mut streams = Vec::new();
+    for _ in 0..16 {
+        let r = open().await.unwrap();
+        assert_eq!(r.status(), StatusCode::OK);
+        streams.push(r);
+    }
+    assert_eq!(open().await.unwrap().status(), StatusCode::TOO_MANY_REQUESTS, "no 17th stream");
+    drop(streams.split_off(1));
+    // Closed streams give their slots back (the server sees the drop on its next write or
+    // keep-alive; a fresh stream may take a moment).
+    let mut reopened = None;
+    for _ in 0..100 {
+        let r = open().await.unwrap();
+        if r.status() == StatusCode::OK {
+            reopened = Some(r);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let mut stream = reopened.expect("a closed stream's slot comes back");
+    assert_eq!(s.post(Some(&admin.cookie), "/logout", &[("csrf", &admin.csrf)]).await.status(), StatusCode::SEE_OTHER);
+    // The open stream ends once the session has: it does not go on telling a logged-out
+    // browser what happens.
+    let ended =
+        tokio::time::timeout(Duration::from_secs(30), async { while let Ok(Some(_)) = stream.chunk().await {} }).await;
+    assert!(ended.is_ok(), "the stream of a logged-out session ended");
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn a_server_that_names_its_hosts_answers_no_other() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(SqliteStore::open(&dir.path().join("arbiter.db")).await.unwrap());
+    let tokens = Tokens::new(&Secret::new(BOOTSTRAP), &Secret::new(ADMIN)).unwrap();
+    let bound = bind(ServeConfig::new("127.0.0.1:0".parse().unwrap())).await.unwrap();
+    let addr = bound.local_addr();
+    let state = AppState::new(store, tokens, dir.path()).with_allowed_hosts(vec![addr.to_string()]);
+    let shutdown = CancellationToken::new();
+    let handle = tokio::spawn(bound.run(state, shutdown.clone()));
+    let http = reqwest::Client::new();
+    let at = format!("http://{addr}/login");
+    assert_eq!(http.get(&at).send().await.unwrap().status(), StatusCode::OK);
+    // DNS rebinding: a name that resolves to 127.0.0.1, sent as the Host.
+    let r = http.get(&at).header("Host", format!("evil.example:{}", addr.port())).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::MISDIRECTED_REQUEST);
+    assert!(r.text().await.unwrap().contains("open the address it printed"));
+    shutdown.cancel();
+    handle.await.unwrap().unwrap();
 }

@@ -1368,15 +1368,17 @@ macro_rules! plan_store_impl {
 
                 async fn recent_events(
                     &self,
-                    plan_id: Option<&str>,
+                    filter: &crate::plans::EventFilter<'_>,
                     before: Option<i64>,
                     limit: u32,
                 ) -> Result<Vec<PlanEvent>, StoreError> {
                     let before = before.unwrap_or(i64::MAX);
-                    let rows = match plan_id {
+                    let rows = match filter.plan {
                         Some(plan) => {
                             sqlx::query(q::SELECT_RECENT_EVENTS)
                                 .bind(plan)
+                                .bind(filter.task)
+                                .bind(filter.kind)
                                 .bind(before)
                                 .bind(i64::from(limit))
                                 .fetch_all(&self.pool)
@@ -1384,6 +1386,8 @@ macro_rules! plan_store_impl {
                         }
                         None => {
                             sqlx::query(q::SELECT_ALL_RECENT_EVENTS)
+                                .bind(filter.task)
+                                .bind(filter.kind)
                                 .bind(before)
                                 .bind(i64::from(limit))
                                 .fetch_all(&self.pool)

@@ -161,10 +161,11 @@ pub const SELECT_ALL_EVENTS_AFTER: &str = "SELECT id, plan_id, task_id, attempt,
      WHERE id > $1 ORDER BY id LIMIT $2";
 
 pub const SELECT_RECENT_EVENTS: &str = "SELECT id, plan_id, task_id, attempt, kind, at, data FROM plan_events
-     WHERE plan_id = $1 AND id < $2 ORDER BY id DESC LIMIT $3";
+     WHERE plan_id = $1 AND ($2 IS NULL OR task_id = $2) AND ($3 IS NULL OR kind = $3) AND id < $4
+     ORDER BY id DESC LIMIT $5";
 
 pub const SELECT_ALL_RECENT_EVENTS: &str = "SELECT id, plan_id, task_id, attempt, kind, at, data FROM plan_events
-     WHERE id < $1 ORDER BY id DESC LIMIT $2";
+     WHERE ($1 IS NULL OR task_id = $1) AND ($2 IS NULL OR kind = $2) AND id < $3 ORDER BY id DESC LIMIT $4";
 
 pub const SELECT_EVENTS: &str =
     "SELECT id, plan_id, task_id, attempt, kind, at, data FROM plan_events WHERE plan_id = $1 ORDER BY id";

@@ -235,6 +235,22 @@ impl PlanEvent {
     }
 }
 
+/// Which events [`PlanStore::recent_events`] reads: of one plan or of all, of one task, of
+/// one kind (`None`: any).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EventFilter<'a> {
+    pub plan: Option<&'a str>,
+    pub task: Option<&'a str>,
+    pub kind: Option<&'a str>,
+}
+
+impl<'a> EventFilter<'a> {
+    /// Every event of one plan (or, `None`, of every plan).
+    pub fn plan(plan: Option<&'a str>) -> Self {
+        EventFilter { plan, ..Default::default() }
+    }
+}
+
 /// A line of `plan list`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PlanSummary {
@@ -459,11 +475,11 @@ pub trait PlanStore: Send + Sync {
     /// Every plan's events after the event `after`, oldest first, at most `limit`: a stream
     /// of the whole store (the dashboard's plans page).
     async fn all_events_after(&self, after: i64, limit: u32) -> Result<Vec<PlanEvent>, StoreError>;
-    /// The latest events before the event `before` (`None`: the newest), newest first, at
-    /// most `limit`, of one plan or (`plan_id` `None`) of all.
+    /// The latest events `filter` picks before the event `before` (`None`: the newest),
+    /// newest first, at most `limit`.
     async fn recent_events(
         &self,
-        plan_id: Option<&str>,
+        filter: &EventFilter<'_>,
         before: Option<i64>,
         limit: u32,
     ) -> Result<Vec<PlanEvent>, StoreError>;

@@ -66,7 +66,8 @@ pub async fn serve(database_url: Option<&str>, args: &ServeArgs) -> Result<u8, C
             (state.with_work(work_plane(store, repos, lease)), "sqlite")
         }
     };
-    let state = state.with_limits(limits).with_lease(lease).with_secure_cookies(args.tls_cert.is_some());
+    let state =
+        state.with_limits(limits).with_lease(lease).with_secure_cookies(args.tls_cert.is_some() || args.secure_cookies);
 
     let mut config = ServeConfig::new(addr);
     config.insecure = args.insecure;

@@ -68,10 +68,16 @@ pub async fn token(repo: Option<&Path>, cmd: &TokenCommand) -> Result<u8, CliErr
                 None => local_tokens(repo).await?.create_token(name, role, now()).await?.token.expose().to_string(),
             };
             match token_file {
-                Some(file) => {
-                    super::worker::write_token_file(file, &token)?;
-                    out!("created the {role} token '{name}'; it is in {} (mode 0600)", file.display());
-                }
+                Some(file) => match super::worker::write_token_file(file, &token) {
+                    Ok(()) => out!("created the {role} token '{name}'; it is in {} (mode 0600)", file.display()),
+                    Err(e) => {
+                        // The token exists now and its name is taken: it is not lost with the file.
+                        warning!(
+                            "{e}; the {role} token '{name}' is printed below instead, this once (only its hash is kept)"
+                        );
+                        out!("{token}");
+                    }
+                },
                 None => {
                     warning!(
                         "the {role} token '{name}' is printed below, this once (only its hash is kept): keep it somewhere safe; --token-file FILE writes it to a 0600 file instead"

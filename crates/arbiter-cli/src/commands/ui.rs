@@ -55,6 +55,9 @@ pub async fn ui(args: UiArgs<'_>) -> Result<u8, CliError> {
     let bound = bind(ServeConfig::new(addr))
         .await
         .map_err(|e| if e.is_usage() { CliError::usage(e) } else { CliError::environment(e) })?;
+    let port = bound.local_addr().port();
+    let state =
+        state.with_allowed_hosts([bound.local_addr().to_string(), format!("localhost:{port}")].into_iter().collect());
     let code = state
         .sessions
         .one_time(Role::Admin, &crate::commands::plan::local_actor())

@@ -64,6 +64,17 @@ async fn method_not_allowed() -> ApiError {
 /// Logs each request (method, route, path, status, time: never a header, a query or a
 /// body, so never a token) and records its latency.
 async fn observe(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    if let Some(allowed) = &state.allowed_hosts {
+        let host = request.headers().get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or_default();
+        if !allowed.iter().any(|a| a.eq_ignore_ascii_case(host)) {
+            return ApiError::new(
+                StatusCode::MISDIRECTED_REQUEST,
+                "unknown_host",
+                "this server answers only to its own address; open the address it printed",
+            )
+            .into_response();
+        }
+    }
     let started = Instant::now();
     let method = request.method().clone();
     let path = request.uri().path().to_string();

@@ -276,7 +276,11 @@ async fn run_overview(
     }
     let id = arbiter_core::ids::RunId::parse(&run)
         .map_err(|_| ApiError::not_found(format!("'{}' is not a run id", run.escape_default())))?;
-    let header = admin(&state)?.view(&plan).await.map_err(admin_error)?.view.plan.header;
+    let details = admin(&state)?.view(&plan).await.map_err(admin_error)?;
+    if !details.attempts.iter().any(|a| a.run_id.as_deref() == Some(id.as_str())) {
+        return Err(ApiError::not_found(format!("no task of plan {plan} made a run {run}")));
+    }
+    let header = details.view.plan.header;
     let Some(ws) = crate::web::workspace_of(&state, &header).await else {
         return Err(ApiError::not_found(format!("the repository of plan {plan} is not on this server")));
     };

@@ -138,7 +138,10 @@ async fn confirm_retry(
 ) -> Result<Response, PageError> {
     check_plan_id(&plan)?;
     must_act(&viewer)?;
-    let task = q.task.filter(|t| !t.is_empty()).ok_or_else(|| PageError::not_found("name the task: ?task=ID"))?;
+    let task = q
+        .task
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| PageError::new(StatusCode::BAD_REQUEST, "name the task: ?task=ID"))?;
     Ok(Confirmation {
         title: format!("Retry task {} of plan {plan}?", printable(&task)),
         what: html! { p { "The task gets new attempts and is claimed again once its dependencies are done." } },
@@ -159,7 +162,10 @@ async fn retry(
 ) -> Result<Response, PageError> {
     check_plan_id(&plan)?;
     checked(&viewer, &headers, f.csrf.as_deref())?;
-    let task = f.task.filter(|t| !t.is_empty()).ok_or_else(|| PageError::not_found("the form names no task"))?;
+    let task = f
+        .task
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| PageError::new(StatusCode::BAD_REQUEST, "the form names no task"))?;
     admin(&state)?.retry(&plan, &task, &viewer.by).await?;
     state.plan_events.notify_waiters();
     tracing::info!(plan = %plan, task = %task.escape_default(), by = %viewer.by, "task retried from the dashboard");

@@ -266,12 +266,10 @@ pub fn run_href(plan: &str, run: &str) -> String {
     format!("/plans/{}/runs/{}", segment(plan), segment(run))
 }
 
-/// Text shown in a page, its control characters made visible (a hostile title or reason
-/// cannot fake anything; HTML escaping is maud's).
+/// Text shown in a page, its control and invisible characters made visible (a hostile
+/// title, reason or diff cannot fake or hide anything; HTML escaping is maud's).
 pub fn printable(s: &str) -> String {
-    s.chars()
-        .flat_map(|c| if c.is_control() && c != '\n' && c != '\t' { c.escape_default().collect() } else { vec![c] })
-        .collect()
+    arbiter_core::text::visible(s)
 }
 
 /// A short commit id.

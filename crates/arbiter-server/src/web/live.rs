@@ -20,7 +20,7 @@ use axum::routing::get;
 use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
 
-use arbiter_store::plans::PlanEvent;
+use arbiter_store::plans::{EventFilter, PlanEvent};
 
 use super::session::{STREAMS_PER_SESSION, Viewer, still_valid};
 use crate::routes::events::Held;
@@ -60,7 +60,7 @@ async fn stream(
         )
         .into_response();
     };
-    let newest = match state.plans.recent_events(plan.as_deref(), None, 1).await {
+    let newest = match state.plans.recent_events(&EventFilter::plan(plan.as_deref()), None, 1).await {
         Ok(latest) => latest.first().map_or(0, |e| e.id),
         Err(e) => return super::PageError::from(e).into_response(),
     };

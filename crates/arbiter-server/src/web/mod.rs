@@ -32,6 +32,7 @@ use maud::html;
 use arbiter_core::plan::PlanSpec;
 use arbiter_runner::plan_admin::{AdminError, PlanAdmin};
 use arbiter_runner::workspace::Workspace;
+use arbiter_store::plans::EventFilter;
 
 use crate::state::AppState;
 use layout::Page;
@@ -117,7 +118,13 @@ pub async fn workspace_of(state: &AppState, header: &PlanSpec) -> Option<Workspa
 /// The event stream that keeps a page live: one plan's (or every plan's), from the newest
 /// event there is as the page is rendered, so nothing that happens meanwhile is missed.
 pub async fn stream_url(state: &AppState, plan: Option<&str>) -> String {
-    let newest = state.plans.recent_events(plan, None, 1).await.ok().and_then(|e| e.first().map(|e| e.id)).unwrap_or(0);
+    let newest = state
+        .plans
+        .recent_events(&EventFilter::plan(plan), None, 1)
+        .await
+        .ok()
+        .and_then(|e| e.first().map(|e| e.id))
+        .unwrap_or(0);
     match plan {
         Some(p) => format!("/ui/stream?plan={}&after={newest}", layout::url_encode(p)),
         None => format!("/ui/stream?after={newest}"),

@@ -12,6 +12,10 @@
   var inflight = false;
   var again = false;
   var timer = null;
+  var last = 0;
+  var stale = false;
+  // At most one look a second, and none while the page is hidden (it looks again when shown).
+  var GAP = 1000;
 
   function swap(html) {
     var fresh = new DOMParser().parseFromString(html, 'text/html');
@@ -28,8 +32,10 @@
   }
 
   function refresh() {
+    if (document.hidden) { stale = true; return; }
     if (inflight) { again = true; return; }
     inflight = true;
+    last = Date.now();
     fetch(location.href, { headers: { 'X-Arbiter-Live': '1' }, credentials: 'same-origin', cache: 'no-store' })
       .then(function (r) {
         if (r.status === 401) { location.reload(); return null; }
@@ -45,8 +51,13 @@
 
   function schedule() {
     if (timer) { return; }
-    timer = setTimeout(function () { timer = null; refresh(); }, 120);
+    var wait = Math.max(120, GAP - (Date.now() - last));
+    timer = setTimeout(function () { timer = null; refresh(); }, wait);
   }
+
+  document.addEventListener('visibilitychange', function () {
+    if (!document.hidden && stale) { stale = false; schedule(); }
+  });
 
   if (stream && window.EventSource) {
     var source = new EventSource(stream);

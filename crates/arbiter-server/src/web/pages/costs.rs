@@ -13,6 +13,7 @@ use arbiter_core::plan::event::{PlanEntry, PlanLogEntry};
 use arbiter_core::time::Timestamp;
 use arbiter_runner::plan_admin::PlanDetails;
 use arbiter_runner::run_record::{JSON_CAP, read_regular};
+use arbiter_store::plans::EventFilter;
 use axum::extract::{Query, State};
 use axum::response::Response;
 use maud::{Markup, html};
@@ -49,7 +50,14 @@ pub async fn page(
             let details = admin.view(plan).await?;
             let calls = plan_calls(&state, &details).await;
             // The newest charges, oldest first (a long plan's curve keeps its latest part).
-            let mut events = state.plans.recent_events(Some(plan), None, CURVE_EVENTS).await?;
+            let mut events = state
+                .plans
+                .recent_events(
+                    &EventFilter { plan: Some(plan), task: None, kind: Some("cost_charged") },
+                    None,
+                    CURVE_EVENTS,
+                )
+                .await?;
             events.reverse();
             let curve: Vec<(Timestamp, Usd)> = events
                 .iter()

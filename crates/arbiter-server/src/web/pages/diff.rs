@@ -94,6 +94,9 @@ fn escape_into(out: &mut String, s: &str) {
             c if c.is_control() && c != '\t' => {
                 let _ = write!(out, "{}", c.escape_default());
             }
+            c if arbiter_core::text::invisible(c) => {
+                let _ = write!(out, "{}", c.escape_unicode());
+            }
             c => out.push(c),
         }
     }
@@ -205,8 +208,12 @@ mod tests {
 
     #[test]
     fn hostile_text_stays_text() {
-        let html = highlighted_diff("+<script>alert('x')</script>\u{1b}[2J\n").into_string();
+        let html = highlighted_diff("+<script>alert('x')</script>\u{1b}[2J\n+if role == \u{202e}nimda\n").into_string();
         assert!(!html.contains("<script>"), "{html}");
         assert!(html.contains("\\u{1b}"), "{html}");
+        assert!(
+            html.contains("\\u{202e}") && !html.contains('\u{202e}'),
+            "a right-to-left override is shown, not obeyed: {html}"
+        );
     }
 }

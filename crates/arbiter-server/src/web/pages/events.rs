@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 
 use arbiter_core::time::Timestamp;
-use arbiter_store::plans::PlanEvent;
+use arbiter_store::plans::{EventFilter, PlanEvent};
 use axum::extract::{Query, State};
 use axum::response::Response;
 use maud::{Markup, html};
@@ -15,12 +15,12 @@ use crate::web::layout::{Page, Section, empty, plan_href, printable, task_href, 
 use crate::web::session::Viewer;
 use crate::web::{PageError, admin};
 
-/// How far back the filters look, and how many events the page shows.
-const LOOK_BACK: u32 = 5000;
+/// How many events the page shows, and how far back it looks for the kinds to filter by.
 const SHOWN: usize = 500;
+const KINDS_LOOK_BACK: u32 = 1000;
 
 #[derive(Debug, Default, Deserialize)]
-pub struct EventFilter {
+pub struct EventQuery {
     pub plan: Option<String>,
     pub task: Option<String>,
     pub kind: Option<String>,
@@ -33,21 +33,16 @@ fn given(v: &Option<String>) -> Option<&str> {
 pub async fn page(
     viewer: Viewer,
     State(state): State<AppState>,
-    Query(f): Query<EventFilter>,
+    Query(f): Query<EventQuery>,
 ) -> Result<Response, PageError> {
     let plans = admin(&state)?.list().await?;
     let plan = given(&f.plan).filter(|p| plans.iter().any(|x| x.id == *p));
-    let recent = state.plans.recent_events(plan, None, LOOK_BACK).await?;
-    let kinds: BTreeSet<&str> = recent.iter().map(|e| e.kind.as_str()).collect();
     let task = given(&f.task);
     let kind = given(&f.kind);
-    let shown: Vec<PlanEvent> = recent
-        .iter()
-        .filter(|e| task.is_none_or(|t| e.task_id.as_deref() == Some(t)))
-        .filter(|e| kind.is_none_or(|k| e.kind == k))
-        .take(SHOWN)
-        .cloned()
-        .collect();
+    let shown = state.plans.recent_events(&EventFilter { plan, task, kind }, None, SHOWN as u32).await?;
+    // The kinds to choose from: those of the latest events of the plan (or of all).
+    let recent = state.plans.recent_events(&EventFilter::plan(plan), None, KINDS_LOOK_BACK).await?;
+    let kinds: BTreeSet<&str> = recent.iter().map(|e| e.kind.as_str()).collect();
     let body = html! {
         h1 { "Events" }
         section.card {

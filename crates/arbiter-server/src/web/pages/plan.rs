@@ -125,7 +125,7 @@ pub fn render(
             (counts(&summary))
             (budget_gauge("budget", record.budget.limit, record.budget.spent, record.budget.reserved))
             p.muted {
-                "Repository " code { (printable(header.repository.as_deref().unwrap_or("(the server's default)"))) }
+                "Repository " code { (printable(&arbiter_core::redact::redact_patterns(header.repository.as_deref().unwrap_or("(the server's default)")))) }
                 " · created " (when(record.created_at)) " · updated " (time_cell(record.updated_at, now))
             }
         }

@@ -16,6 +16,7 @@ use arbiter_core::status::{CandidateStatus, RunStatus};
 use arbiter_core::time::{Timestamp, human_duration};
 use arbiter_runner::run_record::{RunRecord, RunRecordError};
 use axum::extract::{Path, State};
+use axum::http::HeaderMap;
 use axum::response::Response;
 use maud::{Markup, html};
 
@@ -25,26 +26,34 @@ use crate::web::layout::{Page, Section, Tone, empty, money, plan_href, printable
 use crate::web::session::Viewer;
 use crate::web::{PageError, admin, check_plan_id, workspace_of};
 
+/// Whether the request is a live page's look again: it swaps only the live parts, so the
+/// diffs, transcripts and report are left out of its answer.
+fn live_look(headers: &HeaderMap) -> bool {
+    headers.contains_key("x-arbiter-live")
+}
+
 pub async fn plan_run(
     viewer: Viewer,
     State(state): State<AppState>,
+    headers: HeaderMap,
     Path((plan, run)): Path<(String, String)>,
 ) -> Result<Response, PageError> {
     check_plan_id(&plan)?;
     let id = RunId::parse(&run).map_err(|_| PageError::not_found(format!("'{}' is not a run id", printable(&run))))?;
     let record = admin(&state)?.view(&plan).await?.view.plan;
+    // Only a run of one of the plan's tasks is shown under the plan.
+    let Some(task) = task_of(&state, &plan, id.as_str()).await else {
+        return Err(PageError::not_found(format!("no task of plan {plan} made a run {run}")));
+    };
     let Some(ws) = workspace_of(&state, &record.header).await else {
         return Err(PageError::not_found(format!("the repository of plan {plan} is not on this server")));
     };
     let run_record = read(ws.run_dir(&id)).await?;
     let crumbs = html! {
         a href=(plan_href(&plan)) { "Plan " (plan) } " › "
-        @if let Some(t) = task_of(&state, &plan, run_record.state.run_id.as_str()).await {
-            a href=(task_href(&plan, &t)) { "task " (printable(&t)) } " › "
-        }
-        "run"
+        a href=(task_href(&plan, &task)) { "task " (printable(&task)) } " › run"
     };
-    let body = render(&run_record, crumbs, state.now());
+    let body = render(&run_record, crumbs, state.now(), live_look(&headers));
     let live = !is_over(&run_record.state);
     Ok(Page::new(format!("Run {run}"), Section::Plans, &viewer, &state, body)
         .live(if live { Some(crate::web::stream_url(&state, Some(&plan)).await) } else { None })
@@ -55,6 +64,7 @@ pub async fn plan_run(
 pub async fn local_run(
     viewer: Viewer,
     State(state): State<AppState>,
+    headers: HeaderMap,
     Path(run): Path<String>,
 ) -> Result<Response, PageError> {
     let Some(runs) = state.local_runs.clone() else {
@@ -66,7 +76,7 @@ pub async fn local_run(
     let run_record = read(runs.join(id.as_str())).await?;
     let crumbs = html! { a href="/runs" { "Runs" } " › run" };
     let live = !is_over(&run_record.state);
-    let body = render(&run_record, crumbs, state.now());
+    let body = render(&run_record, crumbs, state.now(), live_look(&headers));
     Ok(Page::new(format!("Run {run}"), Section::Runs, &viewer, &state, body).every(live.then_some(2)).render())
 }
 
@@ -103,8 +113,8 @@ fn candidate_tone(s: CandidateStatus) -> Tone {
     }
 }
 
-/// The page's body.
-pub fn render(r: &RunRecord, crumbs: Markup, now: Timestamp) -> Markup {
+/// The page's body (`live_only`: only what a live page swaps).
+pub fn render(r: &RunRecord, crumbs: Markup, now: Timestamp, live_only: bool) -> Markup {
     let s = &r.state;
     let winner = r.selection.as_ref().and_then(|sel| sel.winner.clone()).or_else(|| s.winner.clone());
     // Each candidate's models, from its calls.
@@ -268,6 +278,7 @@ pub fn render(r: &RunRecord, crumbs: Markup, now: Timestamp) -> Markup {
                 } }
             }
         }
+        @if !live_only {
         section.card aria-labelledby="diffs-h" {
             h2 #diffs-h { "Diffs side by side" }
             div.side {
@@ -306,6 +317,7 @@ pub fn render(r: &RunRecord, crumbs: Markup, now: Timestamp) -> Markup {
                 h2 #rep-h { "Final report" }
                 pre.wrap { (printable(&rep.text)) }
             }
+        }
         }
         @if !r.unreadable.is_empty() {
             p.notice { "Could not read: " (r.unreadable.join(", ")) }

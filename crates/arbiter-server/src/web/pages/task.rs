@@ -6,7 +6,7 @@
 use arbiter_core::ids::RunId;
 use arbiter_core::plan::state::{AttemptStatus, TaskEvent, TaskStatus};
 use arbiter_runner::run_record::{ANALYSIS, read_capped};
-use arbiter_store::plans::AttemptRecord;
+use arbiter_store::plans::{AttemptRecord, EventFilter};
 use arbiter_store::units::{UnitRecord, UnitStatus};
 use axum::extract::{Path, Query, State};
 use axum::response::Response;
@@ -38,7 +38,7 @@ pub async fn page(
 ) -> Result<Response, PageError> {
     check_plan_id(&plan)?;
     let Some(task_id) = q.id.filter(|t| !t.is_empty()) else {
-        return Err(PageError::not_found("name the task: /plans/PLAN/task?id=TASK"));
+        return Err(PageError::new(axum::http::StatusCode::BAD_REQUEST, "name the task: /plans/PLAN/task?id=TASK"));
     };
     let details = admin(&state)?.view(&plan).await?;
     let Some(task) = details.view.tasks.iter().find(|t| t.spec.id == task_id) else {
@@ -53,14 +53,8 @@ pub async fn page(
     } else {
         Vec::new()
     };
-    let events: Vec<_> = state
-        .plans
-        .recent_events(Some(&plan), None, 2000)
-        .await?
-        .into_iter()
-        .filter(|e| e.task_id.as_deref() == Some(task_id.as_str()))
-        .take(EVENTS as usize)
-        .collect();
+    let of_task = EventFilter { plan: Some(&plan), task: Some(&task_id), kind: None };
+    let events = state.plans.recent_events(&of_task, None, EVENTS).await?;
     // The latest failed attempt's analysis, when one was written in its run directory.
     let analysis = match (
         attempts.iter().rev().find(|a| a.status != AttemptStatus::Succeeded).and_then(|a| a.run_id.clone()),
@@ -108,10 +102,12 @@ pub async fn page(
                 } }
             }
         }
-        @if viewer.may_act() && can_retry {
-            section.card {
-                h2 { "Actions" }
-                a.button href={ (plan_href(&plan)) "/retry?task=" (url_encode(&task.spec.id)) } { "Retry task…" }
+        div #task-actions data-live {
+            @if viewer.may_act() && can_retry {
+                section.card {
+                    h2 { "Actions" }
+                    a.button href={ (plan_href(&plan)) "/retry?task=" (url_encode(&task.spec.id)) } { "Retry task…" }
+                }
             }
         }
         section.card #attempts data-live aria-labelledby="attempts-h" {
