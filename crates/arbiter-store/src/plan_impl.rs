@@ -1368,7 +1368,7 @@ macro_rules! plan_store_impl {
 
                 async fn recent_events(
                     &self,
-                    filter: &crate::plans::EventFilter<'_>,
+                    filter: &$crate::plans::EventFilter<'_>,
                     before: Option<i64>,
                     limit: u32,
                 ) -> Result<Vec<PlanEvent>, StoreError> {
