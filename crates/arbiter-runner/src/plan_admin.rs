@@ -79,6 +79,22 @@ pub struct PlanDetails {
     pub call_costs: BTreeMap<String, CallCosts>,
 }
 
+impl PlanDetails {
+    /// How the plan is drawn: each task's depth and the critical path (the longest chain of
+    /// tasks not finished).
+    pub fn shape(&self) -> arbiter_core::plan::dag::Shape {
+        let edges: Vec<(&str, Vec<&str>)> = self
+            .view
+            .tasks
+            .iter()
+            .map(|t| (t.spec.id.as_str(), t.spec.dependencies.iter().map(String::as_str).collect()))
+            .collect();
+        let finished: BTreeSet<&str> =
+            self.view.tasks.iter().filter(|t| t.status.is_terminal()).map(|t| t.spec.id.as_str()).collect();
+        arbiter_core::plan::dag::shape(&edges, |id| finished.contains(id))
+    }
+}
+
 /// How many model calls a task's runs made, and how many of them had no known cost.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CallCosts {

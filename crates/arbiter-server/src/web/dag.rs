@@ -29,20 +29,10 @@ pub struct Node<'a> {
     pub dependencies: &'a [String],
 }
 
-/// Escapes text for SVG (XML) content and attributes.
+/// Text for SVG (XML) content and attributes: control and invisible characters shown,
+/// markup escaped.
 fn xml(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in printable(s).chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
+    arbiter_core::viewer::escape(&printable(s))
 }
 
 fn clip(s: &str, n: usize) -> String {

@@ -125,15 +125,7 @@ impl Dashboard {
     /// The plan as just read: the selection stays on the task it was on.
     pub fn set_details(&mut self, details: PlanDetails) {
         let was = self.selected_task();
-        let edges: Vec<(&str, Vec<&str>)> = details
-            .view
-            .tasks
-            .iter()
-            .map(|t| (t.spec.id.as_str(), t.spec.dependencies.iter().map(String::as_str).collect()))
-            .collect();
-        let finished: BTreeSet<&str> =
-            details.view.tasks.iter().filter(|t| t.status.is_terminal()).map(|t| t.spec.id.as_str()).collect();
-        let shape = arbiter_core::plan::dag::shape(&edges, |id| finished.contains(id));
+        let shape = details.shape();
         self.depths = shape.depths;
         self.critical = shape.critical.into_iter().collect();
         self.details = Some(details);

@@ -83,23 +83,10 @@ const KEYWORDS: &[&str] = &[
     "yield",
 ];
 
+/// Appends `s`, its control and invisible characters shown and its markup escaped (a line
+/// of a diff keeps its tabs).
 fn escape_into(out: &mut String, s: &str) {
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c if c.is_control() && c != '\t' => {
-                let _ = write!(out, "{}", c.escape_default());
-            }
-            c if arbiter_core::text::invisible(c) => {
-                let _ = write!(out, "{}", c.escape_unicode());
-            }
-            c => out.push(c),
-        }
-    }
+    out.push_str(&arbiter_core::viewer::escape(&arbiter_core::text::visible(s)));
 }
 
 fn span(out: &mut String, class: &str, text: &str) {

@@ -2,9 +2,7 @@
 //! depth with the critical path, its integration branch and the commits on it, and its tasks
 //! (filtered by status and text) — live from the plan's events.
 
-use std::collections::BTreeSet;
-
-use arbiter_core::plan::dag::{Shape, shape};
+use arbiter_core::plan::dag::Shape;
 use arbiter_core::plan::state::TaskStatus;
 use arbiter_runner::git::Git;
 use arbiter_runner::integration::{self, BranchCommit};
@@ -53,19 +51,6 @@ impl TaskFilter {
     }
 }
 
-/// How the plan's tasks are drawn: depths and the critical path.
-pub fn plan_shape(details: &PlanDetails) -> Shape {
-    let edges: Vec<(&str, Vec<&str>)> = details
-        .view
-        .tasks
-        .iter()
-        .map(|t| (t.spec.id.as_str(), t.spec.dependencies.iter().map(String::as_str).collect()))
-        .collect();
-    let finished: BTreeSet<&str> =
-        details.view.tasks.iter().filter(|t| t.status.is_terminal()).map(|t| t.spec.id.as_str()).collect();
-    shape(&edges, |id| finished.contains(id))
-}
-
 pub async fn page(
     viewer: Viewer,
     State(state): State<AppState>,
@@ -99,7 +84,7 @@ pub fn render(
     let record = &details.view.plan;
     let header = &record.header;
     let id = &header.id;
-    let shape = plan_shape(details);
+    let shape = details.shape();
     let summary = PlanSummary {
         id: id.clone(),
         name: header.name.clone(),
