@@ -213,11 +213,11 @@ impl FromRequestParts<AppState> for ReaderAuth {
             Kind::Access(t) => Ok(ReaderAuth { role: t.role, by: token_actor(&t.name) }),
             Kind::Worker(_) => Err(ApiError::forbidden(
                 "admin_only",
-                "a worker token cannot read the server's plans; use the admin token or an access token",
+                "a worker token cannot read the server's plans; use the admin token (ARBITER_ADMIN_TOKEN) or an access token (`arbiter token create`)",
             )),
             Kind::Bootstrap => Err(ApiError::forbidden(
                 "admin_only",
-                "the bootstrap token only registers workers; use the admin token or an access token",
+                "the bootstrap token only registers workers; use the admin token (ARBITER_ADMIN_TOKEN) or an access token (`arbiter token create`)",
             )),
             Kind::Unknown => Err(invalid(WHAT)),
         }
