@@ -6,6 +6,7 @@
 
 pub mod control_plane;
 mod mock_llm;
+pub mod webdriver;
 #[allow(unused_imports)]
 pub use control_plane::*;
 #[allow(unused_imports)]
