@@ -3,6 +3,9 @@
 
 mod common;
 
+use std::process::Command;
+use std::time::Duration;
+
 use common::tmux::Tmux;
 use common::*;
 use serde_json::json;
@@ -62,9 +65,9 @@ fn the_dashboard_follows_a_running_plan_in_a_terminal() {
 
     // The plan runs in another process: A finishes, B is running, the rows change.
     let mut run = Killed(repo.arbiter_cmd(&["plan", "run", "p"]).spawn().unwrap());
-    let running = tmux.wait_for("running 1");
-    assert!(running.contains("done 1"), "{running}");
-    assert!(running.contains("→ B"), "the workers pane names who runs B:\n{running}");
+    // (A runs first: the pane shows "running 1" before A is done.) The workers pane names
+    // who runs B.
+    tmux.wait_for_all(&["running 1", "done 1", "→ B"]);
 
     // Enter opens the task under the cursor: at the top (`g`), B (running tasks come first).
     tmux.keys(&["g", "Enter"]);
@@ -101,4 +104,73 @@ fn the_dashboard_outside_a_terminal_says_what_to_use() {
     let out = repo.arbiter(&["dashboard", "--plan", "p"]);
     out.assert_code(2);
     assert!(out.stderr.contains("draws on a terminal") && out.stderr.contains("arbiter plan status"), "{}", out.stderr);
+}
+
+/// The run view in a real terminal: a run id that is none is refused on the normal screen
+/// (exit 2, naming the form of an id and `latest`); `--run latest` lists the tournament's
+/// candidates, `j` and Enter open the second one's gates and the reason it lost, Esc goes
+/// back, `q` leaves the terminal as it was.
+#[test]
+fn the_run_dashboard_opens_a_candidate_and_refuses_a_run_that_is_none() {
+    let repo = python_repo(AGENT_FIX_BREAK_NOTHING);
+    let task = "Fix the failing test in calc.py";
+    repo.arbiter(&[
+        "run",
+        "--task",
+        task,
+        "--runner",
+        "command",
+        "--command",
+        "./agent.sh",
+        "--verify",
+        VERIFY_PY,
+        "--candidates",
+        "3",
+        "--timeout-seconds",
+        "60",
+    ])
+    .assert_code(0);
+    // The hint's `arbiter runs list` names the run `latest` finds.
+    let listed = repo.arbiter(&["runs", "list"]);
+    listed.assert_code(0);
+    let run_id = repo.run_dir().file_name().unwrap().to_string_lossy().into_owned();
+    assert!(listed.stdout.contains(&run_id), "{}", listed.stdout);
+
+    let bin = std::path::Path::new(ARBITER).display().to_string();
+    let script = format!(
+        "{bin} dashboard --run nope; echo \"NOPE=$?\"; {bin} dashboard --run latest; echo \"EXIT=$?\"; stty -a | tr ' ' '\\n' | grep -x -- '-\\?icanon'; echo STTY-CHECKED; sleep 60"
+    );
+    let Some(tmux) = Tmux::start("the dashboard in tmux", repo.path(), &script) else { return };
+    // The footer is drawn last: once it shows, the whole first frame is on the pane.
+    let first = tmux.wait_for("Enter candidate · q quit");
+    assert!(first.contains(&format!("run {run_id} succeeded")), "{first}");
+    assert!(first.contains(task), "{first}");
+    assert!(first.contains("candidates (3)"), "{first}");
+    for row in ["c01★", "c02", "c03"] {
+        assert!(first.contains(row), "{row} is listed:\n{first}");
+    }
+    assert!(first.contains("command") && first.contains("finished"), "{first}");
+
+    // `j` moves to c02, Enter opens it: its gates and why it lost.
+    tmux.keys(&["j", "Enter"]);
+    let detail = tmux.wait_for("Esc back");
+    assert!(detail.contains("c02 (command)"), "{detail}");
+    assert!(detail.contains("gates failed"), "the reason it lost:\n{detail}");
+    assert!(detail.contains(VERIFY_PY), "its gate:\n{detail}");
+    tmux.keys(&["Escape"]);
+    let back = tmux.wait_for("Enter candidate · q quit");
+    assert!(back.contains("candidates (3)"), "{back}");
+
+    tmux.keys(&["q"]);
+    let after = tmux.wait_for("STTY-CHECKED");
+    assert!(after.contains("EXIT=0"), "{after}");
+    assert!(after.lines().any(|l| l.trim() == "icanon"), "the terminal is in canonical mode again:\n{after}");
+    assert!(!after.contains("candidates (3)"), "the alternate screen is gone:\n{after}");
+    // The wrong id was refused before the dashboard took the terminal: its message is on
+    // the shell's screen, above the run view's exit.
+    assert!(after.contains("NOPE=2"), "{after}");
+    assert!(
+        after.contains("'nope' is not a run id") && after.contains("arbiter runs list") && after.contains("latest"),
+        "{after}"
+    );
 }

@@ -9,7 +9,7 @@ mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -17,8 +17,6 @@ use arbiter_core::plan::file::{Syntax, parse};
 use arbiter_store::plans::{Import, ImportMode, PlanEvent, PlanStore};
 use arbiter_store::units::UnitQueue;
 use common::*;
-use nix::sys::signal::{Signal, kill};
-use nix::unistd::Pid;
 use serde_json::{Value, json};
 
 /// A repository whose agent acts on the task id in its prompt: `X.txt` holding `X`, after
@@ -97,81 +95,6 @@ async fn import(store: &dyn PlanStore, plan: &Value) {
         now: arbiter_core::Clock::now(&arbiter_runner::SystemClock),
     };
     store.import_plan(import).await.unwrap();
-}
-
-/// A registered worker and its processes.
-struct Worker {
-    name: String,
-    dir: tempfile::TempDir,
-    child: Option<Child>,
-}
-
-impl Worker {
-    fn register(serve: &Serve, name: &str, runners: &[&str]) -> Worker {
-        let dir = tempfile::Builder::new().prefix(&format!("arbiter-worker-{name}-")).tempdir().unwrap();
-        let token_file = dir.path().join("worker.token").display().to_string();
-        let mut args = vec!["register", "--name", name, "--token-file", token_file.as_str(), "--slots", "2"];
-        for r in runners {
-            args.extend(["--runner", r]);
-        }
-        serve.worker(&args, &[("ARBITER_BOOTSTRAP_TOKEN", BOOTSTRAP)]).assert_code(0);
-        Worker { name: name.to_string(), dir, child: None }
-    }
-
-    fn token(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("worker.token")).unwrap().trim().to_string()
-    }
-
-    fn log(&self) -> PathBuf {
-        self.dir.path().join("worker.log")
-    }
-
-    fn start(&mut self, serve_url: &str, extra: &[&str]) {
-        let mut cmd = Command::new(ARBITER);
-        cmd.args(["worker", "run", "--slots", "2", "--token-file"])
-            .arg(self.dir.path().join("worker.token"))
-            .arg("--data-dir")
-            .arg(self.dir.path().join("data"))
-            .args(extra)
-            .env("ARBITER_SERVER", serve_url)
-            .env("ARBITER_CACHE_DIR", self.dir.path().join("cache"))
-            .env("ARBITER_CONFIG_DIR", self.dir.path().join("config"))
-            .env_remove("ARBITER_TOKEN")
-            .env_remove("ARBITER_BOOTSTRAP_TOKEN")
-            .env_remove("ARBITER_ADMIN_TOKEN")
-            .env_remove("ARBITER_DATABASE_URL")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::OpenOptions::new().create(true).append(true).open(self.log()).unwrap());
-        self.child = Some(cmd.spawn().expect("start arbiter worker run"));
-    }
-
-    /// SIGTERM, and how long it took to exit (it must, within 15 s).
-    fn stop(&mut self) -> Duration {
-        let Some(mut child) = self.child.take() else { return Duration::ZERO };
-        let started = Instant::now();
-        kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).unwrap();
-        loop {
-            if child.try_wait().unwrap().is_some() {
-                return started.elapsed();
-            }
-            assert!(started.elapsed() < Duration::from_secs(15), "worker {} did not stop after SIGTERM", self.name);
-            std::thread::sleep(Duration::from_millis(5));
-        }
-    }
-
-    fn kill_9(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-impl Drop for Worker {
-    fn drop(&mut self) {
-        self.kill_9();
-    }
 }
 
 /// Waits until every task of the plan is finished (done, failed, skipped, cancelled).
@@ -511,11 +434,6 @@ fn raw_request(url: &str, head: &str) -> String {
     let mut line = String::new();
     std::io::BufReader::new(stream).read_line(&mut line).unwrap();
     line
-}
-
-fn http() -> reqwest::Client {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    reqwest::Client::new()
 }
 
 /// Hostile clients of the work protocol: no token, another kind of token, another worker's

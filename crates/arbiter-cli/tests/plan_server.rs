@@ -436,11 +436,6 @@ async fn plan_commands_through_the_server_on_postgres() {
     tour(Some(PgDatabase::create())).await;
 }
 
-fn http() -> reqwest::Client {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    reqwest::Client::new()
-}
-
 /// An error answer: its status, `error` code and message.
 async fn error_of(r: reqwest::Response) -> (StatusCode, String, String) {
     let status = r.status();

@@ -19,11 +19,6 @@ use common::*;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-fn http() -> reqwest::Client {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    reqwest::Client::new()
-}
-
 fn mode(path: &Path) -> u32 {
     std::fs::metadata(path).unwrap().permissions().mode() & 0o777
 }

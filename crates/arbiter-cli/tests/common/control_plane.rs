@@ -178,3 +178,86 @@ impl Drop for PgDatabase {
             .output();
     }
 }
+
+/// A worker registered with `arbiter worker register` (its token in a file of its own
+/// directory), and its `arbiter worker run` once started.
+pub struct Worker {
+    pub name: String,
+    pub dir: tempfile::TempDir,
+    pub child: Option<Child>,
+}
+
+impl Worker {
+    pub fn register(serve: &Serve, name: &str, runners: &[&str]) -> Worker {
+        let dir = tempfile::Builder::new().prefix(&format!("arbiter-worker-{name}-")).tempdir().unwrap();
+        let token_file = dir.path().join("worker.token").display().to_string();
+        let mut args = vec!["register", "--name", name, "--token-file", token_file.as_str(), "--slots", "2"];
+        for r in runners {
+            args.extend(["--runner", r]);
+        }
+        serve.worker(&args, &[("ARBITER_BOOTSTRAP_TOKEN", BOOTSTRAP)]).assert_code(0);
+        Worker { name: name.to_string(), dir, child: None }
+    }
+
+    pub fn token(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("worker.token")).unwrap().trim().to_string()
+    }
+
+    pub fn log(&self) -> PathBuf {
+        self.dir.path().join("worker.log")
+    }
+
+    pub fn start(&mut self, serve_url: &str, extra: &[&str]) {
+        let mut cmd = Command::new(ARBITER);
+        cmd.args(["worker", "run", "--slots", "2", "--token-file"])
+            .arg(self.dir.path().join("worker.token"))
+            .arg("--data-dir")
+            .arg(self.dir.path().join("data"))
+            .args(extra)
+            .env("ARBITER_SERVER", serve_url)
+            .env("ARBITER_CACHE_DIR", self.dir.path().join("cache"))
+            .env("ARBITER_CONFIG_DIR", self.dir.path().join("config"))
+            .env_remove("ARBITER_TOKEN")
+            .env_remove("ARBITER_BOOTSTRAP_TOKEN")
+            .env_remove("ARBITER_ADMIN_TOKEN")
+            .env_remove("ARBITER_DATABASE_URL")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::OpenOptions::new().create(true).append(true).open(self.log()).unwrap());
+        self.child = Some(cmd.spawn().expect("start arbiter worker run"));
+    }
+
+    /// SIGTERM, and how long it took to exit (it must, within 15 s).
+    pub fn stop(&mut self) -> Duration {
+        let Some(mut child) = self.child.take() else { return Duration::ZERO };
+        let started = Instant::now();
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::Signal::SIGTERM)
+            .unwrap();
+        loop {
+            if child.try_wait().unwrap().is_some() {
+                return started.elapsed();
+            }
+            assert!(started.elapsed() < Duration::from_secs(15), "worker {} did not stop after SIGTERM", self.name);
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    pub fn kill_9(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        self.kill_9();
+    }
+}
+
+/// An HTTP client for the tests (rustls needs its crypto provider chosen once per process).
+pub fn http() -> reqwest::Client {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::new()
+}

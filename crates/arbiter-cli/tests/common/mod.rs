@@ -9,6 +9,7 @@ pub mod github_mock;
 mod mock_llm;
 pub mod model_server;
 pub mod tmux;
+pub mod webdriver;
 #[allow(unused_imports)]
 pub use control_plane::*;
 #[allow(unused_imports)]

@@ -15,6 +15,10 @@ pub struct Tmux {
 impl Tmux {
     pub fn start(test: &str, dir: &std::path::Path, script: &str) -> Option<Tmux> {
         if Command::new("tmux").arg("-V").output().is_err() {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "{test}: tmux is not installed, and CI needs it (.ci/run installs it)"
+            );
             skip(test, "tmux is not installed (apt-get install tmux)");
             return None;
         }
@@ -49,12 +53,18 @@ impl Tmux {
 
     /// Waits (up to 30 s) for the pane to show `text`; the pane as it was.
     pub fn wait_for(&self, text: &str) -> String {
+        self.wait_for_all(&[text])
+    }
+
+    /// Waits (up to 30 s) for the pane to show every one of `texts` at once; the pane as it
+    /// was.
+    pub fn wait_for_all(&self, texts: &[&str]) -> String {
         let mut last = String::new();
         let found = wait_until(Duration::from_secs(30), || {
             last = self.pane();
-            last.contains(text)
+            texts.iter().all(|t| last.contains(t))
         });
-        assert!(found, "the pane never showed {text:?}:\n{last}");
+        assert!(found, "the pane never showed {texts:?}:\n{last}");
         last
     }
 }

@@ -59,11 +59,24 @@
     if (!document.hidden && stale) { stale = false; schedule(); }
   });
 
-  if (stream && window.EventSource) {
-    var source = new EventSource(stream);
+  var source = null;
+  function connect() {
+    if (!stream || !window.EventSource || source) { return; }
+    source = new EventSource(stream);
     source.onopen = function () { say('Live'); };
     source.onmessage = schedule;
     source.onerror = function () { say('Reconnecting…'); };
   }
+  // A page left for another must let go of its stream: a browser may keep the page (its
+  // back/forward cache) with the stream open, and over HTTP/1.1 it opens at most six
+  // connections to a server — six pages visited would stall the seventh. A page brought
+  // back follows its stream again and catches up on what it missed.
+  window.addEventListener('pagehide', function () {
+    if (source) { source.close(); source = null; }
+  });
+  window.addEventListener('pageshow', function (e) {
+    if (e.persisted) { connect(); schedule(); }
+  });
+  connect();
   if (every > 0) { setInterval(schedule, every * 1000); }
 })();

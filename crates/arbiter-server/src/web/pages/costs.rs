@@ -59,13 +59,18 @@ pub async fn page(
                 )
                 .await?;
             events.reverse();
-            let curve: Vec<(Timestamp, Usd)> = events
+            let mut curve: Vec<(Timestamp, Usd)> = events
                 .iter()
                 .filter_map(|e| match e.entry() {
                     Some(PlanLogEntry::Plan(PlanEntry::CostCharged { spent, .. })) => Some((e.at, spent)),
                     _ => None,
                 })
                 .collect();
+            // The curve rises from $0 at the plan's creation: a single charge is a line, not
+            // a lone point nothing is drawn for.
+            if !curve.is_empty() {
+                curve.insert(0, (details.view.plan.created_at, Usd::ZERO));
+            }
             Some(plan_costs(&details, &calls, &curve))
         }
         None => None,

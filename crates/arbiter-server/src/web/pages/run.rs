@@ -272,10 +272,12 @@ pub fn render(r: &RunRecord, crumbs: Markup, now: Timestamp, live_only: bool) ->
             section.card aria-labelledby="votes-h" {
                 h2 #votes-h { "Votes" }
                 p { "Consensus: " strong { (agreement.consensus) } }
-                @if agreement.groups.is_empty() { (empty("No two candidates produced the same patch.")) }
-                ul { @for g in &agreement.groups {
+                // A group of one candidate agreed with nobody.
+                @let shared: Vec<_> = agreement.groups.iter().filter(|g| g.candidates.len() > 1).collect();
+                @if shared.is_empty() { (empty("No two candidates produced the same patch.")) }
+                @else { ul { @for g in &shared {
                     li { (g.candidates.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(", ")) " produced the same patch " code { (short(&g.normalized_hash)) } }
-                } }
+                } } }
             }
         }
         @if !live_only {
