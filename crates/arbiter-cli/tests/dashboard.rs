@@ -3,9 +3,6 @@
 
 mod common;
 
-use std::process::Command;
-use std::time::Duration;
-
 use common::tmux::Tmux;
 use common::*;
 use serde_json::json;

@@ -131,6 +131,29 @@ pub async fn stream_url(state: &AppState, plan: Option<&str>) -> String {
     }
 }
 
+/// Workers by the names people gave them: a lease names `w-<id>:<slot>`, a page shows
+/// `<name>:<slot>` (a local worker's own names stay as they are).
+#[derive(Default)]
+pub struct WorkerNames(std::collections::HashMap<String, String>);
+
+impl WorkerNames {
+    /// The registry's workers (none when it cannot be read: ids are shown then).
+    pub async fn read(state: &AppState) -> Self {
+        let workers = state.registry.workers().await.unwrap_or_default();
+        WorkerNames(workers.into_iter().map(|w| (w.id, w.name)).collect())
+    }
+
+    /// How a lease's worker reads on a page.
+    pub fn label(&self, raw: &str) -> String {
+        let (id, slot) = raw.rsplit_once(':').unwrap_or((raw, ""));
+        match self.0.get(id) {
+            Some(name) if slot.is_empty() => name.clone(),
+            Some(name) => format!("{name}:{slot}"),
+            None => raw.to_string(),
+        }
+    }
+}
+
 /// A plan id from a path: 404 unless it is one (as for a plan that does not exist).
 pub fn check_plan_id(id: &str) -> Result<(), PageError> {
     if arbiter_core::plan::check::plan_id_ok(id) {

@@ -122,7 +122,8 @@ fn draw_candidates(frame: &mut Frame, area: Rect, w: &RunWatch, run: &RunOvervie
                 (None, Some(ms)) => human_duration(ms),
                 _ => elapsed(c.started_at, c.finished_at, now),
             }),
-            Cell::from(c.cost.clone().unwrap_or_else(|| "-".into())),
+            // `unknown (2 call(s) without usage or price)` is `unknown` in a column.
+            Cell::from(c.cost.as_deref().map_or("-", |c| c.split(" (").next().unwrap_or(c)).to_string()),
             Cell::from(c.gates.clone().unwrap_or_else(|| "-".into())),
         ])
     });

@@ -152,12 +152,31 @@ fn code(out: &mut String, line: &str) {
     }
 }
 
+/// The lines git writes about a file (not its content).
+const META: &[&str] = &[
+    "+++",
+    "---",
+    "diff ",
+    "index ",
+    "new file mode",
+    "deleted file mode",
+    "old mode",
+    "new mode",
+    "similarity index",
+    "dissimilarity index",
+    "rename from",
+    "rename to",
+    "copy from",
+    "copy to",
+    "Binary files",
+    "GIT binary patch",
+];
+
 /// The diff, highlighted.
 pub fn highlighted_diff(diff: &str) -> Markup {
     let mut out = String::with_capacity(diff.len() * 2);
     for line in diff.lines() {
-        if line.starts_with("+++") || line.starts_with("---") || line.starts_with("diff ") || line.starts_with("index ")
-        {
+        if META.iter().any(|m| line.starts_with(m)) {
             span(&mut out, "meta", line);
         } else if line.starts_with("@@") {
             span(&mut out, "hunk", line);

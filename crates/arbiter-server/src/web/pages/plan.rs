@@ -67,7 +67,8 @@ pub async fn page(
         }
         _ => None,
     };
-    let body = render(&state, &viewer, &details, &filter, commits.as_deref());
+    let names = crate::web::WorkerNames::read(&state).await;
+    let body = render(&state, &viewer, &details, &filter, commits.as_deref(), &names);
     Ok(Page::new(format!("Plan {}", header.id), Section::Plans, &viewer, &state, body)
         .live(Some(crate::web::stream_url(&state, Some(&plan)).await))
         .render())
@@ -80,6 +81,7 @@ pub fn render(
     details: &PlanDetails,
     filter: &TaskFilter,
     commits: Option<&[BranchCommit]>,
+    names: &crate::web::WorkerNames,
 ) -> Markup {
     let record = &details.view.plan;
     let header = &record.header;
@@ -194,7 +196,7 @@ pub fn render(
                         th scope="col" { "Commit" } th scope="col" { "Note" }
                     } }
                     tbody {
-                        @for t in &shown { (task_row(id, t, &shape, details)) }
+                        @for t in &shown { (task_row(id, t, &shape, details, names)) }
                     }
                 } }
             }
@@ -202,7 +204,13 @@ pub fn render(
     }
 }
 
-fn task_row(plan: &str, t: &TaskRecord, shape: &Shape, details: &PlanDetails) -> Markup {
+fn task_row(
+    plan: &str,
+    t: &TaskRecord,
+    shape: &Shape,
+    details: &PlanDetails,
+    names: &crate::web::WorkerNames,
+) -> Markup {
     let critical = shape.is_critical(&t.spec.id);
     let depth = shape.depths.get(&t.spec.id).copied().unwrap_or(0);
     let unknown_cost = details.call_costs.get(&t.spec.id).is_some_and(|c| c.all_unknown());
@@ -216,7 +224,7 @@ fn task_row(plan: &str, t: &TaskRecord, shape: &Shape, details: &PlanDetails) ->
             td { (status_badge(t.status)) }
             td.num { (depth) @if critical { span title="on the critical path" aria-label="on the critical path" { " *" } } }
             td.num { (t.attempts) "/" (t.max_attempts) }
-            td.mono { @if t.status == TaskStatus::Running { (t.lease_owner.as_deref().map(printable).unwrap_or_default()) } }
+            td.mono { @if t.status == TaskStatus::Running { (t.lease_owner.as_deref().map(|w| printable(&names.label(w))).unwrap_or_default()) } }
             td.num { @if unknown_cost { "unknown" } @else { (money(t.cost)) } }
             td.mono {
                 @if let Some(c) = &t.commit { (short(c)) }

@@ -70,6 +70,7 @@ pub async fn page(
         _ => None,
     };
     let now = state.now();
+    let names = crate::web::WorkerNames::read(&state).await;
     let can_retry = TaskEvent::Retry.allowed(task.status);
     let body = html! {
         p.muted { a href=(plan_href(&plan)) { "Plan " (plan) } " › task" }
@@ -80,7 +81,7 @@ pub async fn page(
                 tr { th scope="row" { "Attempts" } td { (task.attempts) " of " (task.max_attempts) } }
                 @if task.status == TaskStatus::Running {
                     tr { th scope="row" { "Lease" } td {
-                        "held by " span.mono { (task.lease_owner.as_deref().map(printable).unwrap_or_default()) }
+                        "held by " span.mono { (task.lease_owner.as_deref().map(|w| printable(&names.label(w))).unwrap_or_default()) }
                         " (fence " (task.fence) ")"
                         @if let Some(until) = task.lease_expires { ", expires " (time_cell(until, now)) }
                     } }
@@ -119,7 +120,7 @@ pub async fn page(
                         th scope="col" { "Started" } th scope="col" { "Finished" } th scope="col" class="num" { "Cost" }
                         th scope="col" { "Run" } th scope="col" { "Why" }
                     } }
-                    tbody { @for a in attempts.iter().rev() { (attempt_row(&plan, a, now)) } }
+                    tbody { @for a in attempts.iter().rev() { (attempt_row(&plan, a, now, &names)) } }
                 } }
             }
         }
@@ -135,7 +136,7 @@ pub async fn page(
                         th scope="col" { "Unit" } th scope="col" { "State" } th scope="col" { "Worker" }
                         th scope="col" class="num" { "Tries" } th scope="col" { "Lease until" } th scope="col" class="num" { "Cost" }
                     } }
-                    tbody { @for u in &units { (unit_row(u, now)) } }
+                    tbody { @for u in &units { (unit_row(u, now, &names)) } }
                 } }
             }
         }
@@ -166,7 +167,12 @@ pub async fn page(
         .render())
 }
 
-fn attempt_row(plan: &str, a: &AttemptRecord, now: arbiter_core::time::Timestamp) -> Markup {
+fn attempt_row(
+    plan: &str,
+    a: &AttemptRecord,
+    now: arbiter_core::time::Timestamp,
+    names: &crate::web::WorkerNames,
+) -> Markup {
     let tone = match a.status {
         AttemptStatus::Succeeded => Tone::Good,
         AttemptStatus::Running => Tone::Busy,
@@ -176,7 +182,7 @@ fn attempt_row(plan: &str, a: &AttemptRecord, now: arbiter_core::time::Timestamp
     html! {
         tr {
             td.num { (a.attempt) }
-            td.mono { (printable(&a.worker)) }
+            td.mono { (printable(&names.label(&a.worker))) }
             td { (word_badge(a.status.as_str(), tone)) }
             td { (time_cell(a.started_at, now)) }
             td { @if let Some(f) = a.finished_at { (time_cell(f, now)) } }
@@ -187,7 +193,7 @@ fn attempt_row(plan: &str, a: &AttemptRecord, now: arbiter_core::time::Timestamp
     }
 }
 
-fn unit_row(u: &UnitRecord, now: arbiter_core::time::Timestamp) -> Markup {
+fn unit_row(u: &UnitRecord, now: arbiter_core::time::Timestamp, names: &crate::web::WorkerNames) -> Markup {
     let tone = match u.status {
         UnitStatus::Done => Tone::Good,
         UnitStatus::Running => Tone::Busy,
@@ -197,7 +203,7 @@ fn unit_row(u: &UnitRecord, now: arbiter_core::time::Timestamp) -> Markup {
         tr {
             td { span.mono { (u.name) } " " span.muted { (u.kind.as_str()) } }
             td { (word_badge(u.status.as_str(), tone)) }
-            td.mono { (u.worker.as_deref().map(printable).unwrap_or_default()) }
+            td.mono { (u.worker.as_deref().map(|w| printable(&names.label(w))).unwrap_or_default()) }
             td.num { (u.tries) }
             td { @if let Some(t) = u.lease_expires { (time_cell(t, now)) } }
             td.num { (money(u.cost)) }
