@@ -32,6 +32,12 @@ pub fn database_url() -> Option<&'static str> {
 }
 
 /// The repository a command works on.
+/// A store as opened, by kind (what needs every port of it, e.g. a dashboard's state).
+pub enum OpenedStore {
+    Postgres(Arc<PgStore>),
+    Sqlite(Arc<SqliteStore>),
+}
+
 pub struct RepoContext {
     pub git: Git,
     pub workspace: Workspace,
@@ -97,18 +103,28 @@ impl RepoContext {
     /// The run index and the plan queue (with its units) of this invocation's store:
     /// Postgres at the database URL, or `.arbiter/arbiter.db`.
     pub async fn plan_stores(&self) -> Result<(Arc<dyn Store>, Arc<dyn UnitQueue>), CliError> {
-        match database_url() {
-            Some(url) => {
-                let pg = Arc::new(PgStore::connect(url).await?);
-                Ok((pg.clone(), pg))
-            }
+        Ok(match self.open_store().await? {
+            OpenedStore::Postgres(pg) => (pg.clone(), pg),
+            OpenedStore::Sqlite(sqlite) => (sqlite.clone(), sqlite),
+        })
+    }
+
+    /// This invocation's store, whichever it is (see [`use_database`]).
+    pub async fn open_store(&self) -> Result<OpenedStore, CliError> {
+        Ok(match database_url() {
+            Some(url) => OpenedStore::Postgres(Arc::new(PgStore::connect(url).await?)),
             None => {
-                std::fs::create_dir_all(self.workspace.dir())?;
-                self.workspace.exclude_from_git(&self.git).await?;
-                let sqlite = Arc::new(SqliteStore::open(&self.workspace.db_path()).await?);
-                Ok((sqlite.clone(), sqlite))
+                self.prepare_dir().await?;
+                OpenedStore::Sqlite(Arc::new(SqliteStore::open(&self.workspace.db_path()).await?))
             }
-        }
+        })
+    }
+
+    /// Creates `.arbiter/` and keeps it out of git.
+    pub async fn prepare_dir(&self) -> Result<(), CliError> {
+        std::fs::create_dir_all(self.workspace.dir())?;
+        self.workspace.exclude_from_git(&self.git).await?;
+        Ok(())
     }
 
     /// Resolves a run id or `latest` to an existing run directory.

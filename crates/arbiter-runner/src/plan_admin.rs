@@ -80,6 +80,21 @@ pub struct PlanDetails {
 }
 
 impl PlanDetails {
+    /// The task whose attempt made the run `run` (`None`: no task of this plan did).
+    pub fn task_of_run(&self, run: &str) -> Option<&str> {
+        self.attempts.iter().find(|a| a.run_id.as_deref() == Some(run)).map(|a| a.task_id.as_str())
+    }
+
+    /// What the task spent, in words: `unknown` when every call it made had no known cost
+    /// (a command agent, a model without prices), never `$0.00` then.
+    pub fn spent_by(&self, task: &arbiter_store::plans::TaskRecord) -> String {
+        if self.call_costs.get(&task.spec.id).is_some_and(|c| c.all_unknown()) {
+            "unknown".into()
+        } else {
+            task.cost.to_string()
+        }
+    }
+
     /// How the plan is drawn: each task's depth and the critical path (the longest chain of
     /// tasks not finished).
     pub fn shape(&self) -> arbiter_core::plan::dag::Shape {

@@ -101,9 +101,7 @@ pub fn check_token_name(name: &str) -> Result<(), String> {
 
 /// A new access token: the prefix and 256 random bits in hex.
 pub fn new_access_token() -> Result<Secret, StoreError> {
-    let worker = crate::workers::new_token()?;
-    let random = worker.expose().trim_start_matches(crate::workers::TOKEN_PREFIX);
-    Ok(Secret::new(format!("{ACCESS_TOKEN_PREFIX}{random}")))
+    Ok(Secret::new(format!("{ACCESS_TOKEN_PREFIX}{}", crate::workers::random_hex(32)?)))
 }
 
 pub(crate) const INSERT: &str = "INSERT INTO access_tokens (name, role, token_hash, created_at)

@@ -60,8 +60,8 @@ fn hex(bytes: &[u8]) -> String {
     s
 }
 
-/// `n` random bytes from the operating system, in hex.
-fn random_hex(n: usize) -> Result<String, StoreError> {
+/// `n` random bytes from the operating system, in hex (tokens, ids, session secrets).
+pub fn random_hex(n: usize) -> Result<String, StoreError> {
     let mut bytes = vec![0u8; n];
     getrandom::fill(&mut bytes).map_err(|e| StoreError::Random(e.to_string()))?;
     Ok(hex(&bytes))

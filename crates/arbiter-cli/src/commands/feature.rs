@@ -39,8 +39,7 @@ pub async fn workspace(repo: Option<&Path>) -> Result<(RepoContext, Workspace), 
     let ctx = RepoContext::locate(repo).await?;
     let config = ctx.config()?;
     let settings = SliceSettings::resolve(&config.slices).map_err(CliError::usage)?;
-    std::fs::create_dir_all(ctx.workspace.dir())?;
-    ctx.workspace.exclude_from_git(&ctx.git).await?;
+    ctx.prepare_dir().await?;
     let ws = Workspace {
         repo: Repo::new(ctx.workspace.repo_root(), settings),
         rule_options: RuleOptions::from_section(&config.rules),

@@ -50,7 +50,7 @@ use crate::commands::plan_output::{
 };
 use crate::context::RepoContext;
 use crate::error::{CliError, exit};
-use crate::output::{note, out};
+use crate::output::{note, out, printable};
 
 /// The JSON Schema of plan files (`arbiter plan schema`).
 pub const SCHEMA: &str = include_str!("plan.schema.json");
@@ -264,7 +264,8 @@ pub async fn plan(repo: Option<&Path>, cmd: &PlanCommand) -> Result<u8, CliError
                         Some(l) => format!("{} of {l}", p.budget.spent),
                         None => format!("{} (no limit)", p.budget.spent),
                     };
-                    let name = if p.cancelled { format!("{} (cancelled)", p.name) } else { p.name.clone() };
+                    let name = printable(&p.name);
+                    let name = if p.cancelled { format!("{name} (cancelled)") } else { name };
                     out!("{:<24} {:>6} {:>6}  {:<18} {name}", p.id, total, done, budget);
                 }
             }
@@ -280,7 +281,7 @@ pub async fn plan(repo: Option<&Path>, cmd: &PlanCommand) -> Result<u8, CliError
             admin
                 .create(&NewPlan { id: id.clone(), name: name.clone(), repository: Some(repository), budget_usd })
                 .await?;
-            out!("Created plan {id} ({name}); add tasks with `arbiter plan import FILE --update`.");
+            out!("Created plan {id} ({}); add tasks with `arbiter plan import FILE --update`.", printable(name));
             Ok(exit::SUCCESS)
         }
         PlanCommand::Budget { id, usd, .. } => {
@@ -369,9 +370,7 @@ pub async fn plan(repo: Option<&Path>, cmd: &PlanCommand) -> Result<u8, CliError
                         e.at.rfc3339(),
                         e.kind,
                         e.task_id.as_deref().unwrap_or("-"),
-                        crate::output::printable(
-                            &e.entry().map(|entry| entry.describe()).unwrap_or_else(|| e.data.to_string())
-                        )
+                        printable(&e.entry().map(|entry| entry.describe()).unwrap_or_else(|| e.data.to_string()))
                     );
                 }
             }
@@ -458,7 +457,7 @@ async fn import(
     out!(
         "{what} plan {} ({}): {} added, {} updated, {} unchanged{}",
         spec.id,
-        spec.name,
+        printable(&spec.name),
         report.added.len(),
         report.updated.len(),
         report.unchanged.len(),
@@ -501,7 +500,7 @@ fn print_step_classes(spec: &PlanSpec) {
     );
     for t in spec.tasks.iter().filter(|t| !t.manual_checks.is_empty()) {
         for c in &t.manual_checks {
-            out!("  check   {}: {}", t.id, crate::output::printable(&shorten(c, 100)));
+            out!("  check   {}: {}", t.id, printable(&shorten(c, 100)));
         }
     }
 }
@@ -538,7 +537,7 @@ fn badge(status: TaskStatus, colour: bool) -> String {
 /// badge and what it depends on.
 pub(crate) fn render_dag(view: &PlanView, colour: bool) -> String {
     let p = &view.plan;
-    let mut out = format!("Plan {} — {}\n", p.header.id, p.header.name);
+    let mut out = format!("Plan {} — {}\n", p.header.id, printable(&p.header.name));
     out.push_str(&format!("{}\n", "─".repeat(out.chars().count().saturating_sub(1).max(20))));
     let edges = view.edges();
     let depths = dag::depths(&edges);
@@ -550,7 +549,7 @@ pub(crate) fn render_dag(view: &PlanView, colour: bool) -> String {
             "{indent}{} {:<width$}  {}\n",
             badge(t.status, colour),
             t.spec.id,
-            crate::output::printable(&t.spec.title)
+            printable(&t.spec.title)
         ));
         if !t.spec.dependencies.is_empty() {
             let waiting = view.waiting_on(t);
@@ -626,7 +625,7 @@ fn render_table(view: &PlanView, uncosted: &BTreeMap<String, CallCosts>, now: ar
             format!("{}/{}", t.attempts, t.max_attempts),
             cost_cell(t.cost, uncosted.get(&t.spec.id)),
             t.commit.as_deref().map(short).unwrap_or("-"),
-            crate::output::printable(&note(view, t, now))
+            printable(&note(view, t, now))
         ));
     }
     out.push_str(&uncosted_note(uncosted));
@@ -648,8 +647,12 @@ fn render_status(
     now: arbiter_core::time::Timestamp,
 ) -> String {
     let p = &view.plan;
-    let mut out =
-        format!("Plan {} — {}{}\n", p.header.id, p.header.name, if p.cancelled { " (cancelled)" } else { "" });
+    let mut out = format!(
+        "Plan {} — {}{}\n",
+        p.header.id,
+        printable(&p.header.name),
+        if p.cancelled { " (cancelled)" } else { "" }
+    );
     out.push_str(&format!(
         "Repository {} · base {} · integration branch {} ({})\n",
         p.header.repository.as_deref().unwrap_or("-"),
@@ -658,10 +661,10 @@ fn render_status(
         branch_owner(p)
     ));
     if let Some(source) = &p.header.source {
-        out.push_str(&format!("From {}\n", crate::output::printable(source)));
+        out.push_str(&format!("From {}\n", printable(source)));
     }
     if let Some(prd) = &p.header.prd {
-        out.push_str(&format!("Requirements {}\n", crate::output::printable(prd)));
+        out.push_str(&format!("Requirements {}\n", printable(prd)));
     }
     out.push_str(&match p.budget.limit {
         Some(l) => format!(

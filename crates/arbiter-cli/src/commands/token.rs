@@ -7,12 +7,10 @@ use std::path::Path;
 use std::sync::Arc;
 
 use arbiter_server::api::{TokenRequest, TokenView};
-use arbiter_store::postgres::PgStore;
-use arbiter_store::sqlite::SqliteStore;
 use arbiter_store::tokens::{AccessTokens, Role};
 
 use crate::cli::TokenCommand;
-use crate::context::RepoContext;
+use crate::context::{OpenedStore, RepoContext};
 use crate::error::CliError;
 use crate::output::{JsonDocument, out, warning};
 
@@ -28,14 +26,9 @@ impl JsonDocument for Tokens<'_> {
 
 /// The local store's tokens (`.arbiter/arbiter.db`, or Postgres with --database-url).
 pub async fn local_tokens(repo: Option<&Path>) -> Result<Arc<dyn AccessTokens>, CliError> {
-    let ctx = RepoContext::locate(repo).await?;
-    Ok(match crate::context::database_url() {
-        Some(url) => Arc::new(PgStore::connect(url).await?),
-        None => {
-            std::fs::create_dir_all(ctx.workspace.dir())?;
-            ctx.workspace.exclude_from_git(&ctx.git).await?;
-            Arc::new(SqliteStore::open(&ctx.workspace.db_path()).await?)
-        }
+    Ok(match RepoContext::locate(repo).await?.open_store().await? {
+        OpenedStore::Postgres(pg) => pg,
+        OpenedStore::Sqlite(sqlite) => sqlite,
     })
 }
 

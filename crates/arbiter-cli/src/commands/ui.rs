@@ -15,14 +15,12 @@ use std::sync::Arc;
 use arbiter_runner::plan_admin::LocalPlanAdmin;
 use arbiter_server::serve::{ServeConfig, bind, is_loopback};
 use arbiter_server::state::{AppState, Tokens};
-use arbiter_store::postgres::PgStore;
-use arbiter_store::sqlite::SqliteStore;
 use arbiter_store::tokens::Role;
 use arbiter_store::units::UnitQueue;
 use arbiter_store::workers::Secret;
 use tokio_util::sync::CancellationToken;
 
-use crate::context::RepoContext;
+use crate::context::{OpenedStore, RepoContext};
 use crate::error::CliError;
 use crate::output::{note, out};
 
@@ -44,13 +42,9 @@ pub async fn ui(args: UiArgs<'_>) -> Result<u8, CliError> {
         )));
     }
     let ctx = RepoContext::locate(args.repo).await?;
-    let state = match crate::context::database_url() {
-        Some(url) => state_over(Arc::new(PgStore::connect(url).await?), &ctx)?,
-        None => {
-            std::fs::create_dir_all(ctx.workspace.dir())?;
-            ctx.workspace.exclude_from_git(&ctx.git).await?;
-            state_over(Arc::new(SqliteStore::open(&ctx.workspace.db_path()).await?), &ctx)?
-        }
+    let state = match ctx.open_store().await? {
+        OpenedStore::Postgres(pg) => state_over(pg, &ctx)?,
+        OpenedStore::Sqlite(sqlite) => state_over(sqlite, &ctx)?,
     };
     let bound = bind(ServeConfig::new(addr))
         .await
@@ -101,11 +95,7 @@ where
 /// Random bootstrap and admin tokens nobody learns: `arbiter ui` takes no workers, and
 /// logs in through its one-time link.
 fn unused_tokens() -> Result<Tokens, CliError> {
-    let random = || {
-        arbiter_server::web::session::random_hex(32)
-            .map(Secret::new)
-            .ok_or_else(|| CliError::environment("the operating system's random number generator failed"))
-    };
+    let random = || arbiter_store::workers::random_hex(32).map(Secret::new).map_err(CliError::environment);
     Tokens::new(&random()?, &random()?).map_err(CliError::environment)
 }
 

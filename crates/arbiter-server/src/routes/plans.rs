@@ -277,7 +277,7 @@ async fn run_overview(
     let id = arbiter_core::ids::RunId::parse(&run)
         .map_err(|_| ApiError::not_found(format!("'{}' is not a run id", run.escape_default())))?;
     let details = admin(&state)?.view(&plan).await.map_err(admin_error)?;
-    if !details.attempts.iter().any(|a| a.run_id.as_deref() == Some(id.as_str())) {
+    if details.task_of_run(id.as_str()).is_none() {
         return Err(ApiError::not_found(format!("no task of plan {plan} made a run {run}")));
     }
     let header = details.view.plan.header;

@@ -180,6 +180,15 @@ impl Tone {
     }
 }
 
+/// A budget's spent, reserved and limit cells of a table row.
+pub fn budget_cells(b: &arbiter_core::budget::Budget) -> Markup {
+    html! {
+        td.num { (money(b.spent)) }
+        td.num { (money(b.reserved)) }
+        td.num { @match b.limit { Some(l) => (money(l)), None => span.muted { "no limit" } } }
+    }
+}
+
 /// `$1.23`.
 pub fn money(u: Usd) -> String {
     u.to_string()

@@ -71,10 +71,8 @@ fn digest(secret: &str) -> [u8; 32] {
 }
 
 /// `n` random bytes in hex, or `None` when the operating system's generator fails.
-pub fn random_hex(n: usize) -> Option<String> {
-    let mut bytes = vec![0u8; n];
-    getrandom::fill(&mut bytes).ok()?;
-    Some(bytes.iter().map(|b| format!("{b:02x}")).collect())
+fn random_hex(n: usize) -> Option<String> {
+    arbiter_store::workers::random_hex(n).ok()
 }
 
 impl Sessions {

@@ -20,7 +20,7 @@ use maud::{Markup, html};
 use serde::Deserialize;
 
 use crate::state::AppState;
-use crate::web::layout::{Page, Section, empty, money, plan_href, printable, raw, task_href, url_encode, when};
+use crate::web::layout::{Page, Section, budget_cells, empty, plan_href, printable, raw, task_href, url_encode, when};
 use crate::web::session::Viewer;
 use crate::web::{PageError, admin, workspace_of};
 
@@ -85,9 +85,7 @@ pub async fn page(
                     tbody { @for p in &plans {
                         tr {
                             td { a href={ "/costs?plan=" (url_encode(&p.id)) } { (printable(&p.name)) } " " span.muted.mono { (p.id) } }
-                            td.num { (money(p.budget.spent)) }
-                            td.num { (money(p.budget.reserved)) }
-                            td.num { @match p.budget.limit { Some(l) => (money(l)), None => span.muted { "no limit" } } }
+                            (budget_cells(&p.budget))
                         }
                     } }
                 } }
@@ -181,7 +179,7 @@ fn plan_costs(details: &PlanDetails, calls: &CostSummary, curve: &[(Timestamp, U
                         tr {
                             td { a.mono href=(task_href(plan, &t.spec.id)) { (printable(&t.spec.id)) } " " (printable(&t.spec.title)) }
                             td.num { (t.attempts) }
-                            td.num { @if details.call_costs.get(&t.spec.id).is_some_and(|c| c.all_unknown()) { "unknown" } @else { (money(t.cost)) } }
+                            td.num { (details.spent_by(t)) }
                             td.num { (details.call_costs.get(&t.spec.id).map_or(0, |c| c.uncosted)) }
                         }
                     } }

@@ -17,8 +17,7 @@ use super::plans::{STATUS_ORDER, counts};
 use crate::state::AppState;
 use crate::web::dag::{self, Node};
 use crate::web::layout::{
-    Page, Section, budget_gauge, empty, money, plan_href, printable, run_href, short, status_badge, task_href,
-    time_cell, when,
+    Page, Section, budget_gauge, empty, plan_href, printable, run_href, short, status_badge, task_href, time_cell, when,
 };
 use crate::web::session::Viewer;
 use crate::web::{PageError, admin, check_plan_id, workspace_of};
@@ -213,7 +212,6 @@ fn task_row(
 ) -> Markup {
     let critical = shape.is_critical(&t.spec.id);
     let depth = shape.depths.get(&t.spec.id).copied().unwrap_or(0);
-    let unknown_cost = details.call_costs.get(&t.spec.id).is_some_and(|c| c.all_unknown());
     html! {
         tr class=[critical.then_some("critical")] {
             td.task {
@@ -225,7 +223,7 @@ fn task_row(
             td.num { (depth) @if critical { span title="on the critical path" aria-label="on the critical path" { " *" } } }
             td.num { (t.attempts) "/" (t.max_attempts) }
             td.mono { @if t.status == TaskStatus::Running { (t.lease_owner.as_deref().map(|w| printable(&names.label(w))).unwrap_or_default()) } }
-            td.num { @if unknown_cost { "unknown" } @else { (money(t.cost)) } }
+            td.num { (details.spent_by(t)) }
             td.mono {
                 @if let Some(c) = &t.commit { (short(c)) }
                 @else if let Some(run) = &t.run_id { a href=(run_href(plan, run)) { "run" } }

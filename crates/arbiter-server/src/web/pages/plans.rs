@@ -8,7 +8,7 @@ use axum::response::Response;
 use maud::{Markup, html};
 
 use crate::state::AppState;
-use crate::web::layout::{Page, Section, money, plan_href, printable, status_badge};
+use crate::web::layout::{Page, Section, budget_cells, plan_href, printable, status_badge};
 use crate::web::session::Viewer;
 use crate::web::{PageError, admin};
 
@@ -69,9 +69,7 @@ fn plan_row(p: &PlanSummary) -> Markup {
                 span.muted { (finished) "/" (total) " finished" }
             }
             td { (counts(p)) }
-            td.num { (money(p.budget.spent)) }
-            td.num { (money(p.budget.reserved)) }
-            td.num { @match p.budget.limit { Some(l) => (money(l)), None => span.muted { "no limit" } } }
+            (budget_cells(&p.budget))
         }
     }
 }

@@ -40,12 +40,12 @@ pub async fn plan_run(
 ) -> Result<Response, PageError> {
     check_plan_id(&plan)?;
     let id = RunId::parse(&run).map_err(|_| PageError::not_found(format!("'{}' is not a run id", printable(&run))))?;
-    let record = admin(&state)?.view(&plan).await?.view.plan;
+    let details = admin(&state)?.view(&plan).await?;
     // Only a run of one of the plan's tasks is shown under the plan.
-    let Some(task) = task_of(&state, &plan, id.as_str()).await else {
+    let Some(task) = details.task_of_run(id.as_str()).map(str::to_string) else {
         return Err(PageError::not_found(format!("no task of plan {plan} made a run {run}")));
     };
-    let Some(ws) = workspace_of(&state, &record.header).await else {
+    let Some(ws) = workspace_of(&state, &details.view.plan.header).await else {
         return Err(PageError::not_found(format!("the repository of plan {plan} is not on this server")));
     };
     let run_record = read(ws.run_dir(&id)).await?;
@@ -89,12 +89,6 @@ async fn read(dir: std::path::PathBuf) -> Result<RunRecord, PageError> {
         Ok(Err(e)) => Err(PageError::internal("reading the run", e)),
         Err(e) => Err(PageError::internal("reading the run", e)),
     }
-}
-
-/// The task of the plan whose attempt made this run.
-async fn task_of(state: &AppState, plan: &str, run: &str) -> Option<String> {
-    let details = state.admin.as_ref()?.view(plan).await.ok()?;
-    details.attempts.iter().find(|a| a.run_id.as_deref() == Some(run)).map(|a| a.task_id.clone())
 }
 
 fn is_over(s: &RunState) -> bool {
