@@ -33,7 +33,7 @@ use serde::{Deserialize, Serialize};
 use crate::rundir::RunDir;
 
 /// The file the analysis writes in the failed run's directory.
-pub const ANALYSIS_MD: &str = "analysis.md";
+pub const ANALYSIS_MD: &str = crate::run_record::ANALYSIS;
 /// Its record: the call, what it cost, the answer.
 pub const ANALYSIS_JSON: &str = "analysis.json";
 
@@ -211,7 +211,7 @@ fn write(run_dir: &Path, task: &str, run_id: &str, found: &Analysis, call: &Call
     };
     dir.write_json(ANALYSIS_JSON, &record)?;
     let mut written = vec![ANALYSIS_MD, ANALYSIS_JSON];
-    if let Ok(text) = std::fs::read_to_string(run_dir.join(paths::COST))
+    if let Ok(text) = read_text(&run_dir.join(paths::COST))
         && let Ok(summary) = serde_json::from_str::<CostSummary>(&text)
     {
         let mut calls = summary.calls;
@@ -226,15 +226,15 @@ fn write(run_dir: &Path, task: &str, run_id: &str, found: &Analysis, call: &Call
 /// What a failed run showed: the task, why it failed, and each candidate's reason, gate
 /// output and failing tests. `None` when the run left no state.
 pub fn read_evidence(run_dir: &Path, failure: &str) -> Option<Evidence> {
-    let state: RunState = serde_json::from_str(&std::fs::read_to_string(run_dir.join(paths::STATE)).ok()?).ok()?;
+    let state: RunState = serde_json::from_str(&read_text(&run_dir.join(paths::STATE)).ok()?).ok()?;
     let selection: Option<SelectionArtifact> =
-        std::fs::read_to_string(run_dir.join(paths::SELECTION)).ok().and_then(|t| serde_json::from_str(&t).ok());
+        read_text(&run_dir.join(paths::SELECTION)).ok().and_then(|t| serde_json::from_str(&t).ok());
     let mut candidates = Vec::new();
     for c in &state.candidates {
         let id = c.id.to_string();
         let dir = run_dir.join(paths::CANDIDATES).join(&id);
         let evidence: Option<CandidateEvidence> =
-            std::fs::read_to_string(dir.join(paths::EVIDENCE)).ok().and_then(|t| serde_json::from_str(&t).ok());
+            read_text(&dir.join(paths::EVIDENCE)).ok().and_then(|t| serde_json::from_str(&t).ok());
         let reason = selection
             .as_ref()
             .and_then(|s| s.candidates.iter().find(|e| e.candidate_id == c.id))
@@ -287,5 +287,14 @@ pub fn read_evidence(run_dir: &Path, failure: &str) -> Option<Evidence> {
 
 /// The analysis a failed run holds, when one was written.
 pub fn feedback_of(run_dir: &Path) -> Option<String> {
-    std::fs::read_to_string(run_dir.join(ANALYSIS_MD)).ok().filter(|t| !t.trim().is_empty())
+    read_text(&run_dir.join(ANALYSIS_MD)).ok().filter(|t| !t.trim().is_empty())
+}
+
+/// A file of a run directory a candidate may have written into: read without following a
+/// link or waiting on a FIFO, and only when it fits ([`crate::run_record::read_regular`]).
+fn read_text(path: &std::path::Path) -> std::io::Result<String> {
+    match crate::run_record::read_regular(path, crate::run_record::JSON_CAP)? {
+        (bytes, false) => String::from_utf8(bytes).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e)),
+        (_, true) => Err(std::io::Error::new(std::io::ErrorKind::InvalidData, "larger than arbiter reads")),
+    }
 }

@@ -93,9 +93,8 @@ pub async fn destination(repo: &Git, name: &str, config: &ForgeSection) -> Resul
         (None, Some(host)) => from_url.map(|r| ForgeRepo { host: host.clone(), repo: r.repo }),
         (None, None) => from_url,
     };
-    let forge = match config.kind.as_deref() {
-        Some("gitlab") => Forge::GitLab,
-        Some(_) => Forge::GitHub,
+    let forge = match config.kind {
+        Some(kind) => kind,
         None => at.as_ref().map_or(Forge::GitHub, |a| remote::forge_of(&a.host)),
     };
     Ok(Destination { remote: url.map(|_| name.to_string()), forge, at })

@@ -101,6 +101,18 @@ impl RegistryFile {
                 ));
             }
         }
+        // A keyword's domain and feature become a path as the target of `feature new`.
+        for (keyword, entry) in object("domain_keywords")?.into_iter().flatten() {
+            let named: Vec<&str> =
+                entry.as_array().map(|a| a.iter().take(2).filter_map(Value::as_str).collect()).unwrap_or_default();
+            if named.len() == 2 && !named.iter().all(|n| valid_component(n)) {
+                return Err(bad(
+                    p,
+                    format!("domain_keywords has \"{keyword}\": {entry}, which is not a domain and a feature name"),
+                    "domains and names are letters, digits, '-' and '_'",
+                ));
+            }
+        }
         for (key, app) in object("apps")?.into_iter().flatten() {
             let Value::Object(app) = app else {
                 return Err(bad(
@@ -504,6 +516,8 @@ mod tests {
         for bad in [
             r#"{"features_dir": "../../etc"}"#,
             r#"{"features_dir": "/tmp"}"#,
+            r#"{"domain_keywords": {"x": ["../../../../tmp", "X"]}}"#,
+            r#"{"domain_keywords": {"x": ["ok", "../X"]}}"#,
             r#"{"known_features": {"X": "../../.."}}"#,
             r#"{"apps": {"a": {"features_dir": "x/../../y"}}}"#,
             r#"{"apps": {"a": {"config": "/etc/passwd"}}}"#,

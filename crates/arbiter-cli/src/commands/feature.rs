@@ -23,7 +23,7 @@ use super::run;
 use crate::cli::{FeatureCommand, SettingsArgs};
 use crate::context::RepoContext;
 use crate::error::{CliError, exit};
-use crate::output::{JsonDocument, note, out, warning};
+use crate::output::{JsonDocument, note, out, printable, warning};
 
 /// A slice error as an exit code.
 pub fn slice_error(e: SliceError) -> CliError {
@@ -101,8 +101,8 @@ pub async fn feature(repo: Option<&Path>, cmd: &FeatureCommand) -> Result<u8, Cl
             };
             let o = verbs::modify(&ws, req, model.as_ref(), &progress).await.map_err(slice_error)?;
             out!("Amendment {} recorded in the spec of {}", o.amendment, o.slice);
-            out!("  Resolution: {}", o.resolution);
-            out!("  QA verdict: {}", o.qa);
+            out!("  Resolution: {}", printable(&o.resolution));
+            out!("  QA verdict: {}", printable(&o.qa.to_string()));
             if let Some(c) = &o.commit {
                 out!("Committed {}", short(c));
             }
@@ -190,8 +190,8 @@ pub async fn feature(repo: Option<&Path>, cmd: &FeatureCommand) -> Result<u8, Cl
                 Some(false) => {
                     out!(
                         "  its tests FAIL at the new place (`{}`); the move is committed:\n{}",
-                        o.tests.command,
-                        o.tests.output_tail.trim_end()
+                        printable(&o.tests.command),
+                        arbiter_core::text::visible(o.tests.output_tail.trim_end())
                     );
                     exit::NO_RESULT
                 }
@@ -484,7 +484,7 @@ fn report_do(plan: &DoPlan, o: &RunOutcome, f: Option<&DoFinished>, ws: &Workspa
         for g in &c.failing_gates {
             out!("    failing gate `{}`:", g.gate);
             for line in g.output_tail.lines().rev().take(12).collect::<Vec<_>>().into_iter().rev() {
-                out!("      {line}");
+                out!("      {}", printable(line));
             }
         }
     }

@@ -28,7 +28,7 @@ use serde::Serialize;
 use crate::cli::PrArgs;
 use crate::context::{RepoContext, read_artifact};
 use crate::error::{CliError, exit};
-use crate::output::{JsonDocument, note, out, warning};
+use crate::output::{JsonDocument, note, out, printable, warning};
 
 /// The most of a final report that goes into a commit message.
 const MAX_MESSAGE_REPORT: usize = 48 * 1024;
@@ -198,22 +198,23 @@ pub async fn say_completion(plans: &Arc<dyn UnitQueue>, plan: &str, after: i64) 
         match e.entry() {
             Some(PlanLogEntry::Plan(PlanEntry::ChangeOpened(c))) => match (&c.url, &c.compare_url) {
                 (Some(url), _) => {
-                    out!("Plan {plan} finished: its pull request of {} into {} is {url}", c.branch, c.base)
+                    out!("Plan {plan} finished: its pull request of {} into {} is {}", c.branch, c.base, printable(url))
                 }
                 (None, Some(compare)) => {
                     out!(
-                        "Plan {plan} finished: {} is pushed; open its pull request into {} at {compare}",
+                        "Plan {plan} finished: {} is pushed; open its pull request into {} at {}",
                         c.branch,
-                        c.base
+                        c.base,
+                        printable(compare)
                     )
                 }
                 (None, None) => {}
             },
             Some(PlanLogEntry::Plan(PlanEntry::IssueUpdated { url, stage, .. })) => {
-                note!("arbiter: told {url} that plan {plan} is {stage}")
+                note!("arbiter: told {} that plan {plan} is {stage}", printable(&url))
             }
             Some(PlanLogEntry::Plan(PlanEntry::CompletionFailed { reason })) => {
-                warning!("arbiter: plan {plan} finished, but {reason}")
+                warning!("arbiter: plan {plan} finished, but {}", printable(&reason))
             }
             _ => {}
         }

@@ -8,7 +8,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::feature::{slice_error, workspace};
 use crate::error::{CliError, exit};
-use crate::output::{JsonDocument, out};
+use crate::output::{JsonDocument, out, printable};
 
 impl JsonDocument for QaOutcome {
     const SCHEMA: &'static str = "qa";
@@ -46,7 +46,7 @@ fn print(o: &QaOutcome) {
     if !violations.is_empty() {
         out!("Code standards violations ({}):", violations.len());
         for v in &violations {
-            out!("  {v}");
+            out!("  {}", printable(&v.to_string()));
         }
         out!();
     }
@@ -76,7 +76,7 @@ fn print(o: &QaOutcome) {
         if let Some(t) = &s.tests {
             out!();
             out!("--- {} tests failed (full output: {}) ---", s.slice, t.log.as_deref().unwrap_or("-"));
-            out!("{}", t.output_tail.trim_end());
+            out!("{}", arbiter_core::text::visible(t.output_tail.trim_end()));
         }
     }
     out!();

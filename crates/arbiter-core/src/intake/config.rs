@@ -62,7 +62,7 @@ impl IntakeSection {
 #[serde(deny_unknown_fields)]
 pub struct ForgeSection {
     /// `github` or `gitlab` (default: from the host).
-    pub kind: Option<String>,
+    pub kind: Option<super::issue::Forge>,
     /// The forge's host (`github.com`, `gitlab.example.com`).
     pub host: Option<String>,
     /// `OWNER/REPO`.

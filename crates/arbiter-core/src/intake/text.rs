@@ -46,8 +46,9 @@ pub fn clean(text: &str) -> String {
             '\r' if chars.peek() == Some(&'\n') => {}
             '\n' | '\t' => out.push(c),
             '\r' => out.push('\n'),
-            // Bidirectional overrides reorder what a reader sees ("Trojan Source").
-            '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' => {}
+            // Bidirectional overrides and zero-width characters change what a reader sees
+            // ("Trojan Source").
+            c if crate::text::invisible(c) => {}
             c if c.is_control() => {}
             c => out.push(c),
         }
