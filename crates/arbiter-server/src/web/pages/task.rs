@@ -90,7 +90,7 @@ pub async fn page(
                 @if task.status == TaskStatus::Ready && task.not_before > now {
                     tr { th scope="row" { "Retry" } td { "not before " (when(task.not_before)) " (" (time_cell(task.not_before, now)) ")" } }
                 }
-                tr { th scope="row" { "Spent" } td { (money(task.cost)) } }
+                tr { th scope="row" { "Spent" } td { (details.spent_by(task)) } }
                 @if let Some(run) = &task.run_id { tr { th scope="row" { "Run" } td { a.mono href=(run_href(&plan, run)) { (run) } } } }
                 @if let Some(c) = &task.commit { tr { th scope="row" { "Commit" } td.mono { (short(c)) } } }
                 @if let Some(r) = &task.reason { tr { th scope="row" { "Note" } td { (printable(r)) } } }
