@@ -10,6 +10,7 @@
 
 #![forbid(unsafe_code)]
 
+mod batch;
 pub mod migrate;
 pub mod pg_url;
 mod plan_impl;
@@ -122,6 +123,8 @@ pub enum StoreError {
     InvalidToken { reason: String },
     #[error("the operating system's random number generator failed: {0}")]
     Random(String),
+    #[error("a request batched with others got no answer ({0}); it may be made again")]
+    Unanswered(String),
 }
 
 /// The persistence port.

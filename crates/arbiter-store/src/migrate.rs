@@ -58,6 +58,11 @@ pub const SQLITE: &[Migration] = &[
     Migration { version: 7, name: "report_plans", sql: include_str!("../migrations/sqlite/0007_report_plans.sql") },
     Migration { version: 8, name: "plan_sources", sql: include_str!("../migrations/sqlite/0008_plan_sources.sql") },
     Migration { version: 9, name: "access_tokens", sql: include_str!("../migrations/sqlite/0009_access_tokens.sql") },
+    Migration {
+        version: 10,
+        name: "batched_reports",
+        sql: include_str!("../migrations/sqlite/0010_batched_reports.sql"),
+    },
 ];
 
 /// Postgres migrations, numbered in lock-step with [`SQLITE`].
@@ -71,4 +76,9 @@ pub const POSTGRES: &[Migration] = &[
     Migration { version: 7, name: "report_plans", sql: include_str!("../migrations/postgres/0007_report_plans.sql") },
     Migration { version: 8, name: "plan_sources", sql: include_str!("../migrations/postgres/0008_plan_sources.sql") },
     Migration { version: 9, name: "access_tokens", sql: include_str!("../migrations/postgres/0009_access_tokens.sql") },
+    Migration {
+        version: 10,
+        name: "batched_reports",
+        sql: include_str!("../migrations/postgres/0010_batched_reports.sql"),
+    },
 ];

@@ -9,8 +9,14 @@
 //! apart. (The one-statement claim reads the plan's flags without that lock: a budget set
 //! or a cancel committed while it runs takes effect from the next claim.) Locks are taken
 //! in one order everywhere — the plan's ending lock, the plan row, then tasks in id order —
-//! so concurrent claims, reports, imports and cancels do not deadlock. Waiting claimers are woken by `LISTEN/NOTIFY` on the `arbiter_plans` channel
-//! (sent after each commit that may make work), with polling as the safety net.
+//! so concurrent claims, reports, imports and cancels do not deadlock. Waiting claimers are
+//! woken by `LISTEN/NOTIFY` on the `arbiter_plans` channel (sent after each commit that may
+//! make work), with polling as the safety net.
+//!
+//! One-statement claims and reports that callers make at the same moment (a control plane's
+//! many workers) are made together ([`crate::batch`]): one statement claims the best ready
+//! tasks of a plan for several claimers, one call finishes several reports of a plan — one
+//! round trip and one commit instead of one each. A lone request goes out at once, alone.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,8 +28,10 @@ use sqlx::postgres::{PgConnection, PgListener, PgPool, PgPoolOptions};
 use tokio::sync::{Notify, OnceCell};
 
 use crate::StoreError;
+use crate::batch::{Batched, Batcher};
 use crate::migrate::POSTGRES;
 use crate::pg_url::PgUrl;
+use crate::plan_impl::FastOutcome;
 use crate::plan_sql::{PlanDialect, pick_ready, pick_ready_among, plan_budget, task_state};
 use crate::plans::{AttemptResult, Claimed, Finished, Lease, Wake};
 
@@ -55,12 +63,40 @@ const CHANNEL: &str = "arbiter_plans";
 /// Serializes concurrent migrators (any constant shared by every arbiter process).
 const MIGRATION_LOCK: i64 = 0x0061_7262_6974_6572; // "arbiter"
 
+/// How many batches of one-statement claims (and, apart, of reports) go to the database at
+/// once. One each: while a batch runs the next one forms, and larger batches did more per
+/// second than two lanes of smaller ones (a control plane's drain of 20,000 tasks with 16
+/// workers took 0.87 of the time; docs/BENCHMARKS.md, "The control plane").
+const BATCH_LANES: usize = 1;
+
+/// The most claims or reports of one batch.
+const BATCH_MOST: usize = 64;
+
 /// The Postgres implementation of [`Store`](crate::Store) and [`PlanStore`](crate::plans::PlanStore).
 #[derive(Clone)]
 pub struct PgStore {
     pool: PgPool,
     work: Arc<Notify>,
     listening: Arc<OnceCell<()>>,
+    /// One-statement claims made at the same moment, made as one statement per plan.
+    claims: Arc<Batcher<Claims>>,
+    /// One-statement reports made at the same moment, made as one call per plan.
+    reports: Arc<Batcher<Reports>>,
+}
+
+/// A one-statement claim of any ready task of a plan.
+struct ClaimAsked {
+    plan: String,
+    worker: String,
+    expires: Timestamp,
+    now: Timestamp,
+}
+
+/// A one-statement report.
+struct ReportAsked {
+    lease: Lease,
+    outcome: FastOutcome,
+    now: Timestamp,
 }
 
 impl PgStore {
@@ -98,7 +134,13 @@ impl PgStore {
                 })
             })
             .connect_lazy_with(url.options.clone());
-        let store = PgStore { pool, work: Arc::new(Notify::new()), listening: Arc::new(OnceCell::new()) };
+        let store = PgStore {
+            claims: Arc::new(Batcher::new(BATCH_LANES, BATCH_MOST, Claims(pool.clone()))),
+            reports: Arc::new(Batcher::new(BATCH_LANES, BATCH_MOST, Reports(pool.clone()))),
+            pool,
+            work: Arc::new(Notify::new()),
+            listening: Arc::new(OnceCell::new()),
+        };
         store.migrate().await?;
         Ok(store)
     }
@@ -150,7 +192,8 @@ impl PgStore {
     /// One statement when the plan has no budget and no key files: pick with
     /// `SKIP LOCKED`, claim, record the attempt and the event. `None` sends the claim down
     /// the general path (a guarded plan, or nothing ready). `among`: a JSON array of the
-    /// tasks to claim one of (`None`: any).
+    /// tasks to claim one of (`None`: any; such claims made at the same moment are made
+    /// together, one statement per plan).
     async fn claim_fast(
         &self,
         plan: &str,
@@ -160,34 +203,27 @@ impl PgStore {
         among: Option<&str>,
     ) -> Result<Option<Claimed>, StoreError> {
         let expires = crate::plan_impl::expiry(now, ttl);
-        let Some(row) = sqlx::query(CLAIM_FAST)
-            .bind(plan)
-            .bind(now.0)
-            .bind(worker)
-            .bind(expires.0)
-            .bind(among)
-            .fetch_optional(&self.pool)
-            .await?
-        else {
-            return Ok(None);
-        };
-        crate::plan_impl::fast_claim(&row, plan, worker, expires).map(Some)
+        if among.is_none() {
+            let asked = ClaimAsked { plan: plan.to_string(), worker: worker.to_string(), expires, now };
+            // A claim nobody waits for any more is not made (it would hold a task until its
+            // lease ran out).
+            return self.claims.ask(asked, false).await;
+        }
+        claim_one(&self.pool, plan, worker, expires, now, among).await
     }
 
     /// One statement for a report with nothing to charge or release: end the task and the
     /// attempt, unblock dependents, write the events. `None` sends the report down the
-    /// general path (which also refuses a stale fence).
+    /// general path (which also refuses a stale fence). Reports made at the same moment are
+    /// made together, one call per plan.
     async fn finish_fast(
         &self,
         lease: &Lease,
         result: &AttemptResult,
         now: Timestamp,
     ) -> Result<Option<Finished>, StoreError> {
-        let Some(o) = crate::plan_impl::fast_outcome(lease, result, now) else { return Ok(None) };
-        let row =
-            crate::plan_impl::bind_fast_report!(sqlx::query(FINISH_FAST), lease, &o, now).fetch_one(&self.pool).await?;
-        let newly_ready = row.try_get::<Option<Vec<String>>, _>("newly_ready")?;
-        Ok(newly_ready.map(|ready| o.finished(ready)))
+        let Some(outcome) = crate::plan_impl::fast_outcome(lease, result, now) else { return Ok(None) };
+        self.reports.ask(ReportAsked { lease: lease.clone(), outcome, now }, true).await
     }
 
     async fn migrate(&self) -> Result<(), StoreError> {
@@ -246,10 +282,183 @@ const CLAIM_FAST: &str = "WITH picked AS (
     SELECT c.id, c.attempts, c.max_attempts, c.fence, c.spec, p.retry_backoff_seconds
     FROM claimed c JOIN plans p ON p.id = c.plan_id";
 
+/// [`CLAIM_FAST`] for as many claimers as `$3` (their workers) and `$4` (their leases'
+/// expiries) name: the n-th best ready task goes to the n-th claimer (`n`, from 1); there
+/// are fewer rows than claimers when fewer tasks were ready.
+const CLAIM_MANY: &str = "WITH asked AS (
+        SELECT a.worker, a.expires, a.n FROM unnest($3::text[], $4::bigint[]) WITH ORDINALITY AS a(worker, expires, n)),
+    picked AS (
+        SELECT t.plan_id, t.id, t.priority, t.ord FROM plan_tasks t JOIN plans p ON p.id = t.plan_id
+        WHERE t.plan_id = $1 AND t.status = 'ready' AND t.not_before <= $2
+          AND NOT p.cancelled AND NOT p.guard_files AND p.budget_pico IS NULL
+        ORDER BY t.priority, t.ord LIMIT cardinality($3::text[])
+        FOR UPDATE OF t SKIP LOCKED),
+    paired AS (
+        SELECT r.plan_id, r.id, a.worker, a.expires, a.n
+        FROM (SELECT plan_id, id, row_number() OVER (ORDER BY priority, ord) AS n FROM picked) r
+        JOIN asked a ON a.n = r.n),
+    claimed AS (
+        UPDATE plan_tasks t SET status = 'running', attempts = t.attempts + 1, fence = t.fence + 1,
+            lease_owner = paired.worker, lease_expires = paired.expires, reserved_pico = 0, version = t.version + 1,
+            updated_at = $2
+        FROM paired WHERE t.plan_id = paired.plan_id AND t.id = paired.id
+        RETURNING t.plan_id, t.id, t.attempts, t.max_attempts, t.fence, t.spec, paired.worker, paired.expires, paired.n),
+    att AS (
+        INSERT INTO plan_attempts (plan_id, task_id, attempt, fence, worker, status, started_at, reserved_pico)
+        SELECT plan_id, id, attempts, fence, worker, 'running', $2, 0 FROM claimed),
+    ev AS (
+        INSERT INTO plan_events (plan_id, task_id, attempt, kind, at, data)
+        SELECT plan_id, id, attempts, 'task_claimed', $2,
+               json_build_object('worker', worker, 'fence', fence, 'lease_expires', expires, 'reserved', '0')::text
+        FROM claimed ORDER BY n)
+    SELECT c.n, c.id, c.attempts, c.max_attempts, c.fence, c.spec, p.retry_backoff_seconds
+    FROM claimed c JOIN plans p ON p.id = c.plan_id";
+
 /// See [`PgStore::finish_fast`]: the function `arbiter_finish_fast` of migration 0002,
 /// which takes its locks in the order the general path does.
 const FINISH_FAST: &str =
     "SELECT arbiter_finish_fast($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) AS newly_ready";
+
+/// [`FINISH_FAST`] for many reports of one plan: `arbiter_finish_fast_many` of migration 10,
+/// which takes every lock the reports need, in order, before it finishes any.
+const FINISH_MANY: &str =
+    "SELECT n, newly_ready FROM arbiter_finish_fast_many($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)";
+
+/// One claim on its own (see [`PgStore::claim_fast`]).
+async fn claim_one(
+    pool: &PgPool,
+    plan: &str,
+    worker: &str,
+    expires: Timestamp,
+    now: Timestamp,
+    among: Option<&str>,
+) -> Result<Option<Claimed>, StoreError> {
+    let Some(row) = sqlx::query(CLAIM_FAST)
+        .bind(plan)
+        .bind(now.0)
+        .bind(worker)
+        .bind(expires.0)
+        .bind(among)
+        .fetch_optional(pool)
+        .await?
+    else {
+        return Ok(None);
+    };
+    crate::plan_impl::fast_claim(&row, plan, worker, expires).map(Some)
+}
+
+/// Claims of one plan, one statement: the claimers in order, each with its claim or `None`.
+async fn claim_many(pool: &PgPool, asked: &[&ClaimAsked]) -> Result<Vec<Option<Claimed>>, StoreError> {
+    let Some(plan) = asked.first().map(|a| a.plan.as_str()) else { return Ok(Vec::new()) };
+    let now = asked.iter().map(|a| a.now).max().unwrap_or(Timestamp(0));
+    let workers: Vec<&str> = asked.iter().map(|a| a.worker.as_str()).collect();
+    let expires: Vec<i64> = asked.iter().map(|a| a.expires.0).collect();
+    let rows = sqlx::query(CLAIM_MANY).bind(plan).bind(now.0).bind(&workers).bind(&expires).fetch_all(pool).await?;
+    let mut claims: Vec<Option<Claimed>> = asked.iter().map(|_| None).collect();
+    for row in &rows {
+        let n = row.try_get::<i64, _>("n")?;
+        let Some(a) = usize::try_from(n).ok().and_then(|n| n.checked_sub(1)).and_then(|i| asked.get(i)) else {
+            return Err(StoreError::Corrupt { column: "claim batch n", value: n.to_string() });
+        };
+        claims[(n - 1) as usize] = Some(crate::plan_impl::fast_claim(row, plan, &a.worker, a.expires)?);
+    }
+    Ok(claims)
+}
+
+/// Claims of any ready task, one statement per plan (a lone claim as [`CLAIM_FAST`]).
+struct Claims(PgPool);
+
+#[async_trait::async_trait]
+impl Batched for Claims {
+    type Request = ClaimAsked;
+    type Answer = Option<Claimed>;
+    type Group = String;
+
+    fn group(&self, asked: &ClaimAsked) -> String {
+        asked.plan.clone()
+    }
+
+    async fn one(&self, a: &ClaimAsked) -> Result<Option<Claimed>, StoreError> {
+        claim_one(&self.0, &a.plan, &a.worker, a.expires, a.now, None).await
+    }
+
+    async fn many(&self, asked: &[&ClaimAsked]) -> Result<Vec<Option<Claimed>>, StoreError> {
+        claim_many(&self.0, asked).await
+    }
+}
+
+/// One report on its own (see [`PgStore::finish_fast`]).
+async fn finish_one(pool: &PgPool, r: &ReportAsked) -> Result<Option<Finished>, StoreError> {
+    let row = crate::plan_impl::bind_fast_report!(sqlx::query(FINISH_FAST), &r.lease, &r.outcome, r.now)
+        .fetch_one(pool)
+        .await?;
+    let newly_ready = row.try_get::<Option<Vec<String>>, _>("newly_ready")?;
+    Ok(newly_ready.map(|ready| r.outcome.finished(ready)))
+}
+
+/// Reports of one plan, one call: each report's outcome, in order.
+async fn finish_many(pool: &PgPool, asked: &[&ReportAsked]) -> Result<Vec<Option<Finished>>, StoreError> {
+    let Some(plan) = asked.first().map(|r| r.lease.plan_id.as_str()) else { return Ok(Vec::new()) };
+    let column = |f: &dyn Fn(&ReportAsked) -> Option<String>| asked.iter().map(|r| f(r)).collect::<Vec<_>>();
+    let tasks = column(&|r| Some(r.lease.task_id.clone()));
+    let statuses = column(&|r| Some(r.outcome.decision.status.as_str().to_string()));
+    let not_befores: Vec<i64> = asked.iter().map(|r| r.outcome.decision.not_before.0).collect();
+    let run_ids = column(&|r| r.outcome.decision.run_id.clone());
+    let commits = column(&|r| r.outcome.decision.commit.clone());
+    let reasons = column(&|r| r.outcome.decision.reason.clone());
+    let nows: Vec<i64> = asked.iter().map(|r| r.now.0).collect();
+    let fences: Vec<i64> = asked.iter().map(|r| r.lease.fence).collect();
+    let attempt_statuses = column(&|r| Some(r.outcome.attempt_status.as_str().to_string()));
+    let kinds = column(&|r| Some(r.outcome.kind.clone()));
+    let datas = column(&|r| Some(r.outcome.data.to_string()));
+    let rows = sqlx::query(FINISH_MANY)
+        .bind(plan)
+        .bind(&tasks)
+        .bind(&statuses)
+        .bind(&not_befores)
+        .bind(&run_ids)
+        .bind(&commits)
+        .bind(&reasons)
+        .bind(&nows)
+        .bind(&fences)
+        .bind(&attempt_statuses)
+        .bind(&kinds)
+        .bind(&datas)
+        .fetch_all(pool)
+        .await?;
+    let mut finished: Vec<Option<Finished>> = asked.iter().map(|_| None).collect();
+    for row in &rows {
+        let n = row.try_get::<i32, _>("n")?;
+        let Some(r) = usize::try_from(n).ok().and_then(|n| n.checked_sub(1)).and_then(|i| asked.get(i)) else {
+            return Err(StoreError::Corrupt { column: "report batch n", value: n.to_string() });
+        };
+        let newly_ready = row.try_get::<Option<Vec<String>>, _>("newly_ready")?;
+        finished[(n - 1) as usize] = newly_ready.map(|ready| r.outcome.finished(ready));
+    }
+    Ok(finished)
+}
+
+/// One-statement reports, one call per plan (a lone report as [`FINISH_FAST`]).
+struct Reports(PgPool);
+
+#[async_trait::async_trait]
+impl Batched for Reports {
+    type Request = ReportAsked;
+    type Answer = Option<Finished>;
+    type Group = String;
+
+    fn group(&self, asked: &ReportAsked) -> String {
+        asked.lease.plan_id.clone()
+    }
+
+    async fn one(&self, r: &ReportAsked) -> Result<Option<Finished>, StoreError> {
+        finish_one(&self.0, r).await
+    }
+
+    async fn many(&self, asked: &[&ReportAsked]) -> Result<Vec<Option<Finished>>, StoreError> {
+        finish_many(&self.0, asked).await
+    }
+}
 
 crate::store_impl!(PgStore);
 crate::worker_registry_impl!(PgStore);
@@ -265,4 +474,182 @@ impl crate::unit_impl::UnitDialect for PgStore {
     const PICK_UNITS: &'static str = concat!(crate::unit_impl::pick_units!(), " FOR UPDATE OF u SKIP LOCKED");
     const LOCK_UNIT: &'static str = concat!(crate::unit_impl::unit_state!(), " FOR UPDATE OF t, u");
     const LOCK_ATTEMPT: &'static str = concat!(crate::unit_impl::attempt_state!(), " FOR UPDATE");
+}
+
+/// The batched statements, made directly (whether concurrent callers batch depends on
+/// timing; what a batch does must not), against the machine's real Postgres.
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plans::{Import, ImportMode, PlanStore};
+    use arbiter_core::plan::file::{Syntax, parse};
+    use arbiter_core::plan::state::TaskStatus;
+
+    const SECOND: i64 = 1_000_000;
+
+    fn t(s: i64) -> Timestamp {
+        Timestamp(1_800_000_000 * SECOND + s * SECOND)
+    }
+
+    /// A store on a fresh database; drop it with [`drop_database`].
+    async fn fresh_store() -> (PgStore, String) {
+        let admin =
+            std::env::var("DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+        let mut conn = PgConnection::connect(&admin)
+            .await
+            .unwrap_or_else(|e| panic!("Postgres is required for these tests ({e}); start it and set DATABASE_URL"));
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
+        let name = format!("arbiter_batch_test_{}_{nanos}", std::process::id());
+        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}"))).execute(&mut conn).await.unwrap();
+        let base = admin.rsplit_once('/').map(|(b, _)| b.to_string()).unwrap();
+        (PgStore::connect(&format!("{base}/{name}")).await.unwrap(), name)
+    }
+
+    async fn drop_database(store: PgStore, name: &str) {
+        store.pool.close().await;
+        let admin =
+            std::env::var("DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+        let mut conn = PgConnection::connect(&admin).await.unwrap();
+        let drop = format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)");
+        sqlx::query(sqlx::AssertSqlSafe(drop)).execute(&mut conn).await.unwrap();
+    }
+
+    fn claimer(worker: &str, at: i64) -> ClaimAsked {
+        ClaimAsked { plan: "p".into(), worker: worker.into(), expires: t(at + 30), now: t(at) }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn batched_claims_and_reports_do_what_each_would_alone() {
+        let (store, name) = fresh_store().await;
+        let spec = parse(
+            r#"{"id": "p", "name": "Plan", "defaults": {"retry_backoff_seconds": 0}, "tasks": [
+                {"id": "A", "title": "a"}, {"id": "B", "title": "b"}, {"id": "C", "title": "c"},
+                {"id": "D", "title": "d", "dependencies": ["A", "B"]},
+                {"id": "E", "title": "e", "dependencies": ["A"]}]}"#,
+            Syntax::Json,
+        )
+        .unwrap();
+        let import = Import {
+            spec: &spec,
+            mode: ImportMode::Add,
+            skip: &[],
+            verdicts: &[],
+            apply: None,
+            branch: None,
+            now: t(0),
+        };
+        store.import_plan(import).await.unwrap();
+
+        // Five claimers, three ready tasks: the best three go to the first three claimers,
+        // each lease recorded for the worker that holds it.
+        let asked: Vec<ClaimAsked> = (1..=5).map(|i| claimer(&format!("w{i}"), i)).collect();
+        let refs: Vec<&ClaimAsked> = asked.iter().collect();
+        let claims = claim_many(&store.pool, &refs).await.unwrap();
+        let got: Vec<Option<(String, String)>> =
+            claims.iter().map(|c| c.as_ref().map(|c| (c.lease.worker.clone(), c.lease.task_id.clone()))).collect();
+        assert_eq!(
+            got,
+            vec![
+                Some(("w1".into(), "A".into())),
+                Some(("w2".into(), "B".into())),
+                Some(("w3".into(), "C".into())),
+                None,
+                None
+            ]
+        );
+        for c in claims.iter().flatten() {
+            let record = store.task_record("p", &c.lease.task_id).await.unwrap().unwrap();
+            assert_eq!(record.status, TaskStatus::Running);
+            assert_eq!(record.lease_owner.as_deref(), Some(c.lease.worker.as_str()), "{}", c.lease.task_id);
+            assert_eq!(record.fence, c.lease.fence);
+            assert_eq!(record.lease_expires, Some(c.lease.expires));
+        }
+        let events = store.events("p").await.unwrap();
+        let claimed: Vec<(String, String)> = events
+            .iter()
+            .filter(|e| e.kind == "task_claimed")
+            .map(|e| (e.task_id.clone().unwrap(), e.data["worker"].as_str().unwrap().to_string()))
+            .collect();
+        assert_eq!(claimed, vec![("A".into(), "w1".into()), ("B".into(), "w2".into()), ("C".into(), "w3".into())]);
+        assert!(events.iter().all(|e| e.entry().is_some()), "every event reads as its type");
+        assert_eq!(store.attempts("p").await.unwrap().len(), 3);
+
+        // Three reports at once: A and B done (D, which needs both, becomes ready once; E,
+        // which needs A, too), and C's under a fencing token it no longer holds: refused,
+        // nothing of it changed.
+        let leases: Vec<Lease> = claims.into_iter().flatten().map(|c| c.lease).collect();
+        let done = AttemptResult::Succeeded { run_id: Some("run".into()), commit: Some("abc".into()) };
+        let mut stale = leases[2].clone();
+        stale.fence += 1;
+        let reports: Vec<ReportAsked> = [&leases[0], &leases[1], &stale]
+            .into_iter()
+            .map(|lease| ReportAsked {
+                lease: lease.clone(),
+                outcome: crate::plan_impl::fast_outcome(lease, &done, t(10)).unwrap(),
+                now: t(10),
+            })
+            .collect();
+        let refs: Vec<&ReportAsked> = reports.iter().collect();
+        let finished = finish_many(&store.pool, &refs).await.unwrap();
+        assert_eq!(finished.len(), 3);
+        let newly: Vec<Option<Vec<String>>> =
+            finished.iter().map(|f| f.as_ref().map(|f| f.newly_ready.clone())).collect();
+        assert_eq!(newly, vec![Some(vec!["E".to_string()]), Some(vec!["D".to_string()]), None]);
+        for (id, status) in [("A", TaskStatus::Done), ("B", TaskStatus::Done), ("C", TaskStatus::Running)] {
+            assert_eq!(store.task_record("p", id).await.unwrap().unwrap().status, status, "{id}");
+        }
+        for id in ["D", "E"] {
+            let record = store.task_record("p", id).await.unwrap().unwrap();
+            assert_eq!((record.status, record.deps_left), (TaskStatus::Ready, 0), "{id}");
+        }
+        let events = store.events("p").await.unwrap();
+        let ready: Vec<&str> =
+            events.iter().filter(|e| e.kind == "task_ready").filter_map(|e| e.task_id.as_deref()).collect();
+        assert_eq!(ready, vec!["E", "D"], "each dependent became ready once");
+        assert!(events.iter().all(|e| e.entry().is_some()), "every event reads as its type");
+
+        // Through the store's port, concurrent claims and reports (batched or not) claim each
+        // task once and finish the plan.
+        let store = Arc::new(store);
+        let mut joins = Vec::new();
+        for w in 0..8 {
+            let store = store.clone();
+            joins.push(tokio::spawn(async move {
+                store.claim("p", &format!("v{w}"), Duration::from_secs(30), t(11)).await.unwrap()
+            }));
+        }
+        let mut taken = Vec::new();
+        for j in joins {
+            if let crate::plans::ClaimOutcome::Claimed(c) = j.await.unwrap() {
+                taken.push(c.lease);
+            }
+        }
+        let mut ids: Vec<&str> = taken.iter().map(|l| l.task_id.as_str()).collect();
+        ids.sort();
+        assert_eq!(ids, vec!["D", "E"]);
+
+        // A report Postgres refuses (a reason with a NUL byte, which no text column holds)
+        // fails its batch's call: the others of the batch are then made one by one, and only
+        // the bad one fails.
+        taken.sort_by(|a, b| a.task_id.cmp(&b.task_id));
+        let hostile =
+            AttemptResult::Failed { reason: "bad\0reason".into(), retry: crate::plans::Retry::Never, run_id: None };
+        let reports: Vec<ReportAsked> = [(&taken[0], &done), (&taken[1], &hostile)]
+            .into_iter()
+            .map(|(lease, result)| ReportAsked {
+                lease: lease.clone(),
+                outcome: crate::plan_impl::fast_outcome(lease, result, t(12)).unwrap(),
+                now: t(12),
+            })
+            .collect();
+        let refs: Vec<&ReportAsked> = reports.iter().collect();
+        assert!(finish_many(&store.pool, &refs).await.is_err(), "the batch's one call fails");
+        let answers = crate::batch::answer_by_group(&Reports(store.pool.clone()), &reports).await;
+        assert!(matches!(&answers[0], Ok(Some(f)) if f.status == TaskStatus::Done), "{:?}", answers[0].as_ref().err());
+        assert!(answers[1].is_err(), "the bad report fails on its own");
+        assert_eq!(store.task_record("p", "D").await.unwrap().unwrap().status, TaskStatus::Done);
+        assert_eq!(store.task_record("p", "E").await.unwrap().unwrap().status, TaskStatus::Running);
+        let store = Arc::try_unwrap(store).unwrap_or_else(|_| panic!("the claimers ended"));
+        drop_database(store, &name).await;
+    }
 }
