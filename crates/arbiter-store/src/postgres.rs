@@ -356,13 +356,19 @@ async fn claim_many(pool: &PgPool, asked: &[&ClaimAsked]) -> Result<Vec<Option<C
     let rows = sqlx::query(CLAIM_MANY).bind(plan).bind(now.0).bind(&workers).bind(&expires).fetch_all(pool).await?;
     let mut claims: Vec<Option<Claimed>> = asked.iter().map(|_| None).collect();
     for row in &rows {
-        let n = row.try_get::<i64, _>("n")?;
-        let Some(a) = usize::try_from(n).ok().and_then(|n| n.checked_sub(1)).and_then(|i| asked.get(i)) else {
-            return Err(StoreError::Corrupt { column: "claim batch n", value: n.to_string() });
-        };
-        claims[(n - 1) as usize] = Some(crate::plan_impl::fast_claim(row, plan, &a.worker, a.expires)?);
+        let (i, a) = nth(asked, row.try_get::<i64, _>("n")?, "claim batch n")?;
+        claims[i] = Some(crate::plan_impl::fast_claim(row, plan, &a.worker, a.expires)?);
     }
     Ok(claims)
+}
+
+/// The request a batch's row answers: its `n`-th (from 1), with its index.
+fn nth<'a, T>(asked: &[&'a T], n: i64, column: &'static str) -> Result<(usize, &'a T), StoreError> {
+    usize::try_from(n)
+        .ok()
+        .and_then(|n| n.checked_sub(1))
+        .and_then(|i| asked.get(i).map(|r| (i, *r)))
+        .ok_or_else(|| StoreError::Corrupt { column, value: n.to_string() })
 }
 
 /// Claims of any ready task, one statement per plan (a lone claim as [`CLAIM_FAST`]).
@@ -428,12 +434,9 @@ async fn finish_many(pool: &PgPool, asked: &[&ReportAsked]) -> Result<Vec<Option
         .await?;
     let mut finished: Vec<Option<Finished>> = asked.iter().map(|_| None).collect();
     for row in &rows {
-        let n = row.try_get::<i32, _>("n")?;
-        let Some(r) = usize::try_from(n).ok().and_then(|n| n.checked_sub(1)).and_then(|i| asked.get(i)) else {
-            return Err(StoreError::Corrupt { column: "report batch n", value: n.to_string() });
-        };
+        let (i, r) = nth(asked, row.try_get::<i32, _>("n")?.into(), "report batch n")?;
         let newly_ready = row.try_get::<Option<Vec<String>>, _>("newly_ready")?;
-        finished[(n - 1) as usize] = newly_ready.map(|ready| r.outcome.finished(ready));
+        finished[i] = newly_ready.map(|ready| r.outcome.finished(ready));
     }
     Ok(finished)
 }
