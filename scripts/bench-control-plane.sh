@@ -37,14 +37,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-export ARBITER_BOOTSTRAP_TOKEN=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
-export ARBITER_ADMIN_TOKEN=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
-export ARBITER_TOKEN="$ARBITER_ADMIN_TOKEN"
-
-# The repository the bench plans name (they never run an agent in it).
-repo="$work/repo"
-mkdir -p "$repo" && git -C "$repo" init -q -b main
-git -C "$repo" -c user.name=bench -c user.email=bench@arbiter.invalid commit -q --allow-empty -m init
+# The tokens of the run, and $repo.
+source scripts/bench-common.sh
 
 # Starts a server on a fresh store; sets $server_pid and $url.
 start_server() {

@@ -405,18 +405,20 @@ async fn finish_one(pool: &PgPool, r: &ReportAsked) -> Result<Option<Finished>, 
 /// Reports of one plan, one call: each report's outcome, in order.
 async fn finish_many(pool: &PgPool, asked: &[&ReportAsked]) -> Result<Vec<Option<Finished>>, StoreError> {
     let Some(plan) = asked.first().map(|r| r.lease.plan_id.as_str()) else { return Ok(Vec::new()) };
-    let column = |f: &dyn Fn(&ReportAsked) -> Option<String>| asked.iter().map(|r| f(r)).collect::<Vec<_>>();
-    let tasks = column(&|r| Some(r.lease.task_id.clone()));
-    let statuses = column(&|r| Some(r.outcome.decision.status.as_str().to_string()));
-    let not_befores: Vec<i64> = asked.iter().map(|r| r.outcome.decision.not_before.0).collect();
-    let run_ids = column(&|r| r.outcome.decision.run_id.clone());
-    let commits = column(&|r| r.outcome.decision.commit.clone());
-    let reasons = column(&|r| r.outcome.decision.reason.clone());
-    let nows: Vec<i64> = asked.iter().map(|r| r.now.0).collect();
-    let fences: Vec<i64> = asked.iter().map(|r| r.lease.fence).collect();
-    let attempt_statuses = column(&|r| Some(r.outcome.attempt_status.as_str().to_string()));
-    let kinds = column(&|r| Some(r.outcome.kind.clone()));
-    let datas = column(&|r| Some(r.outcome.data.to_string()));
+    let texts = |f: fn(&ReportAsked) -> &str| asked.iter().map(|r| f(r)).collect::<Vec<&str>>();
+    let optional = |f: fn(&ReportAsked) -> Option<&str>| asked.iter().map(|r| f(r)).collect::<Vec<Option<&str>>>();
+    let numbers = |f: fn(&ReportAsked) -> i64| asked.iter().map(|r| f(r)).collect::<Vec<i64>>();
+    let tasks = texts(|r| &r.lease.task_id);
+    let statuses = texts(|r| r.outcome.decision.status.as_str());
+    let not_befores = numbers(|r| r.outcome.decision.not_before.0);
+    let run_ids = optional(|r| r.outcome.decision.run_id.as_deref());
+    let commits = optional(|r| r.outcome.decision.commit.as_deref());
+    let reasons = optional(|r| r.outcome.decision.reason.as_deref());
+    let nows = numbers(|r| r.now.0);
+    let fences = numbers(|r| r.lease.fence);
+    let attempt_statuses = texts(|r| r.outcome.attempt_status.as_str());
+    let kinds = texts(|r| &r.outcome.kind);
+    let datas: Vec<String> = asked.iter().map(|r| r.outcome.data.to_string()).collect();
     let rows = sqlx::query(FINISH_MANY)
         .bind(plan)
         .bind(&tasks)
