@@ -36,6 +36,12 @@ pub fn visible(text: &str) -> String {
     escaped(text, |c| c == '\n' || c == '\t')
 }
 
+/// Free text (an agent's reason) as every store keeps it: a NUL character, which Postgres
+/// holds in no text column, written as `\u{0}`; everything else as it is.
+pub fn storable(text: &str) -> String {
+    text.replace('\0', "\\u{0}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -49,5 +55,11 @@ mod tests {
         assert_eq!(visible("if user == \u{202e}nimda\u{202c}"), "if user == \\u{202e}nimda\\u{202c}");
         assert_eq!(one_line("ad\u{200b}min"), "ad\\u{200b}min");
         assert_eq!(visible("plain ünïcode ✓"), "plain ünïcode ✓");
+    }
+
+    #[test]
+    fn text_is_storable_once_its_nul_characters_are_written_out() {
+        assert_eq!(storable("exit 1: a\0b"), "exit 1: a\\u{0}b");
+        assert_eq!(storable("plain ünïcode ✓"), "plain ünïcode ✓");
     }
 }

@@ -165,7 +165,32 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
         }
     })?;
     de.end().map_err(|e| malformed(&e))?;
+    if spells_nul(bytes) {
+        return Err(ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_request",
+            "a string of the body holds a NUL character (\\u0000), which no store keeps in text; remove it",
+        ));
+    }
     Ok(value)
+}
+
+/// Whether the JSON text `bytes` spells a NUL character: `\u0000` is the only way JSON can
+/// (a raw control character in a string is not JSON). Every backslash starts an escape, so
+/// `\\u0000` (a backslash, then the text `u0000`) is not one.
+fn spells_nul(bytes: &[u8]) -> bool {
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'\\' {
+            if bytes[i + 1..].starts_with(b"u0000") {
+                return true;
+            }
+            i += 2;
+        } else {
+            i += 1;
+        }
+    }
+    false
 }
 
 fn malformed(e: &serde_json::Error) -> ApiError {
@@ -196,5 +221,16 @@ mod tests {
         let e = parse_json::<Req>(br#"{"name": "a", "slots": 1} x"#).unwrap_err();
         assert_eq!(e.code, "malformed_json");
         assert!(parse_json::<Req>(br#"{"name": "a", "slots": 1}"#).is_ok());
+    }
+
+    #[test]
+    fn a_nul_character_is_refused_with_what_to_do_and_a_backslash_text_is_not_one() {
+        let e = parse_json::<Req>(br#"{"name": "a\u0000b", "slots": 1}"#).unwrap_err();
+        assert_eq!((e.status, e.code), (StatusCode::UNPROCESSABLE_ENTITY, "invalid_request"));
+        assert!(e.message.contains("NUL") && e.message.contains("remove it"), "{}", e.message);
+        // The text `\u0000` (an escaped backslash, then u0000) is no NUL.
+        let req = parse_json::<Req>(br#"{"name": "a\\u0000b", "slots": 1}"#).unwrap();
+        assert_eq!(req.name, "a\\u0000b");
+        assert!(parse_json::<Req>(br#"{"name": "a\\\u0000", "slots": 1}"#).is_err());
     }
 }

@@ -8,6 +8,7 @@ use arbiter_core::money::Usd;
 use arbiter_core::plan::{PlanSpec, TaskSpec};
 use arbiter_core::settings::RunSettings;
 use arbiter_core::status::CandidateStatus;
+use arbiter_core::text::storable;
 use arbiter_core::time::Timestamp;
 use arbiter_runner::coordinator::{Assignment, LeaseRef, Reported, Verdict, Work};
 use arbiter_store::plans::{Lease, Retry};
@@ -209,14 +210,17 @@ pub enum WireVerdict {
 }
 
 impl WireVerdict {
+    /// The verdict as it travels.
     pub fn new(v: &Verdict) -> Self {
         match v {
             Verdict::Won { run_id, winner, .. } => WireVerdict::Won { run_id: run_id.clone(), winner: winner.clone() },
             Verdict::CandidateDone { status } => WireVerdict::CandidateDone { status: *status },
+            // An agent's text may hold a NUL character, which the protocol refuses (no store
+            // keeps one): it travels written out.
             Verdict::Failed { reason, retry, run_id } => {
-                WireVerdict::Failed { reason: reason.clone(), retry: (*retry).into(), run_id: run_id.clone() }
+                WireVerdict::Failed { reason: storable(reason), retry: (*retry).into(), run_id: run_id.clone() }
             }
-            Verdict::Released { reason } => WireVerdict::Released { reason: reason.clone() },
+            Verdict::Released { reason } => WireVerdict::Released { reason: storable(reason) },
         }
     }
 }
@@ -297,4 +301,21 @@ pub struct ReportAndClaimResponse {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunFiles {
     pub files: Vec<RunFile>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An agent's reason with a NUL character travels written out: the server, which refuses
+    /// a NUL anywhere in a request, takes the report.
+    #[test]
+    fn a_reason_with_a_nul_character_travels_written_out() {
+        let verdict = Verdict::Failed { reason: "exit 1: a\0b".into(), retry: Retry::Never, run_id: None };
+        let wire = WireVerdict::new(&verdict);
+        let text = serde_json::to_string(&wire).unwrap();
+        assert!(!text.contains("\\u0000"), "{text}");
+        let back: WireVerdict = crate::error::parse_json(text.as_bytes()).unwrap();
+        assert!(matches!(back, WireVerdict::Failed { reason, .. } if reason == "exit 1: a\\u{0}b"));
+    }
 }

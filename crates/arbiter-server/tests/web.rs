@@ -363,12 +363,19 @@ async fn bad_input_gets_a_page_that_says_what_is_wrong() {
         ("/plans/p/budget?limit=-3", StatusCode::UNPROCESSABLE_ENTITY, "is not a budget"),
         ("/runs", StatusCode::NOT_FOUND, "no local runs"),
         ("/workers/nobody/revoke", StatusCode::NOT_FOUND, "no worker named"),
+        // Text no store keeps (a NUL character) is no task and no event kind.
+        ("/plans/p/retry?task=a%00b", StatusCode::NOT_FOUND, "has no task"),
+        ("/events?task=a%00b", StatusCode::OK, "No event"),
+        ("/events?kind=a%00b", StatusCode::OK, "No event"),
     ];
     for (path, status, says) in cases {
         let (got, body) = s.page(&admin.cookie, path).await;
         assert_eq!(got, status, "{path}");
         assert!(body.contains(says), "{path}: {body}");
     }
+    let r = s.post(Some(&admin.cookie), "/plans/p/retry", &[("csrf", &admin.csrf), ("task", "a\0b")]).await;
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+    assert!(r.text().await.unwrap().contains("has no task"));
     // A retry of a task that cannot be retried says why, and changes nothing.
     let r = s.post(Some(&admin.cookie), "/plans/p/retry", &[("csrf", &admin.csrf), ("task", "B")]).await;
     assert_eq!(r.status(), StatusCode::CONFLICT);

@@ -203,10 +203,11 @@ pub(crate) fn decide(
     now: Timestamp,
 ) -> Decision {
     use arbiter_core::plan::spec::backoff_seconds;
+    use arbiter_core::text::storable;
     let left = attempts < max_attempts;
     let (status, not_before, reason, run_id, commit) = match result {
         AttemptResult::Succeeded { run_id, commit } => (TaskStatus::Done, now, None, run_id.clone(), commit.clone()),
-        AttemptResult::Released { reason } => (TaskStatus::Ready, now, Some(reason.clone()), None, None),
+        AttemptResult::Released { reason } => (TaskStatus::Ready, now, Some(storable(reason)), None, None),
         AttemptResult::Failed { reason, retry, run_id } => {
             let (status, at) = match retry {
                 Retry::Now if left => (TaskStatus::Ready, now),
@@ -216,7 +217,7 @@ pub(crate) fn decide(
                 }
                 _ => (TaskStatus::Failed, now),
             };
-            (status, at, Some(reason.clone()), run_id.clone(), None)
+            (status, at, Some(storable(reason)), run_id.clone(), None)
         }
     };
     Decision { status, not_before, reason, run_id, commit }

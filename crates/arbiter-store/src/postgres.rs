@@ -633,12 +633,15 @@ mod tests {
         ids.sort();
         assert_eq!(ids, vec!["D", "E"]);
 
-        // A report Postgres refuses (a reason with a NUL byte, which no text column holds)
+        // A report Postgres refuses (a run id with a NUL byte, which no text column holds)
         // fails its batch's call: the others of the batch are then made one by one, and only
-        // the bad one fails.
+        // the bad one fails. (A reason is free text: its NUL is written out, and it is kept.)
         taken.sort_by(|a, b| a.task_id.cmp(&b.task_id));
-        let hostile =
-            AttemptResult::Failed { reason: "bad\0reason".into(), retry: crate::plans::Retry::Never, run_id: None };
+        let hostile = AttemptResult::Failed {
+            reason: "exit 1: a\0b".into(),
+            retry: crate::plans::Retry::Never,
+            run_id: Some("run\0".into()),
+        };
         let reports: Vec<ReportAsked> = [(&taken[0], &done), (&taken[1], &hostile)]
             .into_iter()
             .map(|(lease, result)| ReportAsked {
@@ -654,6 +657,16 @@ mod tests {
         assert!(answers[1].is_err(), "the bad report fails on its own");
         assert_eq!(store.task_record("p", "D").await.unwrap().unwrap().status, TaskStatus::Done);
         assert_eq!(store.task_record("p", "E").await.unwrap().unwrap().status, TaskStatus::Running);
+        let free_text =
+            AttemptResult::Failed { reason: "exit 1: a\0b".into(), retry: crate::plans::Retry::Never, run_id: None };
+        let report = ReportAsked {
+            lease: taken[1].clone(),
+            outcome: crate::plan_impl::fast_outcome(&taken[1], &free_text, t(13)).unwrap(),
+            now: t(13),
+        };
+        assert!(finish_one(&store.pool, &report).await.unwrap().is_some());
+        let record = store.task_record("p", "E").await.unwrap().unwrap();
+        assert_eq!((record.status, record.reason.as_deref()), (TaskStatus::Failed, Some("exit 1: a\\u{0}b")));
         let store = Arc::try_unwrap(store).unwrap_or_else(|_| panic!("the claimers ended"));
         drop_database(store, &name).await;
     }

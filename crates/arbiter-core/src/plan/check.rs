@@ -93,7 +93,7 @@ pub fn plan_id_ok(id: &str) -> bool {
 
 /// Task ids become parts of ref and branch names (`refs/arbiter/plans/<plan>/<task>/…`):
 /// each `/`-separated part follows git's rules for a ref component.
-fn task_id_ok(id: &str) -> bool {
+pub fn task_id_ok(id: &str) -> bool {
     (1..=128).contains(&id.len())
         && !id.contains("..")
         && !id.starts_with(['-', '/'])

@@ -76,7 +76,7 @@ fn coordinator_error(e: CoordinatorError) -> ApiError {
     match e {
         CoordinatorError::Refused(why) => ApiError::new(StatusCode::CONFLICT, "conflict", why),
         CoordinatorError::Branch(b) if b.is_usage() => ApiError::new(StatusCode::CONFLICT, "conflict", b.to_string()),
-        other => ApiError::internal("the work protocol failed", other),
+        other => ApiError::internal("the work protocol", other),
     }
 }
 
@@ -359,11 +359,11 @@ async fn run_files(
         })
     })
     .await
-    .map_err(|e| ApiError::internal("listing a run's files failed", e))?;
+    .map_err(|e| ApiError::internal("listing a run's files", e))?;
     let files = match listed {
         Ok(files) => files,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-        Err(e) => return Err(ApiError::internal("listing a run's files failed", e)),
+        Err(e) => return Err(ApiError::internal("listing a run's files", e)),
     };
     Ok(Json(RunFiles { files }))
 }

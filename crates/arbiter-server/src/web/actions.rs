@@ -142,6 +142,7 @@ async fn confirm_retry(
         .task
         .filter(|t| !t.is_empty())
         .ok_or_else(|| PageError::new(StatusCode::BAD_REQUEST, "name the task: ?task=ID"))?;
+    super::check_task_id(&plan, &task)?;
     Ok(Confirmation {
         title: format!("Retry task {} of plan {plan}?", printable(&task)),
         what: html! { p { "The task gets new attempts and is claimed again once its dependencies are done." } },
@@ -166,6 +167,7 @@ async fn retry(
         .task
         .filter(|t| !t.is_empty())
         .ok_or_else(|| PageError::new(StatusCode::BAD_REQUEST, "the form names no task"))?;
+    super::check_task_id(&plan, &task)?;
     admin(&state)?.retry(&plan, &task, &viewer.by).await?;
     state.plan_events.notify_waiters();
     tracing::info!(plan = %plan, task = %task.escape_default(), by = %viewer.by, "task retried from the dashboard");

@@ -165,3 +165,16 @@ pub fn check_plan_id(id: &str) -> Result<(), PageError> {
         )))
     }
 }
+
+/// 404 for a task id no plan can hold (nothing is looked up for it).
+pub fn check_task_id(plan: &str, task: &str) -> Result<(), PageError> {
+    if arbiter_core::plan::check::task_id_ok(task) { Ok(()) } else { Err(no_task(plan, task)) }
+}
+
+/// 404 naming the task `plan` does not have.
+pub fn no_task(plan: &str, task: &str) -> PageError {
+    PageError::not_found(format!(
+        "plan {plan} has no task '{}'",
+        layout::printable(&task.chars().take(100).collect::<String>())
+    ))
+}

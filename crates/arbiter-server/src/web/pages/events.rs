@@ -39,7 +39,14 @@ pub async fn page(
     let plan = given(&f.plan).filter(|p| plans.iter().any(|x| x.id == *p));
     let task = given(&f.task);
     let kind = given(&f.kind);
-    let shown = state.plans.recent_events(&EventFilter { plan, task, kind }, None, SHOWN as u32).await?;
+    // A task id no plan can hold, or a kind no event has the shape of, matches nothing: it is
+    // not looked up (and reaches no store).
+    let could_match = task.is_none_or(arbiter_core::plan::check::task_id_ok)
+        && kind.is_none_or(|k| k.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'));
+    let shown = match could_match {
+        true => state.plans.recent_events(&EventFilter { plan, task, kind }, None, SHOWN as u32).await?,
+        false => Vec::new(),
+    };
     // The kinds to choose from: those of the latest events of the plan (or of all).
     let recent = state.plans.recent_events(&EventFilter::plan(plan), None, KINDS_LOOK_BACK).await?;
     let kinds: BTreeSet<&str> = recent.iter().map(|e| e.kind.as_str()).collect();

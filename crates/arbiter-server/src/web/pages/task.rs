@@ -42,10 +42,7 @@ pub async fn page(
     };
     let details = admin(&state)?.view(&plan).await?;
     let Some(task) = details.view.tasks.iter().find(|t| t.spec.id == task_id) else {
-        return Err(PageError::not_found(format!(
-            "plan {plan} has no task '{}'",
-            printable(&task_id.chars().take(100).collect::<String>())
-        )));
+        return Err(crate::web::no_task(&plan, &task_id));
     };
     let attempts: Vec<&AttemptRecord> = details.attempts.iter().filter(|a| a.task_id == task_id).collect();
     let units = if task.status == TaskStatus::Running && task.fence > 0 {
