@@ -85,14 +85,16 @@ impl PlanDetails {
         self.attempts.iter().find(|a| a.run_id.as_deref() == Some(run)).map(|a| a.task_id.as_str())
     }
 
+    /// Whether every model call the task made was of unknown cost (what it spent is then
+    /// unknown, not the $0 recorded).
+    pub fn spending_unknown(&self, task: &arbiter_store::plans::TaskRecord) -> bool {
+        self.call_costs.get(&task.spec.id).is_some_and(|c| c.all_unknown())
+    }
+
     /// What the task spent, in words: `unknown` when every call it made had no known cost
     /// (a command agent, a model without prices), never `$0.00` then.
     pub fn spent_by(&self, task: &arbiter_store::plans::TaskRecord) -> String {
-        if self.call_costs.get(&task.spec.id).is_some_and(|c| c.all_unknown()) {
-            "unknown".into()
-        } else {
-            task.cost.to_string()
-        }
+        if self.spending_unknown(task) { "unknown".into() } else { task.cost.to_string() }
     }
 
     /// How the plan is drawn: each task's depth and the critical path (the longest chain of

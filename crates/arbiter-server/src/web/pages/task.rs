@@ -117,7 +117,7 @@ pub async fn page(
                         th scope="col" { "Started" } th scope="col" { "Finished" } th scope="col" class="num" { "Cost" }
                         th scope="col" { "Run" } th scope="col" { "Why" }
                     } }
-                    tbody { @for a in attempts.iter().rev() { (attempt_row(&plan, a, now, &names)) } }
+                    tbody { @for a in attempts.iter().rev() { (attempt_row(&plan, a, now, &names, details.spending_unknown(task))) } }
                 } }
             }
         }
@@ -169,6 +169,7 @@ fn attempt_row(
     a: &AttemptRecord,
     now: arbiter_core::time::Timestamp,
     names: &crate::web::WorkerNames,
+    spending_unknown: bool,
 ) -> Markup {
     let tone = match a.status {
         AttemptStatus::Succeeded => Tone::Good,
@@ -183,7 +184,7 @@ fn attempt_row(
             td { (word_badge(a.status.as_str(), tone)) }
             td { (time_cell(a.started_at, now)) }
             td { @if let Some(f) = a.finished_at { (time_cell(f, now)) } }
-            td.num { (money(a.cost)) }
+            td.num { @if spending_unknown && a.cost == arbiter_core::money::Usd::ZERO { "unknown" } @else { (money(a.cost)) } }
             td { @if let Some(r) = &a.run_id { a.mono href=(run_href(plan, r)) { (r) } } }
             td { @if let Some(r) = &a.reason { (printable(r)) } @if let Some(c) = &a.commit { " commit " span.mono { (short(c)) } } }
         }
