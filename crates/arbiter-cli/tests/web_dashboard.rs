@@ -328,7 +328,9 @@ async fn the_dashboard_of_a_running_plan_in_a_real_browser() {
     assert_inert(&browser).await;
     browser.goto(&serve.at("/plans/web/task?id=E")).await;
     let state = browser.find("#task-state").await.text().await;
-    assert!(state.contains("running") && state.contains("held by"), "{state}");
+    assert!(state.contains("running") && state.contains("held by probe:1"), "{state}");
+    let task_events = browser.find("#task-events").await.text().await;
+    assert!(task_events.contains("by probe:1"), "{task_events}");
 
     // A's run, reached from its task: the candidates, the ranking with its reasons, the
     // gates, the diffs side by side, the transcripts collapsed.
@@ -384,6 +386,9 @@ async fn the_dashboard_of_a_running_plan_in_a_real_browser() {
     browser.goto(&serve.at("/events?plan=web&task=E")).await;
     let events = browser.find("#events").await.text().await;
     assert!(events.contains("task_claimed") && !events.contains("task_done"), "{events}");
+    // The claim names the worker as the workers' table does, by its name, not its id.
+    let probe_id = probe.lease["worker"].as_str().unwrap().split(':').next().unwrap().to_string();
+    assert!(events.contains("by probe:1 (fence 1)") && !events.contains(&probe_id), "{events}");
     browser.goto(&serve.at("/events")).await;
     let events = browser.find("#events").await.text().await;
     assert!(events.contains("task_done") && events.contains("task_claimed"), "{events}");

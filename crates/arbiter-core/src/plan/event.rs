@@ -332,6 +332,36 @@ impl PlanLogEntry {
             Self::Unit(e) => describe_unit(e),
         }
     }
+
+    /// [`Self::describe`] with the worker the entry names (a lease's `<worker id>:<slot>`)
+    /// as `label` writes it: a dashboard names workers by the names people gave them.
+    pub fn describe_naming(&self, label: impl Fn(&str) -> String) -> String {
+        let mut named = self.clone();
+        if let Some(worker) = named.worker_mut() {
+            *worker = label(worker);
+        }
+        named.describe()
+    }
+
+    /// The worker the entry names, when it names one.
+    fn worker_mut(&mut self) -> Option<&mut String> {
+        match self {
+            Self::Plan(_) => None,
+            Self::Task(TaskEntry::TaskClaimed { worker, .. } | TaskEntry::StaleReportRefused { worker, .. }) => {
+                Some(worker)
+            }
+            Self::Task(_) => None,
+            Self::Unit(
+                UnitEntry::UnitClaimed { worker, .. }
+                | UnitEntry::UnitDone { worker, .. }
+                | UnitEntry::StaleUnitReportRefused { worker, .. }
+                | UnitEntry::UnitReleased(UnitLost { worker, .. })
+                | UnitEntry::UnitExpired(UnitLost { worker, .. })
+                | UnitEntry::UnitGivenUp(UnitLost { worker, .. }),
+            ) => Some(worker),
+            Self::Unit(UnitEntry::UnitsStarted { .. } | UnitEntry::EvaluationReady { .. }) => None,
+        }
+    }
 }
 
 fn limit_text(limit: Option<Usd>) -> String {
@@ -565,5 +595,32 @@ mod tests {
             lowered: true,
         });
         assert_eq!(exceeded.describe(), "$0.00 spent reached the budget of no limit by lowering the limit");
+    }
+
+    #[test]
+    fn a_description_can_name_the_worker_as_people_know_it() {
+        let label = |w: &str| w.replace("w-0123", "gpu-box-1");
+        let claimed = PlanLogEntry::from(TaskEntry::TaskClaimed {
+            worker: "w-0123:2".into(),
+            fence: 3,
+            lease_expires: 9,
+            reserved: Usd::ZERO,
+        });
+        assert_eq!(claimed.describe(), "by w-0123:2 (fence 3)");
+        assert_eq!(claimed.describe_naming(label), "by gpu-box-1:2 (fence 3)");
+        let lost =
+            UnitLost { unit: "c01".into(), fence: 2, worker: "w-0123:1".into(), reason: "stopped".into(), tries: None };
+        for entry in
+            [UnitEntry::UnitReleased(lost.clone()), UnitEntry::UnitExpired(lost.clone()), UnitEntry::UnitGivenUp(lost)]
+        {
+            assert_eq!(PlanLogEntry::from(entry).describe_naming(label), "c01 from gpu-box-1:1: stopped");
+        }
+        let done = UnitEntry::UnitDone { unit: "c02".into(), fence: 2, worker: "w-0123:1".into(), cost: Usd::ZERO };
+        assert_eq!(PlanLogEntry::from(done).describe_naming(label), "c02 by gpu-box-1:1");
+        let stale = TaskEntry::StaleReportRefused { fence: 1, worker: "w-0123:1".into(), cost: Usd::ZERO };
+        assert_eq!(PlanLogEntry::from(stale).describe_naming(label), "from gpu-box-1:1 (fence 1); its $0.00 is kept");
+        // An entry that names no worker reads as it does.
+        let ready = PlanLogEntry::from(TaskEntry::TaskReady { after: "w-0123".into() });
+        assert_eq!(ready.describe_naming(label), "after w-0123");
     }
 }

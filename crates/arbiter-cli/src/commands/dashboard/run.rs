@@ -122,19 +122,25 @@ fn draw_candidates(frame: &mut Frame, area: Rect, w: &RunWatch, run: &RunOvervie
                 (None, Some(ms)) => human_duration(ms),
                 _ => elapsed(c.started_at, c.finished_at, now),
             }),
-            // `unknown (2 call(s) without usage or price)` is `unknown` in a column.
-            Cell::from(c.cost.as_deref().map_or("-", |c| c.split(" (").next().unwrap_or(c)).to_string()),
+            Cell::from(cost_cell(c).to_string()),
             Cell::from(c.gates.clone().unwrap_or_else(|| "-".into())),
         ])
     });
+    // The runner and cost columns are as wide as their longest cell (within reason): the
+    // gates take what is left, and Enter shows a candidate whole.
+    let widest = |cell: &dyn Fn(&CandidateOverview) -> String| {
+        run.candidates.iter().map(|c| cell(c).chars().count()).max().unwrap_or(0)
+    };
+    let runner_width = widest(&|c| printable(&c.runner));
+    let cost_width = widest(&|c| cost_cell(c).to_string());
     let table = Table::new(
         rows,
         [
             Constraint::Length(6),
-            Constraint::Length(14),
+            Constraint::Length(runner_width.clamp(6, 32) as u16 + 1),
             Constraint::Length(13),
             Constraint::Length(10),
-            Constraint::Length(22),
+            Constraint::Length(cost_width.clamp(4, 22) as u16 + 1),
             Constraint::Min(10),
         ],
     )
@@ -143,6 +149,12 @@ fn draw_candidates(frame: &mut Frame, area: Rect, w: &RunWatch, run: &RunOvervie
     .block(Block::bordered().title(format!("candidates ({})", run.candidates.len())));
     let mut state = TableState::default().with_selected(Some(w.selected));
     frame.render_stateful_widget(table, area, &mut state);
+}
+
+/// A candidate's cost as its column shows it: `unknown (2 call(s) without usage or price)`
+/// is `unknown` there.
+fn cost_cell(c: &CandidateOverview) -> &str {
+    c.cost.as_deref().map_or("-", |c| c.split(" (").next().unwrap_or(c))
 }
 
 fn draw_detail(frame: &mut Frame, area: Rect, w: &RunWatch, palette: Palette) {

@@ -13,7 +13,7 @@ use serde::Deserialize;
 use crate::state::AppState;
 use crate::web::layout::{Page, Section, empty, plan_href, printable, task_href, time_cell};
 use crate::web::session::Viewer;
-use crate::web::{PageError, admin};
+use crate::web::{PageError, WorkerNames, admin};
 
 /// How many events the page shows, and how far back it looks for the kinds to filter by.
 const SHOWN: usize = 500;
@@ -77,7 +77,7 @@ pub async fn page(
             }
             div #events data-live {
                 p.muted { (shown.len()) " event(s), newest first" @if shown.len() == SHOWN { " (the latest " (SHOWN) ")" } "." }
-                (event_table(&shown, state.now(), plan.is_none()))
+                (event_table(&shown, state.now(), plan.is_none(), &WorkerNames::read(&state).await))
             }
         }
     };
@@ -88,8 +88,9 @@ pub async fn page(
     Ok(Page::new("Events", Section::Events, &viewer, &state, body).live(Some(stream)).render())
 }
 
-/// Events as a table, newest first; `with_plan` adds the plan's column.
-pub fn event_table(events: &[PlanEvent], now: Timestamp, with_plan: bool) -> Markup {
+/// Events as a table, newest first; `with_plan` adds the plan's column. Workers are named
+/// as `names` knows them.
+pub fn event_table(events: &[PlanEvent], now: Timestamp, with_plan: bool, names: &WorkerNames) -> Markup {
     if events.is_empty() {
         return empty("No event.");
     }
@@ -108,7 +109,7 @@ pub fn event_table(events: &[PlanEvent], now: Timestamp, with_plan: bool) -> Mar
                         @if with_plan { td { a.mono href=(plan_href(&e.plan_id)) { (e.plan_id) } } }
                         td { @if let Some(t) = &e.task_id { a.mono href=(task_href(&e.plan_id, t)) { (printable(t)) } } }
                         td.mono { (e.kind) }
-                        td { (printable(&describe(e))) }
+                        td { (printable(&describe(e, names))) }
                     }
                 }
             }
@@ -116,7 +117,8 @@ pub fn event_table(events: &[PlanEvent], now: Timestamp, with_plan: bool) -> Mar
     }
 }
 
-/// An event in words (its data as JSON when this build does not know its kind).
-pub fn describe(e: &PlanEvent) -> String {
-    e.entry().map(|x| x.describe()).unwrap_or_else(|| e.data.to_string())
+/// An event in words, its worker by name (its data as JSON when this build does not know
+/// its kind).
+pub fn describe(e: &PlanEvent, names: &WorkerNames) -> String {
+    e.entry().map(|x| x.describe_naming(|w| names.label(w))).unwrap_or_else(|| e.data.to_string())
 }

@@ -156,7 +156,7 @@ pub async fn page(
         }
         section.card #task-events data-live aria-labelledby="events-h" {
             h2 #events-h { "Events" }
-            (event_table(&events, now, false))
+            (event_table(&events, now, false, &names))
         }
     };
     Ok(Page::new(format!("Task {} of {plan}", task.spec.id), Section::Plans, &viewer, &state, body)
