@@ -93,6 +93,60 @@ fn the_dashboard_follows_a_running_plan_in_a_terminal() {
     assert!(!after.contains("TASK"), "the alternate screen is gone:\n{after}");
 }
 
+/// The dashboard of a plan on a control plane, in a real terminal: it follows the server,
+/// and names the worker holding a task by the name it registered with (as the web does),
+/// never by its id — in the workers pane, the task's lease and the events.
+#[test]
+fn the_dashboard_of_a_plan_on_a_control_plane_names_its_workers() {
+    let serve = Serve::start(&[], None);
+    let repo = TestRepo::new();
+    repo.write("README.md", "# remote dashboard\n");
+    // The agent waits while the test holds its task, so the worker is seen holding it.
+    repo.write_agent(
+        "agent.sh",
+        "task=$(sed -n 's/^(Task \\([^ ]*\\) of plan.*/\\1/p' \"$ARBITER_PROMPT_FILE\")\nwhile [ -e \"$1/$task\" ]; do sleep 0.1; done\necho \"$task\" > \"$task.txt\"\n",
+    );
+    repo.commit_all("agent");
+    let holds = tempfile::tempdir().unwrap();
+    std::fs::write(holds.path().join("A"), "").unwrap();
+    let plan = json!({"id": "far", "name": "Plan far away", "repository": repo.path().display().to_string(),
+        "defaults": {"runners": "command", "command": format!("./agent.sh {}", holds.path().display()), "candidates": 1},
+        "tasks": [{"id": "A", "title": "Write A", "description": "Write A.txt holding A.",
+                   "acceptance_criteria": ["A.txt holds A"], "verify": ["grep -qx A A.txt"]}]});
+    repo.write("plan.json", plan.to_string());
+    serve.cli(repo.path(), &["plan", "import", "plan.json"], &[("ARBITER_TOKEN", ADMIN)]).assert_code(0);
+    let mut worker = Worker::register(&serve, "tui-box", &["command"]);
+    let listed = serve.worker(&["list"], &[("ARBITER_TOKEN", ADMIN)]);
+    listed.assert_code(0);
+    let id = listed
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("tui-box").and_then(|rest| rest.split_whitespace().next()))
+        .unwrap_or_else(|| panic!("tui-box is not listed:\n{}", listed.stdout))
+        .to_string();
+    assert!(id.starts_with("w-"), "{id}");
+    worker.start(&serve.url, &[]);
+
+    let bin = std::path::Path::new(ARBITER).display().to_string();
+    let script = format!("{bin} dashboard --plan far; echo \"EXIT=$?\"; sleep 60");
+    let env = [("ARBITER_TOKEN", ADMIN), ("ARBITER_SERVER", serve.url.as_str())];
+    let Some(tmux) = Tmux::start_with("the remote dashboard in tmux", repo.path(), &script, &env) else { return };
+    let running = tmux.wait_for_all(&["Plan far away", "running 1", "tui-box:", "→ A", "A: by tui-box:"]);
+    assert!(!running.contains(&id), "the worker is shown by its id:\n{running}");
+    assert!(running.contains(&serve.url), "the pane names the control plane it reads:\n{running}");
+    // Enter opens A: its lease is held by tui-box.
+    tmux.keys(&["g", "Enter"]);
+    let task = tmux.wait_for("lease tui-box:");
+    assert!(!task.contains(&id), "{task}");
+    tmux.keys(&["Escape"]);
+    // The test lets A finish: the dashboard follows the server to the end of the plan.
+    std::fs::remove_file(holds.path().join("A")).unwrap();
+    tmux.wait_for_all(&["done 1", "A: done (fence 1)"]);
+    tmux.keys(&["q"]);
+    tmux.wait_for("EXIT=0");
+    worker.stop();
+}
+
 /// Not a terminal: the dashboard says where to run it and what to use instead, and changes
 /// nothing.
 #[test]

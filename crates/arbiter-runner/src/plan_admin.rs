@@ -24,6 +24,7 @@ use arbiter_core::plan::PlanSpec;
 use arbiter_core::plan::event::PlanEntry;
 use arbiter_core::plan::gate::{self, GateResult, Verdict};
 use arbiter_core::plan::state::TaskStatus;
+use arbiter_core::plan::worker_names::WorkerNames;
 use arbiter_core::time::Timestamp;
 use arbiter_store::StoreError;
 use arbiter_store::plans::{
@@ -351,6 +352,11 @@ pub trait PlanAdmin: Send + Sync {
     async fn retry(&self, plan: &str, task: &str, by: &str) -> Result<TaskStatus, AdminError>;
     /// Pushes the plan's integration branch to `remote` of its repository (never forced).
     async fn push(&self, plan: &str, remote: &str) -> Result<Pushed, AdminError>;
+    /// The registered workers' names, for a dashboard to name lease holders by (none here:
+    /// only a control plane registers workers).
+    async fn worker_names(&self) -> Result<WorkerNames, AdminError> {
+        Ok(WorkerNames::default())
+    }
 }
 
 /// Every event of the plan, oldest first, page by page.

@@ -12,6 +12,7 @@ use arbiter_core::budget::Budget;
 use arbiter_core::money::Usd;
 use arbiter_core::plan::check::plan_id_ok;
 use arbiter_core::plan::state::TaskStatus;
+use arbiter_core::plan::worker_names::WorkerNames;
 use arbiter_runner::plan_admin::{
     AdminError, Imported, NewPlan, PlanAdmin, PlanDetails, PlanImport, ResetOutcome, ResetPreview,
 };
@@ -88,6 +89,11 @@ impl PlanAdmin for RemotePlanAdmin {
 
     async fn list(&self) -> Result<Vec<PlanSummary>, AdminError> {
         Ok(self.get::<PlanList>("api/v1/plans").await?.plans)
+    }
+
+    async fn worker_names(&self) -> Result<WorkerNames, AdminError> {
+        let workers = self.client.workers(&self.admin).await.map_err(admin_error)?;
+        Ok(WorkerNames::new(workers.into_iter().map(|w| (w.id, w.name))))
     }
 
     async fn events(&self, plan: &str, after: i64, limit: u32) -> Result<Vec<PlanEvent>, AdminError> {

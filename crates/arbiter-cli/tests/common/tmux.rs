@@ -14,6 +14,12 @@ pub struct Tmux {
 
 impl Tmux {
     pub fn start(test: &str, dir: &std::path::Path, script: &str) -> Option<Tmux> {
+        Tmux::start_with(test, dir, script, &[])
+    }
+
+    /// [`Tmux::start`] with `env` in the terminal's environment (never on a command line:
+    /// the tmux server takes the environment of the command that starts it).
+    pub fn start_with(test: &str, dir: &std::path::Path, script: &str, env: &[(&str, &str)]) -> Option<Tmux> {
         if Command::new("tmux").arg("-V").output().is_err() {
             assert!(
                 std::env::var_os("CI").is_none(),
@@ -28,6 +34,7 @@ impl Tmux {
             .cmd(&["new-session", "-d", "-s", "dash", "-x", "120", "-y", "36", "-c"])
             .arg(dir)
             .arg(script)
+            .envs(env.iter().copied())
             .output()
             .unwrap();
         assert!(out.status.success(), "tmux: {}", String::from_utf8_lossy(&out.stderr));

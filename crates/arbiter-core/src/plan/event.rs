@@ -15,6 +15,7 @@ use super::gate::Verdict;
 use super::settings::RunOverrides;
 use super::spec::Priority;
 use super::state::{TaskStatus, UnitKind};
+use super::worker_names::WorkerNames;
 use crate::money::Usd;
 
 /// A plan-level event.
@@ -334,11 +335,11 @@ impl PlanLogEntry {
     }
 
     /// [`Self::describe`] with the worker the entry names (a lease's `<worker id>:<slot>`)
-    /// as `label` writes it: a dashboard names workers by the names people gave them.
-    pub fn describe_naming(&self, label: impl Fn(&str) -> String) -> String {
+    /// by the name people gave it.
+    pub fn describe_naming(&self, names: &WorkerNames) -> String {
         let mut named = self.clone();
         if let Some(worker) = named.worker_mut() {
-            *worker = label(worker);
+            *worker = names.label(worker);
         }
         named.describe()
     }
@@ -599,7 +600,7 @@ mod tests {
 
     #[test]
     fn a_description_can_name_the_worker_as_people_know_it() {
-        let label = |w: &str| w.replace("w-0123", "gpu-box-1");
+        let label = &WorkerNames::new([("w-0123".to_string(), "gpu-box-1".to_string())]);
         let claimed = PlanLogEntry::from(TaskEntry::TaskClaimed {
             worker: "w-0123:2".into(),
             fence: 3,

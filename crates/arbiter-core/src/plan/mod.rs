@@ -10,6 +10,7 @@
 //! - [`whilly`]: Whilly's `tasks.json` both ways, and which of its test steps are commands.
 //! - [`state`]: task and attempt states, their guarded transitions, and retry backoff.
 //! - [`event`]: the plan event log's typed entries (plan, task and unit families).
+//! - [`worker_names`]: lease holders as people know them (`gpu-box-1:2`).
 //!
 //! Executing a plan (claims, leases, budgets) is the store's and the runner's business; the
 //! rules they follow are here.
@@ -23,5 +24,6 @@ pub mod settings;
 pub mod spec;
 pub mod state;
 pub mod whilly;
+pub mod worker_names;
 
 pub use spec::{PlanSpec, Priority, TaskDefaults, TaskSpec};

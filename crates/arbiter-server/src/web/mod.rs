@@ -30,6 +30,7 @@ use axum::response::{IntoResponse, Response};
 use maud::html;
 
 use arbiter_core::plan::PlanSpec;
+use arbiter_core::plan::worker_names::WorkerNames;
 use arbiter_runner::plan_admin::{AdminError, PlanAdmin};
 use arbiter_runner::workspace::Workspace;
 use arbiter_store::plans::EventFilter;
@@ -131,27 +132,10 @@ pub async fn stream_url(state: &AppState, plan: Option<&str>) -> String {
     }
 }
 
-/// Workers by the names people gave them: a lease names `w-<id>:<slot>`, a page shows
-/// `<name>:<slot>` (a local worker's own names stay as they are).
-#[derive(Default)]
-pub struct WorkerNames(std::collections::HashMap<String, String>);
-
-impl WorkerNames {
-    /// The registry's workers (none when it cannot be read: ids are shown then).
-    pub async fn read(state: &AppState) -> Self {
-        let workers = state.registry.workers().await.unwrap_or_default();
-        WorkerNames(workers.into_iter().map(|w| (w.id, w.name)).collect())
-    }
-
-    /// How a lease's worker reads on a page.
-    pub fn label(&self, raw: &str) -> String {
-        let (id, slot) = raw.rsplit_once(':').unwrap_or((raw, ""));
-        match self.0.get(id) {
-            Some(name) if slot.is_empty() => name.clone(),
-            Some(name) => format!("{name}:{slot}"),
-            None => raw.to_string(),
-        }
-    }
+/// The registry's workers by name (none when it cannot be read: ids are shown then).
+pub async fn worker_names(state: &AppState) -> WorkerNames {
+    let workers = state.registry.workers().await.unwrap_or_default();
+    WorkerNames::new(workers.into_iter().map(|w| (w.id, w.name)))
 }
 
 /// A plan id from a path: 404 unless it is one (as for a plan that does not exist).

@@ -56,6 +56,7 @@ pub async fn dashboard(args: DashboardArgs<'_>) -> Result<u8, CliError> {
     // The plan is read before the terminal is taken: a wrong id is an error on a normal screen.
     d.set_details(opened.admin.view(&plan).await?);
     d.add_events(latest_events(&*opened.admin, &plan).await?);
+    read_names(&*opened.admin, &mut d).await;
     let stream = match args.remote.server() {
         Some(server) => Some(follow_events(crate::commands::worker::client(&server)?, &plan, d.last_event())?),
         None => None,
@@ -356,6 +357,15 @@ async fn refresh(admin: &dyn PlanAdmin, d: &mut Dashboard, always: bool) {
     match admin.view(&plan).await {
         Ok(details) => d.set_details(details),
         Err(e) => d.message = Some(format!("cannot read the plan: {e}")),
+    }
+    read_names(admin, d).await;
+}
+
+/// The registered workers' names, read again with the plan (a worker that registered since
+/// is named too); when they cannot be read, lease holders are shown by id.
+async fn read_names(admin: &dyn PlanAdmin, d: &mut Dashboard) {
+    if let Ok(names) = admin.worker_names().await {
+        d.names = names;
     }
 }
 

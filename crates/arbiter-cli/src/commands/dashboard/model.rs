@@ -6,6 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use arbiter_core::plan::state::TaskStatus;
+use arbiter_core::plan::worker_names::WorkerNames;
 use arbiter_runner::plan_admin::PlanDetails;
 use arbiter_store::plans::{PlanEvent, TaskRecord};
 
@@ -104,6 +105,8 @@ pub struct Dashboard {
     pub confirm: Option<Action>,
     /// The last action's outcome, or the last read's failure.
     pub message: Option<String>,
+    /// Registered workers' names, which lease holders are shown by.
+    pub names: WorkerNames,
 }
 
 impl Dashboard {
@@ -119,6 +122,7 @@ impl Dashboard {
             selected: 0,
             confirm: None,
             message: None,
+            names: WorkerNames::default(),
         }
     }
 
@@ -172,7 +176,7 @@ impl Dashboard {
                 critical: self.critical.contains(&t.spec.id),
                 attempts: format!("{}/{}", t.attempts, t.max_attempts),
                 worker: if t.status == TaskStatus::Running {
-                    t.lease_owner.clone().unwrap_or_default()
+                    t.lease_owner.as_deref().map(|w| self.names.label(w)).unwrap_or_default()
                 } else {
                     String::new()
                 },

@@ -4,6 +4,7 @@
 //! left out under `NO_COLOR`.
 
 use arbiter_core::plan::state::TaskStatus;
+use arbiter_core::plan::worker_names::WorkerNames;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
@@ -154,16 +155,22 @@ fn draw_plan(frame: &mut Frame, area: Rect, d: &Dashboard, palette: Palette) {
         Paragraph::new(working).block(Block::bordered().title(" workers ")).wrap(Wrap { trim: true }),
         workers_area,
     );
-    draw_events(frame, tail, d.events.iter().collect(), " events ");
+    draw_events(frame, tail, d.events.iter().collect(), &d.names, " events ");
 }
 
-fn draw_events(frame: &mut Frame, area: Rect, events: Vec<&arbiter_store::plans::PlanEvent>, title: &str) {
+fn draw_events(
+    frame: &mut Frame,
+    area: Rect,
+    events: Vec<&arbiter_store::plans::PlanEvent>,
+    names: &WorkerNames,
+    title: &str,
+) {
     let shown = area.height.saturating_sub(2) as usize;
     let lines: Vec<Line> = events
         .iter()
         .skip(events.len().saturating_sub(shown))
         .map(|e| {
-            let said = e.entry().map(|entry| entry.describe()).unwrap_or_else(|| e.kind.clone());
+            let said = e.entry().map(|entry| entry.describe_naming(names)).unwrap_or_else(|| e.kind.clone());
             let task = e.task_id.as_deref().map(|t| format!("{t}: ")).unwrap_or_default();
             let c = e.at.civil();
             Line::from(printable(&format!("{:02}:{:02}:{:02} {task}{said}", c.hour, c.minute, c.second)))
@@ -194,7 +201,7 @@ fn draw_task(frame: &mut Frame, area: Rect, d: &Dashboard, id: &str, palette: Pa
         )),
         Line::from(format!(
             "lease {} · run {} · commit {}",
-            printable(task.lease_owner.as_deref().unwrap_or("none")),
+            printable(&task.lease_owner.as_deref().map_or_else(|| "none".to_string(), |w| d.names.label(w))),
             printable(task.run_id.as_deref().unwrap_or("none")),
             printable(task.commit.as_deref().unwrap_or("none"))
         )),
@@ -212,7 +219,7 @@ fn draw_task(frame: &mut Frame, area: Rect, d: &Dashboard, id: &str, palette: Pa
             TableRow::new(vec![
                 Cell::from(a.attempt.to_string()),
                 Cell::from(a.status.as_str()),
-                Cell::from(printable(&a.worker)),
+                Cell::from(printable(&d.names.label(&a.worker))),
                 Cell::from(a.cost.to_string()),
                 Cell::from(printable(a.run_id.as_deref().unwrap_or(""))),
                 Cell::from(printable(a.reason.as_deref().unwrap_or(""))),
@@ -231,5 +238,5 @@ fn draw_task(frame: &mut Frame, area: Rect, d: &Dashboard, id: &str, palette: Pa
         .header(TableRow::new(["TRY", "STATUS", "WORKER", "COST", "RUN", "REASON"]).style(palette.bold()))
         .block(Block::bordered().title(" attempts "));
     frame.render_widget(table, attempts);
-    draw_events(frame, tail, d.events_of(id).collect(), " its events ");
+    draw_events(frame, tail, d.events_of(id).collect(), &d.names, " its events ");
 }

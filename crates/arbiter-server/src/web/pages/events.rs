@@ -3,6 +3,7 @@
 
 use std::collections::BTreeSet;
 
+use arbiter_core::plan::worker_names::WorkerNames;
 use arbiter_core::time::Timestamp;
 use arbiter_store::plans::{EventFilter, PlanEvent};
 use axum::extract::{Query, State};
@@ -13,7 +14,7 @@ use serde::Deserialize;
 use crate::state::AppState;
 use crate::web::layout::{Page, Section, empty, plan_href, printable, task_href, time_cell};
 use crate::web::session::Viewer;
-use crate::web::{PageError, WorkerNames, admin};
+use crate::web::{PageError, admin};
 
 /// How many events the page shows, and how far back it looks for the kinds to filter by.
 const SHOWN: usize = 500;
@@ -77,7 +78,7 @@ pub async fn page(
             }
             div #events data-live {
                 p.muted { (shown.len()) " event(s), newest first" @if shown.len() == SHOWN { " (the latest " (SHOWN) ")" } "." }
-                (event_table(&shown, state.now(), plan.is_none(), &WorkerNames::read(&state).await))
+                (event_table(&shown, state.now(), plan.is_none(), &crate::web::worker_names(&state).await))
             }
         }
     };
@@ -120,5 +121,5 @@ pub fn event_table(events: &[PlanEvent], now: Timestamp, with_plan: bool, names:
 /// An event in words, its worker by name (its data as JSON when this build does not know
 /// its kind).
 pub fn describe(e: &PlanEvent, names: &WorkerNames) -> String {
-    e.entry().map(|x| x.describe_naming(|w| names.label(w))).unwrap_or_else(|| e.data.to_string())
+    e.entry().map(|x| x.describe_naming(names)).unwrap_or_else(|| e.data.to_string())
 }

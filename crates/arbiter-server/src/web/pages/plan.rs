@@ -4,6 +4,7 @@
 
 use arbiter_core::plan::dag::Shape;
 use arbiter_core::plan::state::TaskStatus;
+use arbiter_core::plan::worker_names::WorkerNames;
 use arbiter_runner::git::Git;
 use arbiter_runner::integration::{self, BranchCommit};
 use arbiter_runner::plan_admin::PlanDetails;
@@ -66,7 +67,7 @@ pub async fn page(
         }
         _ => None,
     };
-    let names = crate::web::WorkerNames::read(&state).await;
+    let names = crate::web::worker_names(&state).await;
     let body = render(&state, &viewer, &details, &filter, commits.as_deref(), &names);
     Ok(Page::new(format!("Plan {}", header.id), Section::Plans, &viewer, &state, body)
         .live(Some(crate::web::stream_url(&state, Some(&plan)).await))
@@ -80,7 +81,7 @@ pub fn render(
     details: &PlanDetails,
     filter: &TaskFilter,
     commits: Option<&[BranchCommit]>,
-    names: &crate::web::WorkerNames,
+    names: &WorkerNames,
 ) -> Markup {
     let record = &details.view.plan;
     let header = &record.header;
@@ -203,13 +204,7 @@ pub fn render(
     }
 }
 
-fn task_row(
-    plan: &str,
-    t: &TaskRecord,
-    shape: &Shape,
-    details: &PlanDetails,
-    names: &crate::web::WorkerNames,
-) -> Markup {
+fn task_row(plan: &str, t: &TaskRecord, shape: &Shape, details: &PlanDetails, names: &WorkerNames) -> Markup {
     let critical = shape.is_critical(&t.spec.id);
     let depth = shape.depths.get(&t.spec.id).copied().unwrap_or(0);
     html! {

@@ -5,6 +5,7 @@
 
 use arbiter_core::ids::RunId;
 use arbiter_core::plan::state::{AttemptStatus, TaskEvent, TaskStatus};
+use arbiter_core::plan::worker_names::WorkerNames;
 use arbiter_runner::run_record::{ANALYSIS, read_capped};
 use arbiter_store::plans::{AttemptRecord, EventFilter};
 use arbiter_store::units::{UnitRecord, UnitStatus};
@@ -67,7 +68,7 @@ pub async fn page(
         _ => None,
     };
     let now = state.now();
-    let names = crate::web::WorkerNames::read(&state).await;
+    let names = crate::web::worker_names(&state).await;
     let can_retry = TaskEvent::Retry.allowed(task.status);
     let body = html! {
         p.muted { a href=(plan_href(&plan)) { "Plan " (plan) } " › task" }
@@ -168,7 +169,7 @@ fn attempt_row(
     plan: &str,
     a: &AttemptRecord,
     now: arbiter_core::time::Timestamp,
-    names: &crate::web::WorkerNames,
+    names: &WorkerNames,
     spending_unknown: bool,
 ) -> Markup {
     let tone = match a.status {
@@ -191,7 +192,7 @@ fn attempt_row(
     }
 }
 
-fn unit_row(u: &UnitRecord, now: arbiter_core::time::Timestamp, names: &crate::web::WorkerNames) -> Markup {
+fn unit_row(u: &UnitRecord, now: arbiter_core::time::Timestamp, names: &WorkerNames) -> Markup {
     let tone = match u.status {
         UnitStatus::Done => Tone::Good,
         UnitStatus::Running => Tone::Busy,
