@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use arbiter_core::plan::file::{Syntax, parse};
-use arbiter_store::plans::{Import, ImportMode, PlanEvent, PlanStore};
+use arbiter_store::plans::{Import, PlanEvent, PlanStore};
 use arbiter_store::units::UnitQueue;
 use common::*;
 use serde_json::{Value, json};
@@ -85,15 +85,7 @@ async fn store_of(serve: &Serve, pg: Option<&str>) -> Arc<dyn UnitQueue> {
 
 async fn import(store: &dyn PlanStore, plan: &Value) {
     let spec = parse(&plan.to_string(), Syntax::Json).unwrap();
-    let import = Import {
-        spec: &spec,
-        mode: ImportMode::Add,
-        skip: &[],
-        verdicts: &[],
-        apply: None,
-        branch: None,
-        now: arbiter_core::Clock::now(&arbiter_runner::SystemClock),
-    };
+    let import = Import::adding(&spec, arbiter_core::Clock::now(&arbiter_runner::SystemClock));
     store.import_plan(import).await.unwrap();
 }
 

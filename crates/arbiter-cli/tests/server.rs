@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use arbiter_core::plan::file::{Syntax, parse};
 use arbiter_core::time::Timestamp;
-use arbiter_store::plans::{Import, ImportMode, PlanStore};
+use arbiter_store::plans::{Import, PlanStore};
 use common::*;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -77,15 +77,7 @@ async fn make_plan(store: &dyn PlanStore, repository: &Path) {
     let text = json!({"id": "calc", "name": "Calc", "repository": repository,
         "tasks": [{"id": "T1", "title": "one"}, {"id": "T2", "title": "two", "dependencies": ["T1"]}]});
     let spec = parse(&text.to_string(), Syntax::Json).unwrap();
-    let import = Import {
-        spec: &spec,
-        mode: ImportMode::Add,
-        skip: &[],
-        verdicts: &[],
-        apply: None,
-        branch: None,
-        now: Timestamp(1),
-    };
+    let import = Import::adding(&spec, Timestamp(1));
     store.import_plan(import).await.unwrap();
     store.note_event("calc", overrides(1), Timestamp(2)).await.unwrap();
     store.note_event("calc", overrides(2), Timestamp(3)).await.unwrap();

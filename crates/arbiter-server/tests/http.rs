@@ -13,7 +13,7 @@ use arbiter_core::time::Timestamp;
 use arbiter_server::client::{Client, ClientOptions};
 use arbiter_server::serve::{ServeConfig, TlsFiles, bind};
 use arbiter_server::state::{AppState, Limits, Tokens};
-use arbiter_store::plans::{Import, ImportMode, PlanStore};
+use arbiter_store::plans::{Import, PlanStore};
 use arbiter_store::postgres::PgStore;
 use arbiter_store::sqlite::SqliteStore;
 use arbiter_store::workers::Secret;
@@ -277,18 +277,7 @@ async fn plan_with_events(store: &dyn PlanStore) {
         Syntax::Json,
     )
     .unwrap();
-    store
-        .import_plan(Import {
-            spec: &spec,
-            mode: ImportMode::Add,
-            skip: &[],
-            verdicts: &[],
-            apply: None,
-            branch: None,
-            now: Timestamp(1),
-        })
-        .await
-        .unwrap();
+    store.import_plan(Import::adding(&spec, Timestamp(1))).await.unwrap();
     let arbiter_store::plans::ClaimOutcome::Claimed(c) =
         store.claim("calc", "w-x", Duration::from_secs(60), Timestamp(2)).await.unwrap()
     else {

@@ -19,7 +19,7 @@ use arbiter_core::money::Usd;
 use arbiter_core::plan::PlanSpec;
 use arbiter_core::plan::file::{Syntax, parse};
 use arbiter_core::time::Timestamp;
-use arbiter_store::plans::{AttemptResult, ClaimOutcome, Import, ImportMode, PlanStore};
+use arbiter_store::plans::{AttemptResult, ClaimOutcome, Import, PlanStore};
 use arbiter_store::postgres::PgStore;
 use arbiter_store::sqlite::SqliteStore;
 use sqlx::Connection;
@@ -48,18 +48,7 @@ fn plan(id: &str, n: usize, edges: bool) -> PlanSpec {
 
 async fn import(store: &dyn PlanStore, spec: &PlanSpec) -> Duration {
     let started = Instant::now();
-    store
-        .import_plan(Import {
-            spec,
-            mode: ImportMode::Add,
-            skip: &[],
-            verdicts: &[],
-            apply: None,
-            branch: None,
-            now: now(),
-        })
-        .await
-        .expect("import");
+    store.import_plan(Import::adding(spec, now())).await.expect("import");
     started.elapsed()
 }
 

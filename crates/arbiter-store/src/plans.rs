@@ -301,6 +301,14 @@ pub struct Import<'a> {
     pub now: Timestamp,
 }
 
+impl<'a> Import<'a> {
+    /// A plain import that adds the spec's new tasks: nothing skipped, no gate verdicts, no
+    /// branch handed over.
+    pub fn adding(spec: &'a PlanSpec, now: Timestamp) -> Self {
+        Import { spec, mode: ImportMode::Add, skip: &[], verdicts: &[], apply: None, branch: None, now }
+    }
+}
+
 /// What an import did.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ImportReport {

@@ -486,7 +486,7 @@ impl crate::unit_impl::UnitDialect for PgStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plans::{Import, ImportMode, PlanStore};
+    use crate::plans::{Import, PlanStore};
     use arbiter_core::plan::file::{Syntax, parse};
     use arbiter_core::plan::state::TaskStatus;
 
@@ -534,15 +534,7 @@ mod tests {
             Syntax::Json,
         )
         .unwrap();
-        let import = Import {
-            spec: &spec,
-            mode: ImportMode::Add,
-            skip: &[],
-            verdicts: &[],
-            apply: None,
-            branch: None,
-            now: t(0),
-        };
+        let import = Import::adding(&spec, t(0));
         store.import_plan(import).await.unwrap();
 
         // Five claimers, three ready tasks: the best three go to the first three claimers,

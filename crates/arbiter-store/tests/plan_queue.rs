@@ -545,35 +545,12 @@ async fn import_racing_a_report(store: Arc<dyn PlanStore>) {
             ))
         };
         let first = spec(&task("A", &[]));
-        store
-            .import_plan(Import {
-                spec: &first,
-                mode: ImportMode::Add,
-                skip: &[],
-                verdicts: &[],
-                apply: None,
-                branch: None,
-                now: t(0),
-            })
-            .await
-            .unwrap();
+        store.import_plan(Import::adding(&first, t(0))).await.unwrap();
         let a = claimed(store.claim(&id, "w", LEASE, t(1)).await.unwrap());
         let second = spec(&[task("A", &[]), task("B", &["A"])].join(","));
         let (reporter, importer) = (store.clone(), store.clone());
         let report = tokio::spawn(async move { reporter.finish(&a.lease, success(), Usd::ZERO, t(2)).await });
-        let added = tokio::spawn(async move {
-            importer
-                .import_plan(Import {
-                    spec: &second,
-                    mode: ImportMode::Add,
-                    skip: &[],
-                    verdicts: &[],
-                    apply: None,
-                    branch: None,
-                    now: t(2),
-                })
-                .await
-        });
+        let added = tokio::spawn(async move { importer.import_plan(Import::adding(&second, t(2))).await });
         report.await.unwrap().unwrap();
         added.await.unwrap().unwrap();
         let view = store.plan(&id).await.unwrap().unwrap();
@@ -595,18 +572,7 @@ async fn concurrent_reports_share_dependents(store: Arc<dyn PlanStore>) {
             r#"{{"id": "{id}", "name": "Shared", {budget} "defaults": {{"retry_backoff_seconds": 0, "attempt_budget_usd": "0.01"}}, "tasks": [{}]}}"#,
             tasks.join(",")
         ));
-        store
-            .import_plan(Import {
-                spec: &spec,
-                mode: ImportMode::Add,
-                skip: &[],
-                verdicts: &[],
-                apply: None,
-                branch: None,
-                now: t(0),
-            })
-            .await
-            .unwrap();
+        store.import_plan(Import::adding(&spec, t(0))).await.unwrap();
     }
     let mut leases = Vec::new();
     for id in ["fast", "general", "cancelled"] {

@@ -39,18 +39,7 @@ fn task(id: &str, deps: &[&str]) -> String {
 }
 
 async fn import(store: &dyn UnitQueue, spec: &PlanSpec) {
-    store
-        .import_plan(Import {
-            spec,
-            mode: ImportMode::Add,
-            skip: &[],
-            verdicts: &[],
-            apply: None,
-            branch: None,
-            now: t(0),
-        })
-        .await
-        .unwrap();
+    store.import_plan(Import::adding(spec, t(0))).await.unwrap();
 }
 
 fn caps(have: &[&str]) -> Capabilities {
