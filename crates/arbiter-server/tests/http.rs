@@ -248,6 +248,13 @@ async fn malformed_requests_get_json_errors() {
     assert!(message.starts_with("name: "), "{message}");
     let (status, _, message) = error_of(register(r#"{"name": "a", "slots": 0}"#.into()).await.unwrap()).await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{message}");
+    // A name of the form of a worker id (another worker's, here) would pass for that worker
+    // where dashboards show names: refused; the name the hint suggests registers.
+    let (honest_id, _) = s.register("honest").await;
+    let (status, _, message) = error_of(register(json!({"name": honest_id}).to_string().into()).await.unwrap()).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{message}");
+    assert!(message.contains("form of a worker id") && message.contains("gpu-box-1"), "{message}");
+    assert_eq!(register(r#"{"name": "gpu-box-1"}"#.into()).await.unwrap().status(), StatusCode::CREATED);
     // A NUL character (which Postgres keeps in no text column) is refused by name, whatever
     // the field; the text `\u0000` is not one.
     let (status, _, message) =

@@ -164,13 +164,22 @@ pub trait WorkerRegistry: Send + Sync {
     async fn ping(&self) -> Result<(), StoreError>;
 }
 
-/// A worker name: 1 to 64 of letters, digits, '.', '_', '-', not starting with '.' or '-'.
+/// A worker name: 1 to 64 of letters, digits, '.', '_', '-', not starting with '.' or '-',
+/// and not of the form of a worker id (`w-` and hex digits): dashboards show workers by
+/// name, and a name that reads as an id would pass for another worker.
 pub fn check_name(name: &str) -> Result<(), String> {
     let ok_chars = name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
     if name.is_empty() || name.len() > 64 || !ok_chars || name.starts_with(['.', '-']) {
         return Err(format!(
             "worker name '{}' is not valid: use 1 to 64 letters, digits, '.', '_' or '-', not starting with '.' or '-'",
             name.escape_default()
+        ));
+    }
+    let id_shaped =
+        name.strip_prefix("w-").is_some_and(|rest| !rest.is_empty() && rest.chars().all(|c| c.is_ascii_hexdigit()));
+    if id_shaped {
+        return Err(format!(
+            "worker name '{name}' has the form of a worker id ('w-' and hex digits) and would pass for another worker; choose a name that says which machine it is (gpu-box-1, say)"
         ));
     }
     Ok(())
@@ -398,8 +407,14 @@ mod tests {
         for ok in ["w1", "build-box.eu_1", "A"] {
             assert!(check_name(ok).is_ok(), "{ok}");
         }
-        for bad in ["", "-x", ".x", "a/b", "a b", &"x".repeat(65), "é"] {
+        for bad in ["", "-x", ".x", "a/b", "a b", &"x".repeat(65), "é", "w-047ac778ecf47b04", "w-0", "w-ABCdef"] {
             assert!(check_name(bad).is_err(), "{bad}");
         }
+        // Ids are refused as names, not names that merely begin as one does.
+        for ok in ["w-box", "w-1x", "w-"] {
+            assert!(check_name(ok).is_ok(), "{ok}");
+        }
+        let id = new_id().unwrap();
+        assert!(check_name(&id).unwrap_err().contains("form of a worker id"), "{id}");
     }
 }
