@@ -354,6 +354,88 @@ async fn a_killed_worker_s_candidates_are_run_again_by_another() {
     assert_eq!(integrated(&repo, "arbiter/killed"), vec!["K"]);
 }
 
+/// A worker whose git cannot reach the control plane (every clone and fetch fails) claims
+/// units it cannot run: it refuses each one — the server records why, `plan status` says
+/// what holds the task up — pauses, and goes on; it never exits. Another worker runs every
+/// candidate and the evaluation, and the plan finishes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_worker_whose_git_cannot_reach_the_server_refuses_its_units_and_goes_on() {
+    let serve = Serve::start(&["--lease-seconds", "5"], None);
+    let repo = plan_repo(&[]);
+    let holds = tempfile::tempdir().unwrap();
+    let plan = plan_json("refused", repo.path(), holds.path(), vec![task("R", &[], 3)]);
+    let store = store_of(&serve, None).await;
+    // The broken worker's git: the real one, but for talking to the server.
+    let bin = tempfile::tempdir().unwrap();
+    let real_git = String::from_utf8(Command::new("sh").args(["-c", "command -v git"]).output().unwrap().stdout)
+        .unwrap()
+        .trim()
+        .to_string();
+    let wrapper = bin.path().join("git");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh
+for a in \"$@\"; do case \"$a\" in clone|fetch) echo \"fatal: unable to access the control plane: Failed to connect: Connection refused\" >&2; exit 128;; esac; done\nexec {real_git} \"$@\"\n"
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&wrapper, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let path = format!("{}:{}", bin.path().display(), std::env::var("PATH").unwrap_or_default());
+    let mut broken = Worker::register(&serve, "broken", &["command"]);
+    broken.start_with_env(&serve.url, &[], &[("PATH", path.as_str())]);
+    import(&*store, &plan).await;
+    let logs = |workers: &[&Worker]| all_logs(&serve, workers);
+    let started = Instant::now();
+    let refusals = |events: &[PlanEvent]| {
+        events
+            .iter()
+            .filter(|e| {
+                e.kind == "unit_expired" && e.data["reason"].as_str().is_some_and(|r| r.contains("could not run it"))
+            })
+            .count()
+    };
+    while refusals(&store.events("refused").await.unwrap()) == 0 {
+        assert!(started.elapsed() < Duration::from_secs(60), "no unit was refused\n{}", logs(&[&broken]));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // What holds the task up, in `plan status`.
+    let status = serve.cli(repo.path(), &["plan", "status", "refused"], &[("ARBITER_TOKEN", ADMIN)]);
+    status.assert_code(0);
+    assert!(
+        status.stdout.contains("is waiting for another worker") && status.stdout.contains("could not run it"),
+        "{}",
+        status.stdout
+    );
+    let mut healthy = Worker::register(&serve, "healthy", &["command"]);
+    healthy.start(&serve.url, &[]);
+    finished(&*store, "refused", Duration::from_secs(180), &|| logs(&[&broken, &healthy])).await;
+    let view = store.plan("refused").await.unwrap().unwrap();
+    assert_eq!(view.tasks[0].status.as_str(), "done", "{:?}\n{}", view.tasks[0].reason, logs(&[&broken, &healthy]));
+    assert_eq!(integrated(&repo, "arbiter/refused"), vec!["R"]);
+    // Nothing was done by the broken worker, and no worker exited.
+    let names = worker_names(&serve);
+    let events = store.events("refused").await.unwrap();
+    let done_by: BTreeSet<String> = events
+        .iter()
+        .filter(|e| e.kind == "unit_done")
+        .filter_map(|e| e.data["worker"].as_str())
+        .map(|w| names.get(w.split(':').next().unwrap_or(w)).cloned().unwrap_or_else(|| w.to_string()))
+        .collect();
+    assert_eq!(done_by, BTreeSet::from(["healthy".to_string()]), "{events:?}");
+    assert!(refusals(&events) >= 1);
+    assert!(broken.exited().is_none(), "the broken worker exited\n{}", logs(&[&broken]));
+    assert!(healthy.exited().is_none(), "the healthy worker exited\n{}", logs(&[&healthy]));
+    let broken_log = std::fs::read_to_string(broken.log()).unwrap_or_default();
+    assert!(
+        broken_log.contains("WARN") && broken_log.contains("refused") && broken_log.contains("Connection refused"),
+        "{broken_log}"
+    );
+    assert!(serve.log_text().contains("refused: the worker could not run its work"), "{}", serve.log_text());
+    broken.stop();
+    healthy.stop();
+}
+
 /// `kill -9` of the server in the middle of a plan, then a restart on the same address:
 /// the workers reconnect, the plan finishes, nothing is done twice.
 async fn the_plan_survives_a_killed_server(pg: Option<PgDatabase>) {

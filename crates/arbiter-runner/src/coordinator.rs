@@ -28,9 +28,8 @@ use arbiter_core::time::Timestamp;
 use arbiter_store::StoreError;
 use arbiter_store::plans::{AttemptResult, ClaimOutcome, Claimed, Lease, Retry};
 pub use arbiter_store::units::Capabilities;
-use arbiter_store::units::{UnitClaim, UnitKind, UnitLease, UnitOutcome, UnitQueue, UnitSpec};
+use arbiter_store::units::{UnitClaim, UnitKind, UnitLease, UnitOutcome, UnitQueue, UnitResult, UnitSpec, worker_of};
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 use tokio::sync::mpsc::UnboundedSender;
 
 use crate::git::{Git, GitError};
@@ -139,6 +138,14 @@ pub type SettingsFor = dyn Fn(&Workspace, &PlanSpec, &TaskSpec) -> Result<RunSet
 #[derive(Clone, Debug, PartialEq)]
 pub enum Claim {
     Assigned(Box<Assignment>),
+    /// Work was granted that this worker cannot read: the coordinator refused it (another
+    /// worker will take it) and says which it was (`unit`: a candidate, `evaluation` or
+    /// `tournament`) and why.
+    Refused {
+        task: String,
+        unit: String,
+        reason: String,
+    },
     /// Nothing is ready now; ask again.
     Idle,
     /// Nothing will become ready by waiting: every task is finished (or the plan is
@@ -169,6 +176,13 @@ pub enum Verdict {
     Released {
         reason: String,
     },
+    /// This worker could not run the work for a reason outside it (its repository could not
+    /// be fetched, its sandbox not set up, its assignment not read): a unit goes to another
+    /// worker (the try counted, not as its candidate's failure); a whole tournament's attempt
+    /// fails and is retried after its backoff.
+    Refused {
+        reason: String,
+    },
 }
 
 /// What a report did.
@@ -190,6 +204,11 @@ pub enum Reported {
     /// A candidate unit's results are recorded (`evaluation_ready`: it was the last).
     UnitDone {
         evaluation_ready: bool,
+    },
+    /// A refused unit is back in the queue for other workers, or (`given_up`) was given up
+    /// after its last try.
+    Refused {
+        given_up: bool,
     },
     /// The lease had been taken away: nothing was recorded but the cost.
     Stale,
@@ -618,8 +637,7 @@ impl LocalCoordinator {
                     .iter()
                     .filter(|u| u.kind == UnitKind::Candidate)
                     .filter_map(|u| {
-                        let result = u.result.as_ref()?;
-                        let why = result.get("lost").or_else(|| result.get("error"))?.as_str()?.to_string();
+                        let why = u.result.as_ref()?.missing()?.to_string();
                         let index = (0..settings.candidates.value as usize)
                             .find(|i| CandidateId::from_index(*i).as_str() == u.name)?;
                         Some((index, why))
@@ -920,11 +938,13 @@ impl LocalCoordinator {
         outcome: UnitOutcome,
         cost: Usd,
     ) -> Result<Reported, CoordinatorError> {
-        let released = matches!(outcome, UnitOutcome::Released { .. });
+        let (released, refused) =
+            (matches!(outcome, UnitOutcome::Released { .. }), matches!(outcome, UnitOutcome::Refused { .. }));
         let finished = self.plans.finish_unit(unit, outcome, cost, self.now()).await;
         self.units_changed(&unit.attempt.plan_id);
         match finished {
             Ok(_) if released => Ok(Reported::Released),
+            Ok(f) if refused => Ok(Reported::Refused { given_up: f.given_up }),
             Ok(f) => Ok(Reported::UnitDone { evaluation_ready: f.evaluation_ready }),
             Err(StoreError::StaleUnit { .. }) => Ok(Reported::Stale),
             Err(e) => Err(e.into()),
@@ -1133,12 +1153,23 @@ impl LocalCoordinator {
                 })
             }
             (Verdict::CandidateDone { status }, Some(unit)) => {
-                self.finish_unit(unit, UnitOutcome::Done { result: json!({"status": status}) }, cost).await
+                self.finish_unit(unit, UnitOutcome::Done { result: UnitResult::Status(status) }, cost).await
             }
             // A candidate unit that could not run its candidate at all: the evaluation says
             // why it has no result.
             (Verdict::Failed { reason, .. }, Some(unit)) if unit.kind == UnitKind::Candidate => {
-                self.finish_unit(unit, UnitOutcome::Done { result: json!({"error": reason}) }, cost).await
+                self.finish_unit(unit, UnitOutcome::Done { result: UnitResult::Error(reason) }, cost).await
+            }
+            (Verdict::Refused { reason }, Some(unit)) => {
+                self.finish_unit(unit, UnitOutcome::Refused { reason }, cost).await
+            }
+            (Verdict::Refused { reason }, None) => {
+                let reason = format!("worker {} could not run it: {reason}", worker_of(&lease.worker));
+                let result = AttemptResult::Failed { reason: reason.clone(), retry: Retry::AfterBackoff, run_id: None };
+                Ok(match self.finish(lease, result, cost).await? {
+                    Finish::Recorded(retry_at) => Reported::Failed { reason, retry_at },
+                    Finish::Stale => Reported::Stale,
+                })
             }
             (Verdict::CandidateDone { .. }, None) => {
                 Err(CoordinatorError::Refused("a candidate's result was reported for a whole tournament".into()))
@@ -1176,7 +1207,7 @@ impl LocalCoordinator {
     async fn refuse_stale(&self, held: &Held, cost: Usd) -> Result<Reported, CoordinatorError> {
         let lost = "its lease was lost".to_string();
         match &held.unit {
-            Some(unit) => self.finish_unit(unit, UnitOutcome::Done { result: json!({"error": lost}) }, cost).await,
+            Some(unit) => self.finish_unit(unit, UnitOutcome::Done { result: UnitResult::Error(lost) }, cost).await,
             None => {
                 let result = AttemptResult::Failed { reason: lost, retry: Retry::AfterBackoff, run_id: None };
                 self.finish(&held.lease, result, cost).await?;

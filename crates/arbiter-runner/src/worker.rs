@@ -49,11 +49,13 @@ pub enum Progress {
         run: String,
         units: usize,
     },
-    /// A candidate unit's results are in (`evaluation_ready`: it was the last).
+    /// A candidate unit's results are in (`evaluation_ready`: it was the last); `failed`
+    /// says why its candidate could not run at all, when it could not.
     UnitDone {
         task: String,
         unit: String,
         evaluation_ready: bool,
+        failed: Option<String>,
     },
     Done {
         task: String,
@@ -76,6 +78,13 @@ pub enum Progress {
     },
     LeaseLost {
         task: String,
+    },
+    /// This worker could not run (or read) `unit` of the task, for a reason outside the
+    /// work: it was given back for another worker (or, after its last try, given up).
+    Refused {
+        task: String,
+        unit: String,
+        reason: String,
     },
     /// Its report could not reach the coordinator: the work is left to its lease's expiry.
     Abandoned {
@@ -149,6 +158,18 @@ pub enum Until {
     Stopped,
     /// After one unit of work (or when cancelled, or when its plan is finished).
     OneUnit,
+}
+
+/// How long a slot waits before claiming again after it refused work it could not run
+/// (doubling with each refusal in a row, up to [`MAX_REFUSAL_PAUSE`]): what stopped it
+/// (its git, its sandbox) is likely to stop the next unit too, and other workers should
+/// take the work meanwhile.
+const FIRST_REFUSAL_PAUSE: Duration = Duration::from_secs(1);
+const MAX_REFUSAL_PAUSE: Duration = Duration::from_secs(60);
+
+/// The pause after `refusals` refusals in a row.
+fn refusal_pause(refusals: u32) -> Duration {
+    FIRST_REFUSAL_PAUSE.saturating_mul(1u32 << refusals.saturating_sub(1).min(6)).min(MAX_REFUSAL_PAUSE)
 }
 
 /// A worker: `slots` loops claiming as `<id>:<n>`.
@@ -242,7 +263,14 @@ impl Worker {
     /// stopping interrupts).
     async fn slot(&self, worker: &str) -> Result<(), CoordinatorError> {
         let mut next: Option<Claim> = None;
+        let mut refusals = 0u32;
         loop {
+            if refusals > 0 && next.is_none() {
+                tokio::select! {
+                    _ = self.cancel.cancelled() => return Ok(()),
+                    _ = tokio::time::sleep(refusal_pause(refusals)) => {}
+                }
+            }
             let claim = match next.take() {
                 Some(claim) => claim,
                 None if self.cancel.is_cancelled() => return Ok(()),
@@ -267,10 +295,16 @@ impl Worker {
                         plan: self.plan.as_deref(),
                         wait: Duration::ZERO,
                     });
-                    next = self.attempt(*assignment, then).await?;
+                    let attempted = self.attempt(*assignment, then).await?;
+                    next = attempted.next;
+                    refusals = if attempted.refused { refusals + 1 } else { 0 };
                     if self.until == Until::OneUnit {
                         return Ok(());
                     }
+                }
+                Claim::Refused { task, unit, reason } => {
+                    self.tell(Progress::Refused { task, unit, reason });
+                    refusals += 1;
                 }
                 Claim::Finished if self.until != Until::Stopped => return Ok(()),
                 Claim::Finished | Claim::Idle => {}
@@ -312,12 +346,12 @@ impl Worker {
     }
 
     /// One unit of work, then its report, followed by the claim `then` when the worker
-    /// goes on (and is not stopping): what that claim found.
+    /// goes on (and is not stopping, and could run the work): what that claim found.
     async fn attempt(
         &self,
         assignment: Assignment,
         then: Option<NextClaim<'_>>,
-    ) -> Result<Option<Claim>, CoordinatorError> {
+    ) -> Result<Attempted, CoordinatorError> {
         let lease = assignment.lease.clone();
         let task_id = assignment.task.id.clone();
         let unit = assignment.work.name();
@@ -350,7 +384,12 @@ impl Worker {
             v => v,
         };
         let released_reason = match &verdict {
-            Verdict::Released { reason } => Some(reason.clone()),
+            Verdict::Released { reason } | Verdict::Refused { reason } => Some(reason.clone()),
+            _ => None,
+        };
+        let refused = matches!(verdict, Verdict::Refused { .. });
+        let failed = match &verdict {
+            Verdict::Failed { reason, .. } => Some(reason.clone()),
             _ => None,
         };
         // What the report did is told before anything its claim does.
@@ -364,14 +403,27 @@ impl Worker {
                 Reported::Released => {
                     Progress::Released { task: task_id.clone(), reason: released_reason.clone().unwrap_or_default() }
                 }
-                Reported::UnitDone { evaluation_ready } => {
-                    Progress::UnitDone { task: task_id.clone(), unit: unit.clone(), evaluation_ready }
-                }
+                Reported::UnitDone { evaluation_ready } => Progress::UnitDone {
+                    task: task_id.clone(),
+                    unit: unit.clone(),
+                    evaluation_ready,
+                    failed: failed.clone(),
+                },
+                Reported::Refused { given_up } => Progress::Refused {
+                    task: task_id.clone(),
+                    unit: unit.clone(),
+                    reason: format!(
+                        "{}{}",
+                        released_reason.clone().unwrap_or_default(),
+                        if given_up { " (its last try: given up)" } else { " (given to another worker)" }
+                    ),
+                },
                 Reported::Stale => Progress::LeaseLost { task: task_id.clone() },
             })
         };
         let report = (verdict, spending.unforwarded(), done.dir.as_deref());
-        let answer = match then.filter(|_| !self.cancel.is_cancelled()) {
+        // A worker that could not run this work takes no more at once: it pauses first.
+        let answer = match then.filter(|_| !self.cancel.is_cancelled() && !refused) {
             Some(next) => self.coordinator.report_then_claim(&assignment, report, next, &tell_reported).await,
             None => {
                 let (verdict, cost, dir) = report;
@@ -388,11 +440,11 @@ impl Worker {
             // handed out again; this worker goes on with other work.
             Err(CoordinatorError::Unreachable(why)) => {
                 self.tell(Progress::Abandoned { task: task_id.clone(), reason: why });
-                return Ok(None);
+                None
             }
             Err(e) => return Err(e),
         };
-        Ok(next)
+        Ok(Attempted { next, refused })
     }
 
     /// Runs the assignment's work: its verdict, its run and directory when it made one.
@@ -405,11 +457,11 @@ impl Worker {
         };
         let workspace = match self.coordinator.checkout(assignment).await {
             Ok(w) => w,
-            Err(e) => return Done::failed(format!("its repository could not be prepared: {e}"), Retry::AfterBackoff),
+            Err(e) => return Done::refused(format!("its repository could not be prepared: {e}")),
         };
         let store = match self.tournaments.runs.for_workspace(&workspace).await {
             Ok(s) => s,
-            Err(e) => return Done::failed(format!("its runs cannot be recorded: {e}"), Retry::AfterBackoff),
+            Err(e) => return Done::refused(format!("its runs cannot be recorded: {e}")),
         };
         let t = &self.tournaments;
         let engine = Engine {
@@ -433,7 +485,7 @@ impl Worker {
                 match engine.run(request).await {
                     Ok(run) => Done::of_run(run),
                     Err(_) if self.cancel.is_cancelled() => stopped(),
-                    Err(e) => Done::failed(format!("the tournament could not run: {e}"), Retry::AfterBackoff),
+                    Err(e) => Done::refused(format!("the tournament could not run: {e}")),
                 }
             }
             Work::Candidate { index, run_id } => {
@@ -447,10 +499,7 @@ impl Worker {
                         dir: Some(c.dir),
                     },
                     Err(_) if self.cancel.is_cancelled() => stopped(),
-                    Err(e) => Done::failed(
-                        format!("candidate {} could not run: {e}", assignment.work.name()),
-                        Retry::AfterBackoff,
-                    ),
+                    Err(e) => Done::refused(format!("candidate {} could not run: {e}", assignment.work.name())),
                 }
             }
             Work::Evaluation { run_id, lost } => {
@@ -459,11 +508,18 @@ impl Worker {
                 match engine.evaluate(request, lost).await {
                     Ok(run) => Done::of_run(run),
                     Err(_) if self.cancel.is_cancelled() => stopped(),
-                    Err(e) => Done::failed(format!("the evaluation could not run: {e}"), Retry::AfterBackoff),
+                    Err(e) => Done::refused(format!("the evaluation could not run: {e}")),
                 }
             }
         }
     }
+}
+
+/// What a unit of work came to: the claim its report brought, and whether this worker
+/// refused the work (it pauses before claiming again).
+struct Attempted {
+    next: Option<Claim>,
+    refused: bool,
 }
 
 /// How a unit of work ended, before it is reported.
@@ -477,6 +533,11 @@ struct Done {
 impl Done {
     fn failed(reason: String, retry: Retry) -> Done {
         Done { verdict: Verdict::Failed { reason, retry, run_id: None }, run_id: None, dir: None }
+    }
+
+    /// This worker could not run the work (not the work's own failure).
+    fn refused(reason: String) -> Done {
+        Done { verdict: Verdict::Refused { reason }, run_id: None, dir: None }
     }
 
     /// A finished tournament (or evaluation): its winner, or why it has none.

@@ -10,7 +10,7 @@ use arbiter_core::settings::RunSettings;
 use arbiter_core::status::CandidateStatus;
 use arbiter_core::text::storable;
 use arbiter_core::time::Timestamp;
-use arbiter_runner::coordinator::{Assignment, LeaseRef, Reported, Verdict, Work};
+use arbiter_runner::coordinator::{Assignment, LeaseRef, Reported, UnitRef, Verdict, Work};
 use arbiter_store::plans::{Lease, Retry};
 use arbiter_store::units::UnitKind;
 use serde::{Deserialize, Serialize};
@@ -62,8 +62,67 @@ pub struct WireUnit {
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum WireWork {
     Tournament,
-    Candidate { index: usize, run_id: String },
-    Evaluation { run_id: String, lost: BTreeMap<usize, String> },
+    Candidate {
+        index: usize,
+        run_id: String,
+    },
+    /// `lost` is a list, not a map: an internally tagged enum buffers its content, and a
+    /// buffered map's keys reach a number-keyed map as strings it cannot read.
+    Evaluation {
+        run_id: String,
+        lost: Vec<LostCandidate>,
+    },
+}
+
+/// A candidate of an evaluation that left no result, and why.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LostCandidate {
+    pub index: usize,
+    pub reason: String,
+}
+
+/// What a worker can always read of an assignment, whatever else it holds: the leases it
+/// grants, so that a worker that cannot read (or run) the rest can refuse it by name
+/// instead of leaving it to its lease's expiry.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+pub struct GrantedLeases {
+    pub assignment: GrantedAssignment,
+}
+
+/// See [`GrantedLeases`].
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+pub struct GrantedAssignment {
+    pub lease: GrantedLease,
+    #[serde(default)]
+    pub unit: Option<UnitRef>,
+}
+
+/// See [`GrantedLeases`].
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+pub struct GrantedLease {
+    pub plan_id: String,
+    pub task_id: String,
+    pub fence: i64,
+    pub worker: String,
+}
+
+impl GrantedAssignment {
+    /// The leases as the worker names them in a report.
+    pub fn lease_ref(&self) -> LeaseRef {
+        LeaseRef {
+            plan_id: self.lease.plan_id.clone(),
+            task_id: self.lease.task_id.clone(),
+            fence: self.lease.fence,
+            worker: self.lease.worker.clone(),
+            unit: self.unit.clone(),
+        }
+    }
+
+    /// The unit's name (`c02`, `evaluation`), or `tournament` for a whole task.
+    pub fn unit_name(&self) -> String {
+        self.unit.as_ref().map_or_else(|| "tournament".to_string(), |u| u.name.clone())
+    }
 }
 
 /// An assignment on the wire.
@@ -85,9 +144,13 @@ impl WireAssignment {
         let work = match &a.work {
             Work::Tournament => WireWork::Tournament,
             Work::Candidate { index, run_id } => WireWork::Candidate { index: *index, run_id: run_id.to_string() },
-            Work::Evaluation { run_id, lost } => {
-                WireWork::Evaluation { run_id: run_id.to_string(), lost: lost.clone() }
-            }
+            Work::Evaluation { run_id, lost } => WireWork::Evaluation {
+                run_id: run_id.to_string(),
+                lost: lost
+                    .iter()
+                    .map(|(index, reason)| LostCandidate { index: *index, reason: reason.clone() })
+                    .collect(),
+            },
         };
         WireAssignment {
             lease: a.lease.clone(),
@@ -114,7 +177,10 @@ impl WireAssignment {
         let work = match &self.work {
             WireWork::Tournament => Work::Tournament,
             WireWork::Candidate { index, run_id: r } => Work::Candidate { index: *index, run_id: run_id(r)? },
-            WireWork::Evaluation { run_id: r, lost } => Work::Evaluation { run_id: run_id(r)?, lost: lost.clone() },
+            WireWork::Evaluation { run_id: r, lost } => Work::Evaluation {
+                run_id: run_id(r)?,
+                lost: lost.iter().map(|l| (l.index, l.reason.clone())).collect::<BTreeMap<_, _>>(),
+            },
         };
         let unit = self.unit.map(|u| arbiter_store::units::UnitLease {
             attempt: self.lease.clone(),
@@ -207,6 +273,10 @@ pub enum WireVerdict {
     Released {
         reason: String,
     },
+    /// The worker could not run (or read) the work: see `Verdict::Refused`.
+    Refused {
+        reason: String,
+    },
 }
 
 impl WireVerdict {
@@ -221,6 +291,7 @@ impl WireVerdict {
                 WireVerdict::Failed { reason: storable(reason), retry: (*retry).into(), run_id: run_id.clone() }
             }
             Verdict::Released { reason } => WireVerdict::Released { reason: storable(reason) },
+            Verdict::Refused { reason } => WireVerdict::Refused { reason: storable(reason) },
         }
     }
 }
@@ -257,6 +328,7 @@ pub enum ReportResponse {
     Failed { reason: String, retry_at: Option<Timestamp> },
     Released,
     UnitDone { evaluation_ready: bool },
+    Refused { given_up: bool },
 }
 
 impl ReportResponse {
@@ -267,6 +339,7 @@ impl ReportResponse {
             Reported::Failed { reason, retry_at } => ReportResponse::Failed { reason, retry_at },
             Reported::Released => ReportResponse::Released,
             Reported::UnitDone { evaluation_ready } => ReportResponse::UnitDone { evaluation_ready },
+            Reported::Refused { given_up } => ReportResponse::Refused { given_up },
             Reported::Stale => return None,
         })
     }
@@ -277,6 +350,7 @@ impl ReportResponse {
             ReportResponse::Failed { reason, retry_at } => Reported::Failed { reason, retry_at },
             ReportResponse::Released => Reported::Released,
             ReportResponse::UnitDone { evaluation_ready } => Reported::UnitDone { evaluation_ready },
+            ReportResponse::Refused { given_up } => Reported::Refused { given_up },
         }
     }
 }

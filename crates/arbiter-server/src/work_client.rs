@@ -265,10 +265,10 @@ impl Coordinator for HttpCoordinator {
         wait: Duration,
     ) -> Result<Claim, CoordinatorError> {
         let request = claim_request(worker, plan, wait);
-        let answer: Result<ClaimResponse, _> =
+        let answer: Result<serde_json::Value, _> =
             self.with_retries(None, || self.post("api/v1/work/claim", &request)).await;
         match answer {
-            Ok(answer) => self.claimed(answer),
+            Ok(answer) => self.claimed(answer).await,
             // Stopping while the server was away.
             Err(e) if transient(&e) && self.stop.is_cancelled() => Ok(Claim::Idle),
             Err(e) => Err(coordinator_error(e)),
@@ -354,14 +354,18 @@ impl Coordinator for HttpCoordinator {
         // One try: a report that did not get through is sent again on its own (the server
         // refuses it as stale when the first one did arrive).
         let (reported, claim) =
-            match self.post::<_, ReportAndClaimResponse>("api/v1/work/report-and-claim", &request).await {
+            match self.post::<_, ReportAndClaimAnswer>("api/v1/work/report-and-claim", &request).await {
                 Ok(answer) => (answer.report.into_reported(), Some(answer.claim)),
                 Err(ClientError::Api { status, .. }) if status == StatusCode::CONFLICT => (Reported::Stale, None),
                 Err(e) if transient(&e) => (self.send_report(&request.report).await?, None),
                 Err(e) => return Err(coordinator_error(e)),
             };
         told(&reported);
-        Ok((reported, claim.map(|c| self.claimed(c)).transpose()?))
+        let claim = match claim {
+            Some(c) => Some(self.claimed(c).await?),
+            None => None,
+        };
+        Ok((reported, claim))
     }
 }
 
@@ -388,7 +392,7 @@ impl HttpCoordinator {
         run_dir: Option<&Path>,
     ) -> Result<ReportRequest, CoordinatorError> {
         let files = match (&assignment.work, run_dir, verdict) {
-            (_, _, Verdict::Released { .. }) | (_, None, _) => Vec::new(),
+            (_, _, Verdict::Released { .. } | Verdict::Refused { .. }) | (_, None, _) => Vec::new(),
             (Work::Candidate { index, run_id }, Some(dir), _) => {
                 let id = arbiter_core::ids::CandidateId::from_index(*index);
                 self.upload_dir(run_id.as_str(), dir, &format!("candidates/{id}")).await?
@@ -401,21 +405,51 @@ impl HttpCoordinator {
         Ok(ReportRequest { lease: assignment.lease_ref(), verdict: WireVerdict::new(verdict), cost, files })
     }
 
-    /// A claim's answer as the worker loop takes it.
-    fn claimed(&self, answer: ClaimResponse) -> Result<Claim, CoordinatorError> {
-        match answer {
-            ClaimResponse::Assigned { assignment } => {
+    /// A claim's answer as the worker loop takes it. Work this worker cannot read is
+    /// refused at once, by the leases it grants (which any answer names in the same few
+    /// fields): the server gives it to another worker, and this worker goes on.
+    async fn claimed(&self, answer: serde_json::Value) -> Result<Claim, CoordinatorError> {
+        let unreadable = match serde_json::from_value::<ClaimResponse>(answer.clone()) {
+            Ok(ClaimResponse::Assigned { assignment }) => {
                 *self.lease_ttl.lock().unwrap_or_else(|p| p.into_inner()) =
                     Duration::from_millis(assignment.lease_ttl_ms.max(1000));
-                let a = assignment.into_assignment().map_err(|e| {
-                    CoordinatorError::Refused(format!("the server's assignment is not what this arbiter expects: {e}"))
-                })?;
-                Ok(Claim::Assigned(Box::new(a)))
+                match assignment.into_assignment() {
+                    Ok(a) => return Ok(Claim::Assigned(Box::new(a))),
+                    Err(e) => e,
+                }
             }
-            ClaimResponse::Idle => Ok(Claim::Idle),
-            ClaimResponse::Finished => Ok(Claim::Finished),
+            Ok(ClaimResponse::Idle) => return Ok(Claim::Idle),
+            Ok(ClaimResponse::Finished) => return Ok(Claim::Finished),
+            Err(e) => e.to_string(),
+        };
+        let reason =
+            format!("this worker (arbiter {}) cannot read its assignment: {unreadable}", env!("CARGO_PKG_VERSION"));
+        let Ok(granted) = serde_json::from_value::<GrantedLeases>(answer) else {
+            // Nothing to name it by: its lease runs out on the server, which counts the try.
+            tracing::warn!(reason = %reason, "an assignment that names no lease this worker can read");
+            return Ok(Claim::Refused { task: "(unknown)".into(), unit: "(unknown)".into(), reason });
+        };
+        let granted = granted.assignment;
+        let request = ReportRequest {
+            lease: granted.lease_ref(),
+            verdict: WireVerdict::new(&Verdict::Refused { reason: reason.clone() }),
+            cost: Usd::ZERO,
+            files: Vec::new(),
+        };
+        match self.send_report(&request).await {
+            // Refused, or no longer held: either way not this worker's any more.
+            Ok(_) | Err(CoordinatorError::Unreachable(_)) => {}
+            Err(e) => return Err(e),
         }
+        Ok(Claim::Refused { task: granted.lease.task_id.clone(), unit: granted.unit_name(), reason })
     }
+}
+
+/// A report-and-claim's answer, its claim read as [`HttpCoordinator::claimed`] reads one.
+#[derive(serde::Deserialize)]
+struct ReportAndClaimAnswer {
+    report: ReportResponse,
+    claim: serde_json::Value,
 }
 
 /// The claim of slot `worker` (`<worker id>:<slot>`): the server knows what the worker

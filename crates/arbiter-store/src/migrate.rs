@@ -63,6 +63,7 @@ pub const SQLITE: &[Migration] = &[
         name: "batched_reports",
         sql: include_str!("../migrations/sqlite/0010_batched_reports.sql"),
     },
+    Migration { version: 11, name: "unit_refusals", sql: include_str!("../migrations/sqlite/0011_unit_refusals.sql") },
 ];
 
 /// Postgres migrations, numbered in lock-step with [`SQLITE`].
@@ -80,5 +81,10 @@ pub const POSTGRES: &[Migration] = &[
         version: 10,
         name: "batched_reports",
         sql: include_str!("../migrations/postgres/0010_batched_reports.sql"),
+    },
+    Migration {
+        version: 11,
+        name: "unit_refusals",
+        sql: include_str!("../migrations/postgres/0011_unit_refusals.sql"),
     },
 ];

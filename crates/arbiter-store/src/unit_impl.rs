@@ -28,7 +28,7 @@ pub trait UnitDialect {
 macro_rules! pick_units {
     () => {
         "SELECT u.plan_id, u.task_id, u.task_fence, u.name, u.kind, u.needs, u.fence, u.run_id, u.base,
-                t.attempts, t.max_attempts, t.reserved_pico, t.spec, p.retry_backoff_seconds
+                u.avoid_worker, u.avoid_until, t.attempts, t.max_attempts, t.reserved_pico, t.spec, p.retry_backoff_seconds
          FROM plan_units u
          JOIN plan_tasks t ON t.plan_id = u.plan_id AND t.id = u.task_id AND t.status = 'running' AND t.fence = u.task_fence
          JOIN plans p ON p.id = u.plan_id
@@ -48,7 +48,7 @@ pub const ANY_READY_UNIT: &str = "SELECT 1 AS found FROM plan_units u
 /// The start of [`UnitDialect::LOCK_UNIT`].
 macro_rules! unit_state {
     () => {
-        "SELECT u.status, u.fence, u.kind, t.status AS task_status, t.fence AS task_fence_now
+        "SELECT u.status, u.fence, u.kind, u.tries, t.status AS task_status, t.fence AS task_fence_now
          FROM plan_units u JOIN plan_tasks t ON t.plan_id = u.plan_id AND t.id = u.task_id
          WHERE u.plan_id = $1 AND u.task_id = $2 AND u.task_fence = $3 AND u.name = $4"
     };
@@ -73,9 +73,10 @@ pub const TASKS_CHOOSE_RUNNERS: &str = "SELECT EXISTS (SELECT 1 FROM plan_tasks
 pub const READY_TASKS: &str = "SELECT spec FROM plan_tasks
      WHERE plan_id = $1 AND status = 'ready' AND not_before <= $2 ORDER BY priority, ord LIMIT $3 OFFSET $4";
 
-/// The attempt spreads over units: its lease stops expiring and is no longer its claimer's.
+/// The attempt spreads over units: its lease stops expiring and is no longer its claimer's
+/// (and what an earlier attempt left as the task's reason no longer applies).
 pub const SPREAD_ATTEMPT: &str = "UPDATE plan_tasks SET lease_owner = NULL, lease_expires = NULL, run_id = $3,
-         version = version + 1, updated_at = $4
+         reason = NULL, version = version + 1, updated_at = $4
      WHERE plan_id = $1 AND id = $2 AND status = 'running' AND fence = $5";
 
 pub const ATTEMPT_RUN: &str = "UPDATE plan_attempts SET run_id = $4 WHERE plan_id = $1 AND task_id = $2 AND fence = $3";
@@ -102,6 +103,49 @@ pub const UNIT_DONE: &str = "UPDATE plan_units SET status = 'done', lease_expire
 pub const UNIT_AGAIN: &str = "UPDATE plan_units SET status = 'ready', worker = NULL, lease_expires = NULL,
          cost_pico = cost_pico + $5, tries = tries + $6, updated_at = $7
      WHERE plan_id = $1 AND task_id = $2 AND task_fence = $3 AND name = $4";
+
+/// The worker that refused a unit is not given it before `$6` (`$5` the worker).
+pub const AVOID_WORKER: &str = "UPDATE plan_units SET avoid_worker = $5, avoid_until = $6
+     WHERE plan_id = $1 AND task_id = $2 AND task_fence = $3 AND name = $4";
+
+/// Why a running task is not moving (a unit of it was refused): shown by `plan status`.
+pub const TASK_WAITING_REASON: &str =
+    "UPDATE plan_tasks SET reason = $3 WHERE plan_id = $1 AND id = $2 AND status = 'running'";
+
+/// Why unit leases are taken back, and what a given-up unit says.
+pub enum TakeBack<'a> {
+    /// Their leases ran out (the try counts).
+    Expired,
+    /// Their workers were stopped or are known dead (the try does not count).
+    Released,
+    /// Their worker could not run them (the try counts).
+    Refused(&'a str),
+}
+
+impl TakeBack<'_> {
+    pub fn counts(&self) -> bool {
+        !matches!(self, TakeBack::Released)
+    }
+
+    /// The reason an event gives.
+    pub fn reason(&self, worker: &str) -> String {
+        match self {
+            TakeBack::Expired => "its lease ran out".into(),
+            TakeBack::Released => "its worker process is gone".into(),
+            TakeBack::Refused(why) => format!("worker {} could not run it: {why}", crate::units::worker_of(worker)),
+        }
+    }
+
+    /// Why a unit given up after `tries` tries has no result.
+    pub fn given_up(&self, tries: u32, worker: &str) -> String {
+        match self {
+            TakeBack::Refused(why) => {
+                format!("no worker could run it ({tries} tries; the last, {}: {why})", crate::units::worker_of(worker))
+            }
+            _ => format!("its lease ran out {tries} times (worker {worker} last)"),
+        }
+    }
+}
 
 pub const CANDIDATES_LEFT: &str = "SELECT COUNT(*) AS n FROM plan_units
      WHERE plan_id = $1 AND task_id = $2 AND task_fence = $3 AND kind = 'candidate' AND status <> 'done'";
@@ -269,14 +313,14 @@ macro_rules! unit_queue_impl {
 
                 /// Takes back unit leases: into the queue again, or (a try that counts and
                 /// was the last) given up. Returns what it took, and the attempts whose
-                /// evaluation was given up (their lease, for the caller to fail them).
+                /// evaluation was given up (their lease and why, for the caller to fail them).
                 async fn take_back_tx(
                     tx: &mut sqlx::Transaction<'_, $db>,
                     units: Vec<Held>,
-                    counts: bool,
-                    why: &str,
+                    why: &u::TakeBack<'_>,
                     now: Timestamp,
-                ) -> Result<(Vec<ReclaimedUnit>, Vec<Lease>), StoreError> {
+                ) -> Result<(Vec<ReclaimedUnit>, Vec<(Lease, String)>), StoreError> {
+                    let counts = why.counts();
                     let mut out = Vec::new();
                     let mut failed = Vec::new();
                     for (plan, task, task_fence, name, kind, fence, worker, tries) in units {
@@ -293,14 +337,14 @@ macro_rules! unit_queue_impl {
                             continue;
                         }
                         let given_up = counts && tries + 1 >= MAX_UNIT_TRIES;
+                        let lost_reason = why.given_up(tries + 1, &worker);
                         if given_up {
-                            let lost = json!({"lost": format!("{why} {} times (worker {worker} last)", tries + 1)});
                             sqlx::query(u::UNIT_DONE)
                                 .bind(&plan)
                                 .bind(&task)
                                 .bind(task_fence)
                                 .bind(&name)
-                                .bind(lost.to_string())
+                                .bind(json!(UnitResult::Lost(lost_reason.clone())).to_string())
                                 .bind(0i64)
                                 .bind(now.0)
                                 .execute(&mut **tx)
@@ -321,7 +365,7 @@ macro_rules! unit_queue_impl {
                             unit: name.clone(),
                             fence,
                             worker: worker.clone(),
-                            reason: why.to_string(),
+                            reason: why.reason(&worker),
                             tries: Some(tries + u32::from(counts)),
                         };
                         let entry = if given_up {
@@ -332,17 +376,27 @@ macro_rules! unit_queue_impl {
                             UnitEntry::UnitReleased(lost)
                         };
                         Self::event_tx(tx, &plan, Some(&task), None, entry, now).await?;
+                        let mut evaluation_ready = false;
                         if given_up {
                             match kind {
                                 UnitKind::Candidate => {
-                                    Self::evaluation_after_tx(tx, &plan, &task, task_fence, now).await?;
+                                    evaluation_ready =
+                                        Self::evaluation_after_tx(tx, &plan, &task, task_fence, now).await?;
                                 }
-                                UnitKind::Evaluation => {
-                                    failed.push(Self::attempt_lease_tx(tx, &plan, &task, &worker, now).await?)
-                                }
+                                UnitKind::Evaluation => failed.push((
+                                    Self::attempt_lease_tx(tx, &plan, &task, &worker, now).await?,
+                                    format!("its evaluation was lost: {lost_reason}"),
+                                )),
                             }
                         }
-                        out.push(ReclaimedUnit { plan_id: plan, task_id: task, name, worker, given_up });
+                        out.push(ReclaimedUnit {
+                            plan_id: plan,
+                            task_id: task,
+                            name,
+                            worker,
+                            given_up,
+                            evaluation_ready,
+                        });
                     }
                     Ok((out, failed))
                 }
@@ -370,15 +424,9 @@ macro_rules! unit_queue_impl {
                 }
 
                 /// Fails the attempts whose evaluation was given up.
-                async fn fail_given_up(&self, leases: Vec<Lease>, now: Timestamp) -> Result<(), StoreError> {
-                    for lease in leases {
-                        let result = AttemptResult::Failed {
-                            reason: format!(
-                                "its evaluation was lost: its worker's lease ran out {MAX_UNIT_TRIES} times"
-                            ),
-                            retry: Retry::AfterBackoff,
-                            run_id: None,
-                        };
+                async fn fail_given_up(&self, leases: Vec<(Lease, String)>, now: Timestamp) -> Result<(), StoreError> {
+                    for (lease, reason) in leases {
+                        let result = AttemptResult::Failed { reason, retry: Retry::AfterBackoff, run_id: None };
                         match self.finish(&lease, result, Usd::ZERO, now).await {
                             Ok(_) | Err(StoreError::StaleLease { .. }) => {}
                             Err(e) => return Err(e),
@@ -540,6 +588,13 @@ macro_rules! unit_queue_impl {
                         if !caps.can(&u::needs(r.try_get("needs")?)?) {
                             continue;
                         }
+                        // A unit this worker refused goes to another one first.
+                        let avoided: Option<String> = r.try_get("avoid_worker")?;
+                        if avoided.as_deref() == Some(worker_of(worker))
+                            && now.0 < r.try_get::<i64, _>("avoid_until")?
+                        {
+                            continue;
+                        }
                         let (plan, task): (String, String) = (r.try_get("plan_id")?, r.try_get("task_id")?);
                         let (task_fence, name): (i64, String) = (r.try_get("task_fence")?, r.try_get("name")?);
                         let fence: i64 = r.try_get("fence")?;
@@ -556,6 +611,15 @@ macro_rules! unit_queue_impl {
                             .await?;
                         if leased.rows_affected() != 1 {
                             continue;
+                        }
+                        if avoided.is_some() {
+                            // The refusal the task's note told of is over: the unit runs again.
+                            sqlx::query(u::TASK_WAITING_REASON)
+                                .bind(&plan)
+                                .bind(&task)
+                                .bind(None::<String>)
+                                .execute(&mut *tx)
+                                .await?;
                         }
                         let spec: String = r.try_get("spec")?;
                         let task_spec: TaskSpec = serde_json::from_str(&spec)
@@ -650,6 +714,10 @@ macro_rules! unit_queue_impl {
                         )),
                         None => None,
                     };
+                    let tries = match &row {
+                        Some(r) => r.try_get::<i64, _>("tries")?.max(0) as u32,
+                        None => 0,
+                    };
                     let held = current.as_ref().is_some_and(|(status, fence, task_status, task_fence)| {
                         status == "running"
                             && *fence == lease.fence
@@ -684,6 +752,8 @@ macro_rules! unit_queue_impl {
                         });
                     }
                     let mut evaluation_ready = false;
+                    let mut given_up = false;
+                    let mut failed = Vec::new();
                     match outcome {
                         UnitOutcome::Done { result } => {
                             sqlx::query(u::UNIT_DONE)
@@ -691,7 +761,7 @@ macro_rules! unit_queue_impl {
                                 .bind(task)
                                 .bind(a.fence)
                                 .bind(&lease.name)
-                                .bind(result.to_string())
+                                .bind(json!(result).to_string())
                                 .bind(cost.pico())
                                 .bind(now.0)
                                 .execute(&mut *tx)
@@ -741,10 +811,54 @@ macro_rules! unit_queue_impl {
                             )
                             .await?;
                         }
+                        UnitOutcome::Refused { reason } => {
+                            let unit = (
+                                plan.to_string(),
+                                task.to_string(),
+                                a.fence,
+                                lease.name.clone(),
+                                lease.kind,
+                                lease.fence,
+                                a.worker.clone(),
+                                tries,
+                            );
+                            let why = u::TakeBack::Refused(&reason);
+                            let (taken, lost) = Self::take_back_tx(&mut tx, vec![unit], &why, now).await?;
+                            given_up = taken.iter().any(|t| t.given_up);
+                            evaluation_ready = taken.iter().any(|t| t.evaluation_ready);
+                            failed = lost;
+                            let until = Timestamp(now.0.saturating_add(REFUSAL_COOLDOWN.as_micros() as i64));
+                            sqlx::query(u::AVOID_WORKER)
+                                .bind(plan)
+                                .bind(task)
+                                .bind(a.fence)
+                                .bind(&lease.name)
+                                .bind(worker_of(&a.worker))
+                                .bind(until.0)
+                                .execute(&mut *tx)
+                                .await?;
+                            let note = if given_up {
+                                format!("{} was given up: {}", lease.name, why.given_up(tries + 1, &a.worker))
+                            } else {
+                                format!(
+                                    "{} is waiting for another worker (try {} of {MAX_UNIT_TRIES}): {}",
+                                    lease.name,
+                                    tries + 1,
+                                    why.reason(&a.worker)
+                                )
+                            };
+                            sqlx::query(u::TASK_WAITING_REASON)
+                                .bind(plan)
+                                .bind(task)
+                                .bind(note)
+                                .execute(&mut *tx)
+                                .await?;
+                        }
                     }
                     tx.commit().await?;
+                    self.fail_given_up(failed, now).await?;
                     self.notify_work(plan).await;
-                    Ok(UnitFinished { evaluation_ready })
+                    Ok(UnitFinished { evaluation_ready, given_up })
                 }
 
                 async fn units_of(
@@ -774,7 +888,7 @@ macro_rules! unit_queue_impl {
                     }
                     let units = rows.iter().map(held).collect::<Result<Vec<_>, _>>()?;
                     let mut tx = self.write_tx().await?;
-                    let (taken, failed) = Self::take_back_tx(&mut tx, units, true, "its lease ran out", now).await?;
+                    let (taken, failed) = Self::take_back_tx(&mut tx, units, &u::TakeBack::Expired, now).await?;
                     tx.commit().await?;
                     self.fail_given_up(failed, now).await?;
                     for plan in taken.iter().map(|t| t.plan_id.clone()).collect::<std::collections::BTreeSet<_>>() {
@@ -800,8 +914,7 @@ macro_rules! unit_queue_impl {
                         return Ok(Vec::new());
                     }
                     let mut tx = self.write_tx().await?;
-                    let (taken, _) =
-                        Self::take_back_tx(&mut tx, units, false, "its worker process is gone", now).await?;
+                    let (taken, _) = Self::take_back_tx(&mut tx, units, &u::TakeBack::Released, now).await?;
                     tx.commit().await?;
                     self.notify_work(plan_id).await;
                     Ok(taken)

@@ -7,7 +7,10 @@
 //! expires; each unit has a lease of its own (with its own fencing token) that its worker
 //! renews, and a unit whose lease runs out goes back to the queue — up to
 //! [`MAX_UNIT_TRIES`] times, after which a candidate counts as lost (the evaluation goes on
-//! without it) and a lost evaluation fails the attempt. The evaluation's report ends the
+//! without it) and a lost evaluation fails the attempt. A worker that cannot run a unit it
+//! claimed (its git cannot reach the control plane, its sandbox cannot be set up, it cannot
+//! read the assignment) refuses it ([`UnitOutcome::Refused`]): the try counts the same, and
+//! that worker is not given the unit again for [`REFUSAL_COOLDOWN`], so another runs it. The evaluation's report ends the
 //! attempt with the task's lease ([`PlanStore::finish`]).
 //!
 //! A worker claims only units whose needs (runners, backends) it has ([`Capabilities`]).
@@ -26,6 +29,13 @@ use crate::plans::{ClaimOutcome, Lease, PlanStore};
 
 /// How often a unit's lease may run out before the unit is given up.
 pub const MAX_UNIT_TRIES: u32 = 3;
+
+/// How long a worker that refused a unit is not given it again (while other workers may
+/// take it; after that, the refusing worker may try once more: what stopped it may have
+/// been passing).
+pub const REFUSAL_COOLDOWN: Duration = Duration::from_secs(60);
+
+pub use arbiter_core::plan::state::UnitResult;
 
 pub use arbiter_core::plan::state::UnitKind;
 
@@ -131,18 +141,29 @@ pub struct UnitRecord {
     pub tries: u32,
     pub run_id: String,
     pub base: String,
-    /// What its worker reported when it was done (`None`: lost, or not done yet).
-    pub result: Option<serde_json::Value>,
+    /// What its worker reported when it was done, or why it has no result (`None`: not
+    /// done yet).
+    pub result: Option<UnitResult>,
     pub cost: Usd,
 }
 
 /// How a unit ended, as its worker reports it.
 #[derive(Clone, Debug, PartialEq)]
 pub enum UnitOutcome {
-    /// Done: `result` is what the evaluation reads (artifacts, a summary).
-    Done { result: serde_json::Value },
+    /// Done: `result` is what the evaluation reads.
+    Done { result: UnitResult },
     /// Given back without a result (the worker stops): ready again, the try not counted.
     Released { reason: String },
+    /// Its worker could not run it, for a reason outside the unit's work (fetching the
+    /// repository, setting up the sandbox, reading the assignment): ready again for other
+    /// workers, the try counted; given up (lost, or the attempt failed) after
+    /// [`MAX_UNIT_TRIES`].
+    Refused { reason: String },
+}
+
+/// The worker part of a claimer's name (`w-1a2b:3` → `w-1a2b`): what a refusal avoids.
+pub fn worker_of(claimer: &str) -> &str {
+    claimer.rsplit_once(':').map_or(claimer, |(worker, _)| worker)
 }
 
 /// What a unit report did.
@@ -150,6 +171,8 @@ pub enum UnitOutcome {
 pub struct UnitFinished {
     /// The attempt's evaluation became ready (this was its last candidate).
     pub evaluation_ready: bool,
+    /// A refused unit was given up (see [`UnitOutcome::Refused`]).
+    pub given_up: bool,
 }
 
 /// A unit lease taken back from a worker that stopped renewing it (or died).
@@ -161,6 +184,8 @@ pub struct ReclaimedUnit {
     pub worker: String,
     /// It ran out [`MAX_UNIT_TRIES`] times: given up (a lost candidate, or a failed attempt).
     pub given_up: bool,
+    /// Giving it up made its attempt's evaluation ready (it was the last candidate left).
+    pub evaluation_ready: bool,
 }
 
 /// The unit queue port (implemented by both stores, on top of their plan queue).

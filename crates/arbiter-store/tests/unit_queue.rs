@@ -12,13 +12,13 @@ use arbiter_core::money::Usd;
 use arbiter_core::plan::PlanSpec;
 use arbiter_core::plan::file::{Syntax, parse};
 use arbiter_core::plan::state::TaskStatus;
+use arbiter_core::status::CandidateStatus;
 use arbiter_core::time::Timestamp;
 use arbiter_store::StoreError;
 use arbiter_store::plans::*;
 use arbiter_store::postgres::PgStore;
 use arbiter_store::sqlite::SqliteStore;
 use arbiter_store::units::*;
-use serde_json::json;
 
 const SECOND: i64 = 1_000_000;
 const LEASE: Duration = Duration::from_secs(30);
@@ -74,7 +74,7 @@ async fn task_record(store: &dyn UnitQueue, id: &str) -> TaskRecord {
     store.plan("p").await.unwrap().unwrap().task(id).unwrap().clone()
 }
 
-fn done(result: serde_json::Value) -> UnitOutcome {
+fn done(result: UnitResult) -> UnitOutcome {
     UnitOutcome::Done { result }
 }
 
@@ -102,21 +102,29 @@ async fn spread_and_evaluate(store: Arc<dyn UnitQueue>) {
     let c2 = claim_unit(&*store, "wy", &y, t(2)).await.expect("c02 for runner y");
     assert_eq!(c2.lease.name, "c02");
 
-    let f = store.finish_unit(&c1.lease, done(json!({"patch": "sha-1"})), Usd::parse("0.25").unwrap(), t(3)).await;
+    let f = store
+        .finish_unit(&c1.lease, done(UnitResult::Status(CandidateStatus::Finished)), Usd::parse("0.25").unwrap(), t(3))
+        .await;
     assert!(!f.unwrap().evaluation_ready);
     assert!(claim_unit(&*store, "bare", &bare, t(3)).await.is_none(), "the evaluation waits for c02");
-    let f = store.finish_unit(&c2.lease, done(json!({"patch": "sha-2"})), Usd::ZERO, t(4)).await.unwrap();
+    let f = store
+        .finish_unit(&c2.lease, done(UnitResult::Status(CandidateStatus::AgentFailed)), Usd::ZERO, t(4))
+        .await
+        .unwrap();
     assert!(f.evaluation_ready);
 
     let eval = claim_unit(&*store, "bare", &bare, t(5)).await.expect("the evaluation, for any worker");
     assert_eq!(eval.lease.kind, UnitKind::Evaluation);
     let units = store.units_of("p", "A", a.lease.fence).await.unwrap();
     let results: Vec<_> = units.iter().filter_map(|u| u.result.clone()).collect();
-    assert_eq!(results, vec![json!({"patch": "sha-1"}), json!({"patch": "sha-2"})]);
+    assert_eq!(
+        results,
+        vec![UnitResult::Status(CandidateStatus::Finished), UnitResult::Status(CandidateStatus::AgentFailed)]
+    );
     assert_eq!(units[0].cost, Usd::parse("0.25").unwrap());
     assert_eq!(store.running_units("p").await.unwrap().len(), 3);
 
-    store.finish_unit(&eval.lease, done(json!({"winner": "c01"})), Usd::ZERO, t(6)).await.unwrap();
+    store.finish_unit(&eval.lease, done(UnitResult::Status(CandidateStatus::Finished)), Usd::ZERO, t(6)).await.unwrap();
     let result = AttemptResult::Succeeded { run_id: Some("run-a".into()), commit: Some("abc".into()) };
     let finished = store.finish(&eval.lease.attempt, result, Usd::ZERO, t(6)).await.unwrap();
     assert_eq!((finished.status, finished.newly_ready.clone()), (TaskStatus::Done, vec!["B".to_string()]));
@@ -148,11 +156,21 @@ async fn unit_leases(store: Arc<dyn UnitQueue>) {
     assert!(store.heartbeat_unit(&first.lease, LEASE, t(52)).await.unwrap().is_none());
     let second = claim_unit(&*store, "w2", &all, t(52)).await.unwrap();
     assert_eq!((second.lease.name.as_str(), second.lease.fence), ("c01", first.lease.fence + 1));
-    let late = store.finish_unit(&first.lease, done(json!({})), Usd::parse("0.5").unwrap(), t(53)).await;
+    let late = store
+        .finish_unit(
+            &first.lease,
+            done(UnitResult::Status(CandidateStatus::Finished)),
+            Usd::parse("0.5").unwrap(),
+            t(53),
+        )
+        .await;
     assert!(matches!(late, Err(StoreError::StaleUnit { .. })), "{late:?}");
     let spent = store.plan("p").await.unwrap().unwrap().plan.budget.spent;
     assert_eq!(spent, Usd::parse("0.5").unwrap(), "the refused report's cost is charged");
-    store.finish_unit(&second.lease, done(json!({"patch": "p"})), Usd::ZERO, t(54)).await.unwrap();
+    store
+        .finish_unit(&second.lease, done(UnitResult::Status(CandidateStatus::Finished)), Usd::ZERO, t(54))
+        .await
+        .unwrap();
 
     // c02 runs out MAX_UNIT_TRIES times: lost; the evaluation becomes ready without it.
     let mut at = 60;
@@ -165,7 +183,11 @@ async fn unit_leases(store: Arc<dyn UnitQueue>) {
     }
     let units = store.units_of("p", "A", a.lease.fence).await.unwrap();
     assert_eq!(units[1].status, UnitStatus::Done);
-    assert!(units[1].result.as_ref().unwrap()["lost"].as_str().unwrap().contains("3 times"), "{:?}", units[1].result);
+    assert!(
+        matches!(&units[1].result, Some(UnitResult::Lost(why)) if why.contains("3 times")),
+        "{:?}",
+        units[1].result
+    );
     // The evaluation, lost as often, fails the attempt (retried: attempts are left).
     for try_ in 1..=MAX_UNIT_TRIES {
         let e = claim_unit(&*store, &format!("evaluator-{try_}"), &all, t(at)).await.unwrap();
@@ -286,7 +308,10 @@ async fn concurrent_unit_claims(store: Arc<dyn UnitQueue>) {
                 store.claim_unit(Some("p"), &format!("w{w}"), &Capabilities::Any, LEASE, t(2)).await.unwrap()
             {
                 got.push((c.lease.attempt.task_id.clone(), c.lease.name.clone()));
-                store.finish_unit(&c.lease, done(json!({"by": w})), Usd::ZERO, t(2)).await.unwrap();
+                store
+                    .finish_unit(&c.lease, done(UnitResult::Error(format!("by w{w}"))), Usd::ZERO, t(2))
+                    .await
+                    .unwrap();
             }
             got
         });
@@ -325,7 +350,10 @@ async fn concurrent_candidate_finishes(store: Arc<dyn UnitQueue>) {
         let (store, start) = (store.clone(), start.clone());
         finishing.spawn(async move {
             start.wait().await;
-            let f = store.finish_unit(&lease, done(json!({"status": "ok"})), Usd::ZERO, t(3)).await.unwrap();
+            let f = store
+                .finish_unit(&lease, done(UnitResult::Status(CandidateStatus::Finished)), Usd::ZERO, t(3))
+                .await
+                .unwrap();
             (lease.attempt.task_id.clone(), f.evaluation_ready)
         });
     }
@@ -375,4 +403,86 @@ macro_rules! both {
     };
 }
 
-both!(spread_and_evaluate, unit_leases, releases, chosen_claims, concurrent_unit_claims, concurrent_candidate_finishes);
+/// A worker that cannot run a unit refuses it: the unit goes to another worker (the
+/// refusing one is not given it again for a while), the task's reason says what holds it up,
+/// and after its last try a candidate is lost (the evaluation goes on without it) and an
+/// evaluation fails its attempt, saying why.
+async fn refusals(store: Arc<dyn UnitQueue>) {
+    import(&*store, &plan(&task("A", &[]), "")).await;
+    let a = claim_task(&*store, "starter", t(1)).await;
+    store.start_units(&a.lease, "run-a", "base-sha", &two_candidates(), t(1)).await.unwrap();
+    let any = Capabilities::Any;
+    let refuse = |why: &str| UnitOutcome::Refused { reason: why.to_string() };
+
+    let c1 = claim_unit(&*store, "w1:1", &any, t(2)).await.unwrap();
+    assert_eq!(c1.lease.name, "c01");
+    let f = store.finish_unit(&c1.lease, refuse("cannot fetch"), Usd::ZERO, t(2)).await.unwrap();
+    assert!(!f.given_up && !f.evaluation_ready);
+    let reason = task_record(&*store, "A").await.reason.unwrap_or_default();
+    assert!(
+        reason.contains("c01 is waiting for another worker (try 1 of 3)")
+            && reason.contains("w1 could not run it: cannot fetch"),
+        "{reason}"
+    );
+    // The refusing worker (any of its slots) is given the other candidate, not c01 again.
+    let c2 = claim_unit(&*store, "w1:2", &any, t(3)).await.unwrap();
+    assert_eq!(c2.lease.name, "c02");
+    store.finish_unit(&c2.lease, refuse("cannot fetch"), Usd::ZERO, t(3)).await.unwrap();
+    assert!(claim_unit(&*store, "w1:1", &any, t(4)).await.is_none(), "w1 was given a unit it refused");
+    // Another worker takes c01; the task's note is cleared.
+    let again = claim_unit(&*store, "w2:1", &any, t(5)).await.unwrap();
+    assert_eq!((again.lease.name.as_str(), again.lease.fence), ("c01", c1.lease.fence + 1));
+    assert_eq!(task_record(&*store, "A").await.reason, None);
+    store.finish_unit(&again.lease, refuse("no sandbox"), Usd::ZERO, t(5)).await.unwrap();
+    let last = claim_unit(&*store, "w3:1", &any, t(6)).await.unwrap();
+    assert_eq!(last.lease.name, "c01");
+    // Its last try: given up, a lost candidate with the reason.
+    let f = store.finish_unit(&last.lease, refuse("no sandbox either"), Usd::ZERO, t(6)).await.unwrap();
+    assert!(f.given_up && !f.evaluation_ready, "{f:?}");
+    let units = store.units_of("p", "A", a.lease.fence).await.unwrap();
+    match &units[0].result {
+        Some(UnitResult::Lost(why)) => {
+            assert!(why.contains("no worker could run it (3 tries") && why.contains("w3: no sandbox either"), "{why}")
+        }
+        other => panic!("c01 was not lost: {other:?}"),
+    }
+    // After the cooldown, the refusing worker may try c02 again; its candidate done, the
+    // evaluation is ready though c01 is lost.
+    let later = t(3).0 + REFUSAL_COOLDOWN.as_micros() as i64 + SECOND;
+    let c2 = claim_unit(&*store, "w1:1", &any, Timestamp(later)).await.expect("c02 after the cooldown");
+    assert_eq!(c2.lease.name, "c02");
+    let f = store
+        .finish_unit(&c2.lease, done(UnitResult::Status(CandidateStatus::Finished)), Usd::ZERO, Timestamp(later))
+        .await;
+    assert!(f.unwrap().evaluation_ready);
+    // The evaluation, refused on its every try, fails the attempt with the reason.
+    for (n, w) in ["e1:1", "e2:1", "e3:1"].iter().enumerate() {
+        let at = Timestamp(later + n as i64 * SECOND);
+        let eval = claim_unit(&*store, w, &any, at).await.expect("the evaluation");
+        assert_eq!(eval.lease.kind, UnitKind::Evaluation);
+        store.finish_unit(&eval.lease, refuse("cannot read its assignment"), Usd::ZERO, at).await.unwrap();
+    }
+    let record = task_record(&*store, "A").await;
+    assert_eq!(record.status, TaskStatus::Ready, "the failed attempt is retried");
+    let reason = record.reason.unwrap_or_default();
+    assert!(
+        reason.contains("its evaluation was lost: no worker could run it")
+            && reason.contains("e3: cannot read its assignment"),
+        "{reason}"
+    );
+    let kinds: Vec<String> = store.events("p").await.unwrap().into_iter().map(|e| e.kind).collect();
+    for kind in ["unit_expired", "unit_given_up", "attempt_failed_retry"] {
+        assert!(kinds.iter().any(|k| k == kind), "no {kind} event in {kinds:?}");
+    }
+    common::every_event_is_typed(&store.events("p").await.unwrap());
+}
+
+both!(
+    refusals,
+    spread_and_evaluate,
+    unit_leases,
+    releases,
+    chosen_claims,
+    concurrent_unit_claims,
+    concurrent_candidate_finishes
+);

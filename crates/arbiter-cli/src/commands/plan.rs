@@ -576,7 +576,8 @@ fn note(view: &PlanView, t: &TaskRecord, now: arbiter_core::time::Timestamp) -> 
         }
         TaskStatus::Running => match (&t.lease_owner, t.lease_expires) {
             (Some(w), Some(e)) => format!("held by {w}, lease for {}s more", e.seconds_after(now)),
-            _ => String::new(),
+            // Spread over units: what holds it up, when something does (a refused unit).
+            _ => t.reason.clone().unwrap_or_default(),
         },
         TaskStatus::Ready if t.not_before > now => {
             format!("retry in {}s: {}", t.not_before.seconds_after(now), t.reason.clone().unwrap_or_default())
@@ -862,8 +863,9 @@ fn describe(p: &Progress) -> String {
                 "{task}: its tournament (run {run}) spreads over {units} units: each candidate, then the evaluation"
             )
         }
-        Progress::UnitDone { task, unit, evaluation_ready } => format!(
-            "{task}: {unit} finished{}",
+        Progress::UnitDone { task, unit, evaluation_ready, failed } => format!(
+            "{task}: {unit} {}{}",
+            failed.as_ref().map_or_else(|| "finished".to_string(), |why| format!("could not run its candidate: {why}")),
             if *evaluation_ready { "; every candidate is in, the evaluation is ready" } else { "" }
         ),
         Progress::Done { task, run, commit } => format!(
@@ -882,6 +884,7 @@ fn describe(p: &Progress) -> String {
         Progress::Failed { task, reason, retry_at: None } => format!("{task}: failed: {reason}"),
         Progress::Released { task, reason } => format!("{task}: given back ({reason})"),
         Progress::Abandoned { task, reason } => format!("{task}: its report was abandoned ({reason})"),
+        Progress::Refused { task, unit, reason } => format!("{task}: {unit} could not run on this worker: {reason}"),
         Progress::LeaseLost { task } => {
             format!("{task}: its lease was lost (taken over or the plan was cancelled); its result is not recorded")
         }

@@ -215,8 +215,11 @@ fn log_progress(p: &Progress) {
             tracing::info!(task = %task, unit = %unit, attempt, slot = %worker, base = %base, "claimed")
         }
         Progress::Spread { task, run, units } => tracing::info!(task = %task, run = %run, units, "spread"),
-        Progress::UnitDone { task, unit, evaluation_ready } => {
+        Progress::UnitDone { task, unit, evaluation_ready, failed: None } => {
             tracing::info!(task = %task, unit = %unit, evaluation_ready, "unit done")
+        }
+        Progress::UnitDone { task, unit, evaluation_ready, failed: Some(reason) } => {
+            tracing::warn!(task = %task, unit = %unit, evaluation_ready, reason = %reason, "unit failed: its candidate could not run")
         }
         Progress::Done { task, run, commit } => {
             tracing::info!(task = %task, run = run.as_deref().unwrap_or("-"), commit = %commit, "task done")
@@ -225,6 +228,9 @@ fn log_progress(p: &Progress) {
         Progress::Failed { task, reason, .. } => tracing::warn!(task = %task, reason = %reason, "attempt failed"),
         Progress::Released { task, reason } => tracing::info!(task = %task, reason = %reason, "given back"),
         Progress::LeaseLost { task } => tracing::warn!(task = %task, "lease lost: its result was not recorded"),
+        Progress::Refused { task, unit, reason } => {
+            tracing::warn!(task = %task, unit = %unit, reason = %reason, "refused: this worker could not run it")
+        }
         Progress::Abandoned { task, reason } => {
             tracing::warn!(task = %task, reason = %reason, "report abandoned: the server stayed away; the work goes back when its lease runs out")
         }

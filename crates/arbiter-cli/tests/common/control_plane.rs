@@ -208,7 +208,13 @@ impl Worker {
     }
 
     pub fn start(&mut self, serve_url: &str, extra: &[&str]) {
+        self.start_with_env(serve_url, extra, &[]);
+    }
+
+    /// Starts it with `env` set on top of the test's environment.
+    pub fn start_with_env(&mut self, serve_url: &str, extra: &[&str], env: &[(&str, &str)]) {
         let mut cmd = Command::new(ARBITER);
+        cmd.envs(env.iter().copied());
         cmd.args(["worker", "run", "--slots", "2", "--token-file"])
             .arg(self.dir.path().join("worker.token"))
             .arg("--data-dir")
@@ -240,6 +246,11 @@ impl Worker {
             assert!(started.elapsed() < Duration::from_secs(15), "worker {} did not stop after SIGTERM", self.name);
             std::thread::sleep(Duration::from_millis(5));
         }
+    }
+
+    /// How it exited, when it has.
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.as_mut().and_then(|c| c.try_wait().ok().flatten())
     }
 
     pub fn kill_9(&mut self) {

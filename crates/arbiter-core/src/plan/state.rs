@@ -163,6 +163,30 @@ impl UnitKind {
     }
 }
 
+/// What a finished unit left for its attempt's evaluation, as the store keeps it (a
+/// candidate's status, or why the candidate has no result). Written as it always was:
+/// `{"status": "..."}`, `{"error": "..."}`, `{"lost": "..."}`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UnitResult {
+    /// The candidate ran to this status; its results are in the run directory.
+    Status(crate::status::CandidateStatus),
+    /// The candidate could not run at all (its agent could not start, say).
+    Error(String),
+    /// The unit was given up (its workers' leases ran out, or no worker could run it).
+    Lost(String),
+}
+
+impl UnitResult {
+    /// Why the candidate has no result (`None`: it has one).
+    pub fn missing(&self) -> Option<&str> {
+        match self {
+            UnitResult::Status(_) => None,
+            UnitResult::Error(why) | UnitResult::Lost(why) => Some(why),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -179,5 +203,21 @@ mod tests {
         }
         assert_eq!(waiting_status(2), TaskStatus::Blocked);
         assert_eq!(waiting_status(0), TaskStatus::Ready);
+    }
+
+    /// Stored results read back as they were written, before this type existed too.
+    #[test]
+    fn unit_results_keep_their_stored_shape() {
+        use crate::status::CandidateStatus;
+        for (text, result) in [
+            (r#"{"status":"finished"}"#, UnitResult::Status(CandidateStatus::Finished)),
+            (r#"{"error":"its agent could not start"}"#, UnitResult::Error("its agent could not start".into())),
+            (r#"{"lost":"its lease ran out 3 times"}"#, UnitResult::Lost("its lease ran out 3 times".into())),
+        ] {
+            assert_eq!(serde_json::from_str::<UnitResult>(text).unwrap(), result);
+            assert_eq!(serde_json::to_string(&result).unwrap(), text);
+        }
+        assert_eq!(UnitResult::Lost("x".into()).missing(), Some("x"));
+        assert_eq!(UnitResult::Status(CandidateStatus::Finished).missing(), None);
     }
 }

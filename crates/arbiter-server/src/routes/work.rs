@@ -156,8 +156,8 @@ async fn claim_for(
                 return Ok(ClaimResponse::Assigned { assignment: Box::new(WireAssignment::new(&a, ttl)) });
             }
             Claim::Finished => return Ok(ClaimResponse::Finished),
-            Claim::Idle if Instant::now() >= deadline => return Ok(ClaimResponse::Idle),
-            Claim::Idle => {}
+            Claim::Idle | Claim::Refused { .. } if Instant::now() >= deadline => return Ok(ClaimResponse::Idle),
+            Claim::Idle | Claim::Refused { .. } => {}
         }
     }
 }
@@ -283,10 +283,18 @@ async fn report_for(
         WireVerdict::CandidateDone { status } => Verdict::CandidateDone { status },
         WireVerdict::Failed { reason, retry, run_id } => Verdict::Failed { reason, retry: retry.into(), run_id },
         WireVerdict::Released { reason } => Verdict::Released { reason },
+        WireVerdict::Refused { reason } => {
+            tracing::warn!(
+                worker = %worker.name, plan = %held.plan.id, task = %held.task.id,
+                unit = %held.unit.as_ref().map_or("tournament", |u| u.name.as_str()), reason = %reason,
+                "refused: the worker could not run its work"
+            );
+            Verdict::Refused { reason }
+        }
     };
     let completion = match &verdict {
         Verdict::Won { .. } | Verdict::CandidateDone { .. } => Completion::Succeeded,
-        Verdict::Failed { .. } => Completion::Failed,
+        Verdict::Failed { .. } | Verdict::Refused { .. } => Completion::Failed,
         Verdict::Released { .. } => Completion::Released,
     };
     let reported = plane.coordinator.report_held(&held, verdict, req.cost).await.map_err(coordinator_error)?;
