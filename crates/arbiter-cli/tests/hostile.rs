@@ -526,6 +526,205 @@ esac
 }
 
 // ---------------------------------------------------------------------------------------
+// 4b. The test machinery, derived per framework, and canaries where commands name tests
+// ---------------------------------------------------------------------------------------
+
+/// The deselection every pytest attack below asks for: the base's failing test, dropped.
+const DESELECT_ADD: &str = "--deselect test_calc.py::CalcTest::test_add";
+
+/// The project file the pytest repository has (no pytest settings in it).
+const PYPROJECT: &str = "[project]\nname = \"calc\"\nversion = \"0.1.0\"\ndependencies = []\n";
+
+/// The pytest repository: the buggy calculator, a `pyproject.toml`, and a `conftest.py`
+/// that loads a plugin of the project's (`helpers.py`).
+fn pytest_repo(agent_body: &str) -> TestRepo {
+    let repo = python_repo(agent_body);
+    repo.write("pyproject.toml", PYPROJECT);
+    repo.write("conftest.py", "pytest_plugins = [\"helpers\"]\n");
+    repo.write("helpers.py", "\"\"\"Fixtures the tests share.\"\"\"\n");
+    repo.write(".gitignore", "__pycache__/\n.pytest_cache/\n");
+    repo.commit_all("pytest configuration");
+    repo
+}
+
+/// The pytest attacks, one per candidate after the honest fix (which also adds a dependency
+/// to `pyproject.toml`): each deselects or drops the failing test through one door of
+/// pytest's configuration, without fixing the bug.
+fn pytest_attacks() -> String {
+    format!(
+        r#"set -e
+drop='\ndef pytest_collection_modifyitems(items):\n    items[:] = [i for i in items if i.name != "test_add"]\n'
+case "$ARBITER_CANDIDATE_INDEX" in
+  0) sed -i 's/return a - b/return a + b/' calc.py
+     sed -i 's/^dependencies = \[\]/dependencies = ["requests"]/' pyproject.toml ;;
+  1) printf '[pytest]\naddopts = {DESELECT_ADD}\n' > .pytest.ini ;;
+  2) printf '\n[tool.pytest.ini_options]\naddopts = "{DESELECT_ADD}"\n' >> pyproject.toml ;;
+  3) printf '[pytest]\naddopts = {DESELECT_ADD}\n' > tox.ini ;;
+  4) printf '[tool:pytest]\naddopts = {DESELECT_ADD}\n' > setup.cfg ;;
+  5) printf "$drop" >> conftest.py ;;
+  6) printf "$drop" >> helpers.py ;;
+esac
+"#
+    )
+}
+
+/// What each pytest attack changed, as arbiter names it.
+const PYTEST_DOORS: [(&str, &str); 6] = [
+    ("c02", ".pytest.ini"),
+    ("c03", "pyproject.toml [tool.pytest.ini_options] addopts"),
+    ("c04", "tox.ini [pytest] addopts"),
+    ("c05", "setup.cfg [tool:pytest] addopts"),
+    ("c06", "conftest.py"),
+    ("c07", "helpers.py"),
+];
+
+/// Each door of pytest's configuration a candidate can deselect the failing test through —
+/// a new `.pytest.ini`, `[tool.pytest.ini_options]` appended to the project's own
+/// `pyproject.toml`, `tox.ini`'s `[pytest]`, `setup.cfg`'s `[tool:pytest]`, the
+/// `conftest.py`, a plugin the base loads — is put back as the base has it in the gate tree,
+/// so the failing test fails there and the honest fix wins, its own edit of `pyproject.toml`
+/// (a dependency) kept. Before, `.pytest.ini` was not protected and `pyproject.toml` not at
+/// all: those two won on size. The contrast run (test changes allowed, nothing put back)
+/// shows every attack passing its gates, the canary included: only the restoring catches them.
+#[test]
+fn pytest_configuration_is_the_base_s_in_the_gates() {
+    let Some(python) = pytest_python("pytest_configuration_is_the_base_s_in_the_gates") else { return };
+    let verify = format!("{} -m pytest -q", python.display());
+    let agent = pytest_attacks();
+    let repo = pytest_repo(&agent);
+    repo.arbiter(&run_args("./agent.sh", &["--candidates", "7", "--verify", &verify])).assert_code(0);
+    let dir = repo.run_dir();
+    assert_candidates_prepared(&dir);
+    assert_eq!(read_json(&dir.join("selection.json"))["winner"], "c01");
+    let ranking = read_json(&dir.join("comparisons/ranking.json"));
+    for (id, door) in PYTEST_DOORS {
+        let cheat = ranked(&ranking, id);
+        assert_eq!(cheat["eligible"], false, "{id}: {cheat:#}");
+        assert_eq!(cheat["rejection"]["code"], "protected_changed", "{id}: {cheat:#}");
+        let evidence = read_json(&dir.join(format!("candidates/{id}/evidence.json")));
+        assert_eq!(evidence["protected_changes"], serde_json::json!([door]), "{id}: {evidence:#}");
+        let log = fs::read_to_string(dir.join(format!("candidates/{id}/gates/verify-1.log"))).expect("gate log");
+        assert!(log.contains("FAILED test_calc.py::CalcTest::test_add"), "{id}: the test ran and failed:\n{log}");
+    }
+    let events = read_json_lines(&dir.join("runtime_events.jsonl"));
+    let warning = events
+        .iter()
+        .find(|e| e["kind"] == "warning" && e["candidate"] == "c03" && e["data"]["protected_changes"].is_array())
+        .unwrap_or_else(|| panic!("no warning for c03: {events:#?}"));
+    assert_eq!(warning["data"]["restored"], serde_json::json!([PYTEST_DOORS[1].1]), "{warning:#}");
+    let fix = read_json(&dir.join("candidates/c01/evidence.json"));
+    assert_eq!(fix["protected_changes"], serde_json::json!([]), "a dependency is an ordinary change: {fix:#}");
+    assert_eq!(repo.read("calc.py"), FIXED_CALC_PY);
+    assert!(repo.read("pyproject.toml").contains("dependencies = [\"requests\"]"));
+    for added in [".pytest.ini", "tox.ini", "setup.cfg"] {
+        assert!(!repo.path().join(added).exists(), "{added} reached the repository");
+    }
+
+    // Contrast: with test changes allowed, nothing is put back, and every attack passes.
+    let allowed = pytest_repo(&agent);
+    allowed
+        .arbiter(&run_args(
+            "./agent.sh",
+            &["--candidates", "7", "--verify", &verify, "--apply", "none", "--allow-test-changes"],
+        ))
+        .assert_code(0);
+    let dir = allowed.run_dir();
+    for (id, door) in PYTEST_DOORS {
+        let gate = first_gate(&dir, id);
+        // Only the canary failed: the command counts as passed, and the canary saw nothing.
+        assert_eq!(gate["passed"], true, "{id} ({door}) did not deselect the test: {gate:#}");
+        assert_eq!(gate["canary"]["verdict"], "held", "the canary alone does not see {door}: {gate:#}");
+    }
+}
+
+/// The hostile start-up hook: every test but the failing one runs as usual.
+const SKIP_ADD_HOOK: &str = "import unittest\n\n_run = unittest.TestCase.run\n\n\ndef run(self, result=None):\n    if self._testMethodName != \"test_add\":\n        return _run(self, result)\n\n\nunittest.TestCase.run = run\n";
+
+/// Python's start-up: a `sitecustomize.py` (imported at start-up, here from the root the
+/// command puts on `PYTHONPATH`) that skips the failing test, and a `unittest.py` at the
+/// root that `python3 -m unittest` would run instead of the standard library's (its name
+/// comes from the interpreter's `sys.stdlib_module_names`). Both are taken out of the gate
+/// tree: the real unittest runs the failing test, and the honest fix wins.
+#[test]
+fn python_start_up_hooks_and_shadowed_modules_are_taken_out() {
+    let agent = format!(
+        r#"set -e
+case "$ARBITER_CANDIDATE_INDEX" in
+  0) sed -i 's/return a - b/return a + b/' calc.py ;;
+  1) printf '%s' '{SKIP_ADD_HOOK}' > sitecustomize.py ;;
+  2) printf 'print("Ran 2 tests")\nprint("")\nprint("OK")\n' > unittest.py ;;
+esac
+"#
+    );
+    let repo = python_repo(&agent);
+    let verify = "PYTHONPATH=. python3 -m unittest -q";
+    repo.arbiter(&run_args("./agent.sh", &["--candidates", "3", "--verify", verify])).assert_code(0);
+    let dir = repo.run_dir();
+    assert_candidates_prepared(&dir);
+    assert_eq!(read_json(&dir.join("selection.json"))["winner"], "c01");
+    let ranking = read_json(&dir.join("comparisons/ranking.json"));
+    for (id, door) in [("c02", "sitecustomize.py"), ("c03", "unittest.py")] {
+        let cheat = ranked(&ranking, id);
+        assert_eq!(cheat["rejection"]["code"], "protected_changed", "{id}: {cheat:#}");
+        let evidence = read_json(&dir.join(format!("candidates/{id}/evidence.json")));
+        assert_eq!(evidence["protected_changes"], serde_json::json!([door]), "{id}: {evidence:#}");
+        let log = fs::read_to_string(dir.join(format!("candidates/{id}/gates/verify-1.log"))).expect("gate log");
+        assert!(log.contains("FAIL: test_add"), "{id}: the real unittest ran the test:\n{log}");
+    }
+
+    // Contrast: with test changes allowed, the start-up hook skips the test (the canary,
+    // which it leaves alone, cannot tell).
+    let allowed = python_repo(&agent);
+    allowed
+        .arbiter(&run_args(
+            "./agent.sh",
+            &["--candidates", "2", "--verify", verify, "--apply", "none", "--allow-test-changes"],
+        ))
+        .assert_code(0);
+    let gate = first_gate(&allowed.run_dir(), "c02");
+    assert_eq!(gate["passed"], true, "the hook did not skip the test: {gate:#}");
+    assert_eq!(gate["canary"]["verdict"], "held", "{gate:#}");
+}
+
+/// A verify command that names its tests (`python3 -m unittest -q test_calc`) gets a canary
+/// too: a module named beside `test_calc`, run in the same process. A module under test that
+/// replaces `assertEqual` when it is imported makes the named tests pass and was applied
+/// before (no canary, exit code 0); the canary fails to fail under it, and it is rejected.
+/// `baseline.json` names the canary of each command, or why there is none.
+#[test]
+fn a_command_naming_its_tests_gets_a_canary_in_their_process() {
+    let repo = python_repo(&format!(
+        r#"set -e
+case "$ARBITER_CANDIDATE_INDEX" in
+  0) sed -i 's/return a - b/return a + b/' calc.py ;;
+  1) sed -i '1i {NEUTER}' calc.py ;;
+esac
+"#
+    ));
+    let named = "python3 -m unittest -q test_calc";
+    repo.arbiter(&run_args("./agent.sh", &["--candidates", "2", "--verify", named, "--verify", "test -f calc.py"]))
+        .assert_code(0);
+    let dir = repo.run_dir();
+    assert_candidates_prepared(&dir);
+    assert_eq!(read_json(&dir.join("selection.json"))["winner"], "c01");
+    let baseline = read_json(&dir.join("baseline.json"));
+    let planted = &baseline["commands"][0]["canary"];
+    let file = planted["files"][0].as_str().unwrap_or_else(|| panic!("no canary planted: {baseline:#}"));
+    assert!(file.starts_with("test_") && !file.contains('/'), "{baseline:#}");
+    assert_eq!(planted["verdict"], "held_with_failures", "{baseline:#}");
+    let none = &baseline["commands"][1]["canary"];
+    assert_eq!(none["files"], serde_json::json!([]), "{baseline:#}");
+    assert!(none["not_planted"].as_str().is_some_and(|r| r.contains("not a test runner")), "{baseline:#}");
+    let gate = first_gate(&dir, "c02");
+    assert_eq!(gate["exit_code"], 0, "the neutered assertion passed the named tests: {gate:#}");
+    assert_eq!(gate["canary"]["verdict"], "tampered", "{gate:#}");
+    let ranking = read_json(&dir.join("comparisons/ranking.json"));
+    assert_eq!(ranked(&ranking, "c02")["rejection"]["violation"]["kind"], "tampered_checks", "{ranking:#}");
+    assert_eq!(first_gate(&dir, "c01")["canary"]["verdict"], "held");
+    assert_eq!(repo.read("calc.py"), FIXED_CALC_PY);
+}
+
+// ---------------------------------------------------------------------------------------
 // 5. Secrets
 // ---------------------------------------------------------------------------------------
 

@@ -19,6 +19,7 @@
 //! - [`protect`]: the paths a candidate must not weaken (tests, CI, build configuration).
 //! - [`gate`]: verify-command outcomes compared with the baseline.
 //! - [`canary`]: the test that must fail in every gate run, which detects neutralised test machinery.
+//! - [`test_machinery`]: the files and settings that decide how the gates' tests run, derived per framework, and how the gate tree gets the base's back.
 //! - [`selection`]: eligibility, votes, ranking and the decision with its reasons.
 //! - [`status`] and [`event`]: run/candidate states and the event vocabulary.
 //! - [`artifact`]: the versioned JSON artifacts of the run directory.
@@ -69,6 +70,7 @@ pub mod status;
 pub mod strategy;
 pub mod task;
 pub mod test_command;
+pub mod test_machinery;
 pub mod test_output;
 pub mod test_report;
 pub mod text;

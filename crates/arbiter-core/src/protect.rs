@@ -1,14 +1,13 @@
-//! Evidence integrity: the paths a candidate must not change to pass its gates, and glob
-//! matching for them.
+//! Evidence integrity: the paths a candidate must not change to pass its gates (the user's
+//! `protected_paths`), and glob matching for them.
 //!
 //! Protected paths are of two kinds ([`Protection`]). *Tests* check the code: a candidate
 //! that modifies or deletes one that exists at the base weakens them, but a test file it
-//! adds is its own test and stays. *Configuration* decides how the tests run (CI files,
-//! `conftest.py`, `pytest.ini`, `jest.config.*`, ...): changing or deleting one weakens the
-//! checks, and so does adding one, since a new `conftest.py` can skip every test as surely
-//! as an edited one. Project files that ordinary changes edit (`pyproject.toml`,
-//! `setup.cfg`) are not protected, but adding one where the base has none counts too: it
-//! can change how the tests are collected and run ([`ADDED_CONFIGURATION`]).
+//! adds is its own test and stays out of its gates. *CI configuration* ([`CONFIGURATION`])
+//! says what the project's CI runs: changing, deleting or adding it counts. What decides how
+//! the gates' own test runs go (`conftest.py`, `pytest.ini`, `[tool.pytest]`, Jest's and
+//! Cargo's configuration, start-up hooks, ...) is not listed here: it is derived per
+//! framework from the frameworks' own discovery (`crate::test_machinery`).
 //!
 //! A candidate that weakened the checks has its gates run on the base's versions (changed
 //! files restored, added configuration removed), is flagged, and is eligible only when the
@@ -16,8 +15,8 @@
 
 use serde::{Deserialize, Serialize};
 
-/// Protected by default: tests in the common layouts of Python, Rust, Go and JS/TS, CI
-/// configuration, and the files that decide how tests run.
+/// Protected by default: tests in the common layouts of Python, Rust, Go and JS/TS, and CI
+/// configuration.
 pub const DEFAULT_PROTECTED: &[&str] = &[
     "tests/**",
     "test/**",
@@ -26,7 +25,6 @@ pub const DEFAULT_PROTECTED: &[&str] = &[
     "**/__tests__/**",
     "**/test_*.py",
     "**/*_test.py",
-    "**/conftest.py",
     "**/*_test.go",
     "**/*.test.ts",
     "**/*.spec.ts",
@@ -38,10 +36,6 @@ pub const DEFAULT_PROTECTED: &[&str] = &[
     ".gitlab-ci.yml",
     ".circleci/**",
     ".ci/**",
-    "pytest.ini",
-    "tox.ini",
-    "jest.config.*",
-    "vitest.config.*",
 ];
 
 /// Build and cache output by default: what running the tests or a build leaves in a tree
@@ -69,25 +63,9 @@ pub const DEFAULT_BUILD_OUTPUTS: &[&str] = &[
     "**/.DS_Store",
 ];
 
-/// Which protected paths are configuration rather than tests: wherever a protected path
+/// Which protected paths are CI configuration rather than tests: wherever a protected path
 /// matches one of these, adding it counts as weakening the checks.
-pub const CONFIGURATION: &[&str] = &[
-    "**/conftest.py",
-    "**/pytest.ini",
-    "**/tox.ini",
-    "**/jest.config.*",
-    "**/vitest.config.*",
-    ".github/**",
-    ".gitlab-ci.yml",
-    ".circleci/**",
-    ".ci/**",
-];
-
-/// Configuration that counts only when added (where the base has none): files ordinary
-/// changes edit (dependencies, metadata), which are not protected, but which a candidate
-/// can add to change how the tests run (`[tool.pytest.ini_options]`, `[tool:pytest]`).
-/// Counted whenever protection is on (`protected_paths` is not empty).
-pub const ADDED_CONFIGURATION: &[&str] = &["pyproject.toml", "setup.cfg"];
+pub const CONFIGURATION: &[&str] = &[".github/**", ".gitlab-ci.yml", ".circleci/**", ".ci/**"];
 
 /// What kind of protected path a path is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -95,7 +73,7 @@ pub const ADDED_CONFIGURATION: &[&str] = &["pyproject.toml", "setup.cfg"];
 pub enum Protection {
     /// A test: modifying or deleting it weakens the checks; adding one does not.
     Test,
-    /// Configuration of how the tests run: modifying, deleting or adding it weakens them.
+    /// CI configuration: modifying, deleting or adding it weakens the checks.
     Configuration,
 }
 
@@ -162,17 +140,14 @@ pub fn protection(patterns: &[String], path: &str) -> Option<Protection> {
 }
 
 /// The changes of a patch that weaken the checks, in the patch's order: protected files it
-/// modified or deleted, and configuration it added (see the module docs). Test files it
+/// modified or deleted, and CI configuration it added (see the module docs). Test files it
 /// added are its own tests and are not among them.
 pub fn weakened(patterns: &[String], touched: &[(String, Touch)]) -> Vec<(String, Touch)> {
     touched
         .iter()
         .filter(|(path, how)| match how {
             Touch::Modified | Touch::Deleted => protection(patterns, path).is_some(),
-            Touch::Added => {
-                protection(patterns, path) == Some(Protection::Configuration)
-                    || (!patterns.is_empty() && ADDED_CONFIGURATION.iter().any(|c| glob_match(c, path)))
-            }
+            Touch::Added => protection(patterns, path) == Some(Protection::Configuration),
         })
         .cloned()
         .collect()
@@ -196,7 +171,7 @@ mod tests {
     fn added_tests_are_the_new_files_protected_as_tests() {
         let touched = vec![
             ("test_zzz.py".to_string(), Touch::Added),
-            ("tests/conftest.py".to_string(), Touch::Added),
+            (".github/workflows/x.yml".to_string(), Touch::Added),
             ("test_calc.py".to_string(), Touch::Modified),
             ("src/new.py".to_string(), Touch::Added),
         ];
@@ -262,46 +237,23 @@ mod tests {
     }
 
     #[test]
-    fn added_configuration_counts() {
+    fn added_ci_configuration_counts() {
         let added = |p: &str| (p.to_string(), Touch::Added);
         let touched = vec![
-            added("conftest.py"),
-            added("tests/conftest.py"),
-            added("pytest.ini"),
-            added("tox.ini"),
-            added("jest.config.js"),
-            added("vitest.config.ts"),
             added(".github/workflows/skip.yml"),
             added(".gitlab-ci.yml"),
             added(".circleci/config.yml"),
             added(".ci/run.sh"),
-            added("pyproject.toml"),
-            added("setup.cfg"),
-            // Tests, and files that decide nothing about how tests run.
+            // Tests, and files that are not protected (the test machinery is derived, see
+            // `crate::test_machinery`).
             added("tests/test_more.py"),
             added("test_extra.py"),
             added("src/feature.py"),
-            added("pkg/pyproject.toml"),
+            added("pyproject.toml"),
+            added("conftest.py"),
         ];
         let flagged: Vec<String> = weakened(&defaults(), &touched).into_iter().map(|(p, _)| p).collect();
-        assert_eq!(
-            flagged,
-            [
-                "conftest.py",
-                "tests/conftest.py",
-                "pytest.ini",
-                "tox.ini",
-                "jest.config.js",
-                "vitest.config.ts",
-                ".github/workflows/skip.yml",
-                ".gitlab-ci.yml",
-                ".circleci/config.yml",
-                ".ci/run.sh",
-                "pyproject.toml",
-                "setup.cfg",
-            ]
-        );
-        // Editing the project's own pyproject.toml is an ordinary change.
+        assert_eq!(flagged, [".github/workflows/skip.yml", ".gitlab-ci.yml", ".circleci/config.yml", ".ci/run.sh"]);
         assert!(weakened(&defaults(), &[("pyproject.toml".to_string(), Touch::Modified)]).is_empty());
     }
 
@@ -309,13 +261,13 @@ mod tests {
     fn protection_kinds_follow_the_patterns() {
         let d = defaults();
         assert_eq!(protection(&d, "tests/test_a.py"), Some(Protection::Test));
-        assert_eq!(protection(&d, "tests/conftest.py"), Some(Protection::Configuration));
+        assert_eq!(protection(&d, "tests/conftest.py"), Some(Protection::Test));
         assert_eq!(protection(&d, ".github/workflows/ci.yml"), Some(Protection::Configuration));
         assert_eq!(protection(&d, "calc.py"), None);
         // Configuration that the patterns leave unprotected is not protected: adding it is fine.
         let only_tests = vec!["tests/**".to_string()];
-        assert_eq!(protection(&only_tests, "conftest.py"), None);
-        assert_eq!(weakened(&only_tests, &[("conftest.py".to_string(), Touch::Added)]), Vec::new());
+        assert_eq!(protection(&only_tests, ".ci/x"), None);
+        assert_eq!(weakened(&only_tests, &[(".ci/x".to_string(), Touch::Added)]), Vec::new());
         // No patterns: protection is off, added project files included.
         assert!(weakened(&[], &[("pyproject.toml".to_string(), Touch::Added)]).is_empty());
     }
@@ -324,17 +276,7 @@ mod tests {
     fn every_configuration_pattern_names_protected_files() {
         // A representative of each configuration pattern is protected by default, so its
         // addition is caught without changing `protected_paths`.
-        for path in [
-            "conftest.py",
-            "pytest.ini",
-            "tox.ini",
-            "jest.config.js",
-            "vitest.config.ts",
-            ".github/x",
-            ".gitlab-ci.yml",
-            ".circleci/x",
-            ".ci/x",
-        ] {
+        for path in [".github/x", ".gitlab-ci.yml", ".circleci/x", ".ci/x"] {
             assert_eq!(protection(&defaults(), path), Some(Protection::Configuration), "{path}");
         }
     }

@@ -66,6 +66,9 @@ pub enum Violation {
     TamperedChecks { commands: Vec<String> },
     /// Its patch broke a limit.
     OverLimit { breach: crate::limits::LimitBreach },
+    /// It changed the test machinery (`crate::test_machinery`) in a way the gates cannot put
+    /// back as the base has it.
+    UnrestorableMachinery { path: String, why: String },
 }
 
 impl Violation {
@@ -80,6 +83,9 @@ impl Violation {
                 commands.iter().map(|c| format!("`{c}`")).collect::<Vec<_>>().join(", ")
             ),
             Violation::OverLimit { breach } => breach.describe(),
+            Violation::UnrestorableMachinery { why, .. } => {
+                format!("it changed how the tests run in a way the gates cannot undo: {why}")
+            }
         }
     }
 }

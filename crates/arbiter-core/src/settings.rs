@@ -76,13 +76,14 @@ pub const DEFAULT_CONFIG_TOML: &str = r#"# arbiter configuration. Command-line f
 # Extra environment variables passed to agents, setup and verify commands. Agents get an
 # allowlist (PATH, HOME, locale, proxies) and never arbiter's own secrets.
 # env_passthrough = []
-# Files a candidate must not modify or delete to pass its gates (tests, CI and test
-# configuration; globs). Changed ones are restored to the base version when arbiter runs the
-# verify commands, and the candidate is flagged and not eligible unless test changes are
-# allowed. New test files a candidate adds stay and count; new configuration (conftest.py,
-# pytest.ini, CI files, a pyproject.toml or setup.cfg the base lacks) is removed for the
-# gates and counts against it. Default: tests/**, **/test_*.py, **/*_test.go, **/*.spec.ts,
-# .github/**, ... (see docs/configuration.md).
+# Files a candidate must not modify or delete to pass its gates (tests and CI configuration;
+# globs). Changed ones are restored to the base version when arbiter runs the verify
+# commands, and the candidate is flagged and not eligible unless test changes are allowed.
+# New test files a candidate adds are taken out of its gates; new CI files count against it.
+# What decides how the tests run (conftest.py, pytest.ini, [tool.pytest], jest.config.*,
+# .cargo/config, ...) is derived per framework and put back as the base has it, whatever
+# this list says. Default: tests/**, **/test_*.py, **/*_test.go, **/*.spec.ts, .github/**,
+# ... (see docs/configuration.md).
 # protected_paths = ["tests/**", "**/test_*.py"]
 # Build and cache output a candidate's run leaves behind (globs): files it added there never
 # enter its patch or its size, even in a repository without a .gitignore. Default:

@@ -1,6 +1,8 @@
 //! Canaries on disk (the decisions are `arbiter_core::canary`'s): a [`RepoView`] over a
-//! checkout of the base, planting a plan's files into a tree before a gate run, and taking
-//! them out again after it, so nothing of the canary outlives the run.
+//! checkout (the base's, or a candidate's tree), the base commit read into memory for the
+//! planner and the test machinery ([`base_view`]), planting a plan's files into a tree
+//! before a gate run, and taking them out again after it, so nothing of the canary outlives
+//! the run.
 
 use std::fs;
 use std::io;
@@ -42,7 +44,9 @@ impl RepoView for CheckoutView {
             return None;
         }
         let full = safe_join(&self.root, path)?;
-        if fs::metadata(&full).ok()?.len() > MAX_READ {
+        // A link is not read through: in a candidate's tree it could point anywhere.
+        let meta = fs::symlink_metadata(&full).ok()?;
+        if !meta.is_file() || meta.len() > MAX_READ {
             return None;
         }
         fs::read_to_string(full).ok()
@@ -156,36 +160,24 @@ const PLANNER_READS: &[&str] = &[
 /// At most this many files are loaded for the planner (a monorepo's Go test files, say).
 const MAX_LOADED: usize = 400;
 
-/// Plans a canary for each verify command, from the base commit as the repository holds it
-/// (never from a candidate's tree: a candidate could steer the plan). One random nonce per
-/// call, so each run's canaries are named afresh.
-pub async fn plan_for(repo: &crate::git::Git, base: &str, commands: &[String]) -> Vec<Planned> {
-    if commands.is_empty() {
-        return Vec::new();
-    }
-    if !commands.iter().any(|c| might_run_tests(c)) {
-        let reason =
-            "not a run of a test framework arbiter recognises (unittest, pytest, Jest, Vitest, cargo test, go test)";
-        return commands.iter().map(|_| Planned::NotApplicable { framework: None, reason: reason.into() }).collect();
-    }
-    let files: Vec<String> = match repo.run(["ls-tree", "-r", "-z", "--name-only", base]).await {
-        Ok(out) => {
-            String::from_utf8_lossy(&out.stdout).split('\0').filter(|f| !f.is_empty()).map(str::to_string).collect()
-        }
-        Err(e) => {
-            let reason = format!("the base's files cannot be listed: {e}");
-            return commands
-                .iter()
-                .map(|_| Planned::NotApplicable { framework: None, reason: reason.clone() })
-                .collect();
-        }
-    };
+/// The base commit as the planner and the test machinery read it: every tracked path, and
+/// the text of the files they may read (the planner's, those
+/// `arbiter_core::test_machinery::base_reads` names, and one `_test.go` per directory).
+pub async fn base_view(repo: &crate::git::Git, base: &str) -> Result<StaticRepo, String> {
+    let out = repo
+        .run(["ls-tree", "-r", "-z", "--name-only", base])
+        .await
+        .map_err(|e| format!("the base's files cannot be listed: {e}"))?;
+    let files: Vec<String> =
+        String::from_utf8_lossy(&out.stdout).split('\0').filter(|f| !f.is_empty()).map(str::to_string).collect();
     let mut go_dirs = std::collections::BTreeSet::new();
     let wanted: Vec<&String> = files
         .iter()
         .filter(|f| {
             let (dir, name) = f.rsplit_once('/').unwrap_or(("", f.as_str()));
-            PLANNER_READS.contains(&name) || (name.ends_with("_test.go") && go_dirs.insert(dir.to_string()))
+            PLANNER_READS.contains(&name)
+                || arbiter_core::test_machinery::base_reads(f)
+                || (name.ends_with("_test.go") && go_dirs.insert(dir.to_string()))
         })
         .take(MAX_LOADED)
         .collect();
@@ -199,7 +191,30 @@ pub async fn plan_for(repo: &crate::git::Git, base: &str, commands: &[String]) -
             contents.insert(path.clone(), text);
         }
     }
-    let view = StaticRepo { files, contents };
+    Ok(StaticRepo { files, contents })
+}
+
+/// Plans a canary for each verify command, from the base commit as the repository holds it
+/// (never from a candidate's tree: a candidate could steer the plan). One random nonce per
+/// call, so each run's canaries are named afresh.
+pub async fn plan_for(repo: &crate::git::Git, base: &str, commands: &[String]) -> Vec<Planned> {
+    if commands.is_empty() {
+        return Vec::new();
+    }
+    if !commands.iter().any(|c| might_run_tests(c)) {
+        let reason =
+            "not a run of a test framework arbiter recognises (unittest, pytest, Jest, Vitest, cargo test, go test)";
+        return commands.iter().map(|_| Planned::NotApplicable { framework: None, reason: reason.into() }).collect();
+    }
+    let view = match base_view(repo, base).await {
+        Ok(v) => v,
+        Err(reason) => {
+            return commands
+                .iter()
+                .map(|_| Planned::NotApplicable { framework: None, reason: reason.clone() })
+                .collect();
+        }
+    };
     let nonce = random_nonce();
     commands.iter().map(|c| arbiter_core::canary::plan(c, &view, &nonce)).collect()
 }

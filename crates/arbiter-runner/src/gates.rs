@@ -7,17 +7,131 @@
 //! the base's tests (and its own command line, e.g. `cargo test --no-fail-fast`); its whole
 //! log is read for the canary's fate (`arbiter_core::canary`), and the files are taken out
 //! again before anything else happens in the tree.
+//!
+//! Before a candidate's gates, the test machinery it changed (`arbiter_core::test_machinery`
+//! decides what that is) is put back as the base has it: [`BaseFacts`] learns the base's
+//! files and the interpreter's standard library once per run, [`machinery_changes`] reads
+//! the candidate's tree, and [`seal`] writes the result into it.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use arbiter_core::canary::{self, CanaryCheck, CanaryPlan, Framework};
+use arbiter_core::canary::{self, CanaryCheck, CanaryPlan, Framework, RepoView, StaticRepo};
 use arbiter_core::gate::{CommandOutcome, tail};
+use arbiter_core::protect::Touch;
 use arbiter_core::redact::Redactor;
+use arbiter_core::test_machinery::{self, Family, PythonFacts, Restore};
 use tokio_util::sync::CancellationToken;
 
+use crate::canary::CheckoutView;
+use crate::git::Git;
 use crate::process::{self, ShellCommand};
 use crate::test_reports::ReportWatch;
+
+/// What the gates know of the base, learnt once per run: its files (read from the
+/// repository at the base commit, never from a candidate's tree) and what the Python the
+/// gates run says about itself.
+#[derive(Clone, Debug)]
+pub struct BaseFacts {
+    pub view: StaticRepo,
+    pub python: PythonFacts,
+}
+
+impl BaseFacts {
+    /// Reads the base commit; asks `python3` (on the gates' `PATH`, from `env`) for its
+    /// standard library's module names when Python is in play.
+    pub async fn learn(repo: &Git, base: &str, commands: &[String], env: &[(String, String)]) -> Result<Self, String> {
+        let view = crate::canary::base_view(repo, base).await?;
+        let python = if test_machinery::families(&view, commands).contains(&Family::Python) {
+            python_facts(env).await
+        } else {
+            PythonFacts::default()
+        };
+        Ok(BaseFacts { view, python })
+    }
+}
+
+/// `sys.stdlib_module_names` of the gates' `python3`; none when there is no such
+/// interpreter (or it predates 3.10): a module shadowing the standard library is then not
+/// recognised by its name.
+async fn python_facts(env: &[(String, String)]) -> PythonFacts {
+    let mut cmd = tokio::process::Command::new("python3");
+    cmd.args(["-I", "-c", "import sys; print('\\n'.join(sorted(sys.stdlib_module_names)))"])
+        .env_clear()
+        .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true);
+    let out = tokio::time::timeout(Duration::from_secs(60), cmd.output()).await;
+    let stdlib_modules = match out {
+        Ok(Ok(o)) if o.status.success() => String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .map(String::from)
+            .collect(),
+        _ => Default::default(),
+    };
+    PythonFacts { stdlib_modules }
+}
+
+/// The test machinery a candidate changed, read from its tree `tree` (the base's paths less
+/// those it deleted, plus those it added).
+pub fn machinery_changes(
+    tree: &Path,
+    base: &BaseFacts,
+    touched: &[(String, Touch)],
+    commands: &[String],
+) -> Vec<test_machinery::Change> {
+    let deleted: std::collections::HashSet<&String> =
+        touched.iter().filter(|(_, how)| *how == Touch::Deleted).map(|(p, _)| p).collect();
+    let known: std::collections::HashSet<&String> = base.view.files.iter().collect();
+    let mut files: Vec<String> = base.view.files.iter().filter(|f| !deleted.contains(f)).cloned().collect();
+    files.extend(touched.iter().filter(|(p, how)| *how == Touch::Added && !known.contains(p)).map(|(p, _)| p.clone()));
+    let candidate = CheckoutView::new(tree.to_path_buf(), files);
+    let sources =
+        test_machinery::Sources { base: &base.view, candidate: &candidate, touched, commands, python: &base.python };
+    test_machinery::derive(&sources)
+}
+
+/// What the gate tree gets back from the base: whole files restored (or taken out, where the
+/// base has none), and files rewritten with their settings put back.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Seal {
+    pub restore: Vec<String>,
+    pub remove: Vec<String>,
+    pub rewrite: Vec<(String, String)>,
+}
+
+impl Seal {
+    /// Adds the machinery `changes` (those that can be put back).
+    pub fn add_machinery(&mut self, base: &dyn RepoView, changes: &[test_machinery::Change]) {
+        for c in changes {
+            match &c.restore {
+                Restore::BaseFile if base.files().contains(&c.path) => self.restore.push(c.path.clone()),
+                Restore::BaseFile => self.remove.push(c.path.clone()),
+                Restore::Settings { content } => self.rewrite.push((c.path.clone(), content.clone())),
+                Restore::Reject { .. } => {}
+            }
+        }
+    }
+}
+
+/// Writes `seal` into the candidate's worktree `wt` (its captured patch is unaffected).
+pub async fn seal(wt: &Git, base_commit: &str, seal: &Seal) -> Result<(), String> {
+    crate::capture::restore_from_base(wt, base_commit, &seal.restore)
+        .await
+        .map_err(|e| format!("cannot restore the base's files: {e}"))?;
+    crate::capture::remove_added(wt, &seal.remove)
+        .await
+        .map_err(|e| format!("cannot take out the files it added: {e}"))?;
+    for (path, content) in &seal.rewrite {
+        let full = wt.dir().join(path);
+        // Written afresh: a link left in its place is replaced, not followed.
+        let _ = std::fs::remove_file(&full);
+        std::fs::write(&full, content).map_err(|e| format!("cannot put back the settings of {path}: {e}"))?;
+    }
+    Ok(())
+}
 
 /// Bytes of output kept in an outcome.
 const TAIL_BYTES: u64 = 4000;

@@ -2,8 +2,11 @@
 //! bug (one test fails), the canary planned from the base and planted, the real command run
 //! on the base (the calibration) and on candidate trees — one that fixes the bug (`Held`),
 //! one that fixes it and breaks another test (`HeldWithFailures`), one that neutralises the
-//! checks from its source (`Tampered`) — and a command naming one test module, which gets
-//! no canary (`NotApplicable`: its exit code decides).
+//! checks from its source (`Tampered`) — and commands that name their tests (a module, a
+//! file, a node id, a `-k` or name filter, a package with `-run`), whose canary goes inside
+//! the scope they name. Then the test machinery (`arbiter_core::test_machinery`): for each
+//! framework, a candidate script makes a real edit to one door of it, which passes the real
+//! run as it left it and fails once the gates put the base's machinery back.
 //!
 //! Tools: `python3` (unittest); pytest from the venv at `ARBITER_PYTEST_VENV` (default
 //! `~/.cache/arbiter-ci/frameworks/pytest`); Jest and Vitest from the `node_modules` at
@@ -15,7 +18,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use arbiter_core::canary::{self, CanaryPlan, Nonce, Planned, Reading, Verdict};
+use arbiter_core::protect::parse_name_status;
 use arbiter_runner::canary::{CheckoutView, plant};
+use arbiter_runner::gates::{self, BaseFacts, Seal, machinery_changes};
+use arbiter_runner::git::Git;
 
 fn nonce() -> Nonce {
     Nonce { words: ["lantern".into(), "orchard".into()], numbers: [3141, 2718] }
@@ -120,6 +126,41 @@ impl Project {
     }
 }
 
+/// A door of the test machinery, tried for real: the candidate's edit (`files`, written over
+/// the base's) gets `command` past the base's failing test as the candidate left the tree
+/// (exit code 0); once the gates put the base's machinery back, the test fails again.
+/// Returns what arbiter named (`Change::describe`) and the rewritten files' text.
+fn door(project: &Project, files: &[(&str, &str)], command: &str) -> (Vec<String>, Vec<(String, String)>) {
+    let reset = || {
+        let (out, code) = project.run("git reset -q --hard && git clean -fdq");
+        assert_eq!(code, Some(0), "reset: {out}");
+    };
+    project.write(files);
+    let (output, code) = project.run(command);
+    assert_eq!(code, Some(0), "{files:?} did not get `{command}` past the failing test:\n{output}");
+    reset();
+    project.write(files);
+    let (out, code) = project.run("git add -A");
+    assert_eq!(code, Some(0), "git add: {out}");
+    let git = Git::new(project.path());
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    let (described, rewritten) = runtime.block_on(async {
+        let out = git.run(["diff", "--cached", "--name-status", "-z", "--find-renames", "HEAD"]).await.expect("diff");
+        let touched = parse_name_status(&String::from_utf8_lossy(&out.stdout));
+        let commands = [command.to_string()];
+        let facts = BaseFacts::learn(&git, "HEAD", &commands, &project.env).await.expect("the base's facts");
+        let changes = machinery_changes(project.path(), &facts, &touched, &commands);
+        let mut seal = Seal::default();
+        seal.add_machinery(&facts.view, &changes);
+        gates::seal(&git, "HEAD", &seal).await.expect("seal the tree");
+        (changes.iter().map(|c| c.describe()).collect::<Vec<_>>(), seal.rewrite)
+    });
+    let (output, code) = project.run(command);
+    assert_ne!(code, Some(0), "with the base's machinery back ({described:?}), `{command}` passed:\n{output}");
+    reset();
+    (described, rewritten)
+}
+
 /// A candidate tree: files it changes (and adds).
 struct Variant<'a> {
     name: &'a str,
@@ -179,10 +220,11 @@ fn json_output_names(project: &Project, framework: canary::Framework, command: &
     assert_eq!(named.iter().map(String::as_str).collect::<Vec<_>>(), failed, "{output}");
 }
 
-/// A command that names one test module gets no canary, and its plain run decides.
-fn check_not_applicable(project: &Project, command: &str) {
+/// A command the canary cannot join gets none (`why` is in the reason), and its plain run
+/// decides.
+fn check_not_applicable(project: &Project, command: &str, why: &str) {
     match canary::plan(command, &project.view(), &nonce()) {
-        Planned::NotApplicable { reason, .. } => assert!(reason.contains("names the tests"), "{command}: {reason}"),
+        Planned::NotApplicable { reason, .. } => assert!(reason.contains(why), "{command}: {reason}"),
         Planned::Plant(p) => panic!("{command}: a canary was planned: {p:?}"),
     }
     let (output, code) = project.run(command);
@@ -235,7 +277,26 @@ fn unittest_canary() {
         "python3 -m unittest -v",
         &[Variant { name: "-v, assertEqual neutralised", files: &[("calc.py", &tampered)], expect: Verdict::Tampered }],
     );
-    check_not_applicable(&project, "python3 -m unittest test_strings");
+    // Named modules: the canary is one more, loaded in the same process.
+    let plan = check(
+        &project,
+        "python3 -m unittest -q test_calc",
+        &[
+            Variant { name: "named, fixed", files: &[("calc.py", CALC_PY_FIXED)], expect: Verdict::Held },
+            Variant {
+                name: "named, assertEqual neutralised",
+                files: &[("calc.py", &tampered)],
+                expect: Verdict::Tampered,
+            },
+        ],
+    );
+    assert_eq!(plan.command, "python3 -m unittest -q test_calc test_lantern_orchard");
+    check(
+        &project,
+        "python3 -m unittest -k add",
+        &[Variant { name: "-k, assertEqual neutralised", files: &[("calc.py", &tampered)], expect: Verdict::Tampered }],
+    );
+    check_not_applicable(&project, "python3 -m unittest -f test_strings", "first failure");
 }
 
 fn pytest_venv_bin() -> Option<PathBuf> {
@@ -286,7 +347,26 @@ fn pytest_canary() {
         "pytest -v",
         &[Variant { name: "-v, reports rewritten", files: &[("calc.py", &report_patch)], expect: Verdict::Tampered }],
     );
-    check_not_applicable(&project, "pytest tests/test_strings.py");
+    // A node id, a file, a -k filter: the canary is named too.
+    let plan = check(
+        &project,
+        "pytest -q tests/test_calc.py::test_add",
+        &[
+            Variant { name: "node id, fixed", files: &[("calc.py", CALC_PY_FIXED)], expect: Verdict::Held },
+            Variant {
+                name: "node id, reports rewritten",
+                files: &[("calc.py", &report_patch)],
+                expect: Verdict::Tampered,
+            },
+        ],
+    );
+    assert_eq!(plan.command, "pytest -q tests/test_calc.py::test_add tests/test_lantern_orchard.py");
+    check(
+        &project,
+        "python3 -m pytest -k 'add or mul'",
+        &[Variant { name: "-k, atexit os._exit(0)", files: &[("calc.py", &atexit)], expect: Verdict::Tampered }],
+    );
+    check_not_applicable(&project, "pytest -x tests/test_strings.py", "first failure");
 }
 
 fn js_modules() -> Option<PathBuf> {
@@ -355,7 +435,55 @@ fn jest_canary() {
             expect: Verdict::Held,
         }],
     );
-    check_not_applicable(&project, "npx jest src/strings.test.js");
+    let plan = check(
+        &project,
+        "npx jest src/calc.test.js",
+        &[
+            Variant { name: "named file, fixed", files: &[("src/calc.js", CALC_JS_FIXED)], expect: Verdict::Held },
+            Variant {
+                name: "named file, process.exit(0)",
+                files: &[("src/calc.js", &exit_now)],
+                expect: Verdict::Tampered,
+            },
+        ],
+    );
+    assert_eq!(plan.command, "npx jest src/calc.test.js src/lantern-orchard.test.js");
+    check_not_applicable(&project, "npx jest -t upper", "selects tests");
+
+    // The test machinery: Jest's configuration (a file, or the `jest` key), the test
+    // script, and babel's configuration, which babel-jest transforms the tests with.
+    let ignore_calc = "module.exports = { testPathIgnorePatterns: ['/node_modules/', 'calc'] };\n";
+    let (named, _) = door(&project, &[("jest.config.js", ignore_calc)], "npx jest");
+    assert_eq!(named, ["jest.config.js"]);
+    let keyed = "{\"name\":\"calc\",\"private\":true,\"description\":\"sums\",\"scripts\":{\"test\":\"jest\"},\"jest\":{\"testPathIgnorePatterns\":[\"calc\"]}}\n";
+    let (named, rewritten) = door(&project, &[("package.json", keyed)], "npx jest");
+    assert_eq!(named, ["package.json jest.testPathIgnorePatterns"]);
+    assert!(rewritten[0].1.contains("\"description\": \"sums\"") && !rewritten[0].1.contains("testPathIgnorePatterns"));
+    let swallowing = "{\"name\":\"calc\",\"private\":true,\"scripts\":{\"test\":\"jest || true\"}}\n";
+    let (named, _) = door(&project, &[("package.json", swallowing)], "npm test");
+    assert_eq!(named, ["package.json scripts.test"]);
+    // A babel plugin that drops every `expect(...).toBe(...)` statement.
+    let strip = "module.exports = () => ({\n  visitor: {\n    ExpressionStatement(path) {\n      const e = path.node.expression;\n      if (e.type === 'CallExpression' && e.callee.type === 'MemberExpression' && e.callee.property.name === 'toBe') path.remove();\n    },\n  },\n});\n";
+    let (named, _) = door(
+        &project,
+        &[("babel.config.js", "module.exports = { plugins: ['./strip-checks.js'] };\n"), ("strip-checks.js", strip)],
+        "npx jest",
+    );
+    assert_eq!(named, ["babel.config.js"]);
+    // A set-up file the base's configuration runs before every test file.
+    let with_setup = "{\"name\":\"calc\",\"private\":true,\"scripts\":{\"test\":\"jest\"},\"jest\":{\"setupFilesAfterEnv\":[\"<rootDir>/support/setup.js\"]}}\n";
+    let configured = js_project(
+        &[
+            ("package.json", with_setup),
+            ("support/setup.js", "// shared set-up\n"),
+            ("src/calc.js", CALC_JS_BUG),
+            ("src/calc.test.js", CALC_TEST_JS),
+        ],
+        &modules,
+    );
+    let lax_expect = "global.expect = () => ({ toBe() {} });\n";
+    let (named, _) = door(&configured, &[("support/setup.js", lax_expect)], "npx jest");
+    assert_eq!(named, ["support/setup.js"]);
     json_output_names(&project, canary::Framework::Jest, "npx jest --json", &["adds"]);
 }
 
@@ -413,7 +541,28 @@ fn vitest_canary() {
             expect: Verdict::HeldWithFailures,
         }],
     );
-    check_not_applicable(&project, "npx vitest run src/strings.test.js");
+    let plan = check(
+        &project,
+        "npx vitest run src/calc.test.js",
+        &[
+            Variant { name: "named file, fixed", files: &[("src/calc.js", &fixed)], expect: Verdict::Held },
+            Variant {
+                name: "named file, mul broken",
+                files: &[("src/calc.js", &broken)],
+                expect: Verdict::HeldWithFailures,
+            },
+        ],
+    );
+    assert_eq!(plan.command, "npx vitest run src/calc.test.js src/lantern-orchard.test.js");
+    check_not_applicable(&project, "npx vitest run -t upper", "selects tests");
+
+    // The test machinery: Vitest's configuration, and Vite's, which Vitest reads when it has
+    // none of its own.
+    let exclude_calc = "export default { test: { exclude: ['**/node_modules/**', '**/calc.test.js'] } };\n";
+    let (named, _) = door(&project, &[("vitest.config.js", exclude_calc)], "npx vitest run");
+    assert_eq!(named, ["vitest.config.js"]);
+    let (named, _) = door(&project, &[("vite.config.js", exclude_calc)], "npx vitest run");
+    assert_eq!(named, ["vite.config.js"]);
     json_output_names(&project, canary::Framework::Vitest, "npx vitest run --reporter=json", &["adds"]);
 }
 
@@ -472,6 +621,34 @@ fn cargo_canary() {
     }
     let (output, code) = project.run("cargo test --test strings");
     assert_eq!(code, Some(0), "{output}");
+    // A name filter: the canary's name contains it.
+    let plan = check(
+        &project,
+        "cargo test adds",
+        &[
+            Variant { name: "filter, fixed", files: &[("src/lib.rs", &fixed)], expect: Verdict::Held },
+            Variant {
+                name: "filter, runner = true",
+                files: &[(".cargo/config.toml", runner)],
+                expect: Verdict::Tampered,
+            },
+        ],
+    );
+    assert_eq!((plan.command.as_str(), plan.test.as_str()), ("cargo test --no-fail-fast adds", "adds_lantern_orchard"));
+
+    // The test machinery: Cargo's configuration, a build script (found, or named by
+    // `build =`) that rewrites the base's test before it compiles.
+    let rewrite_tests =
+        "fn main() {\n    std::fs::write(\"tests/calc.rs\", \"#[test]\\nfn adds() {}\\n\").unwrap();\n}\n";
+    let (named, _) = door(&project, &[(".cargo/config.toml", runner)], "cargo test");
+    assert_eq!(named, [".cargo/config.toml"]);
+    let (named, _) = door(&project, &[("build.rs", rewrite_tests)], "cargo test");
+    assert_eq!(named, ["build.rs"]);
+    let manifest =
+        "[package]\nname = \"calc\"\nversion = \"0.1.0\"\nedition = \"2021\"\nbuild = \"gen.rs\"\n\n[dependencies]\n";
+    let (named, rewritten) = door(&project, &[("Cargo.toml", manifest), ("gen.rs", rewrite_tests)], "cargo test");
+    assert_eq!(named, ["Cargo.toml [package] build"]);
+    assert!(rewritten[0].1.contains("edition = \"2021\"") && !rewritten[0].1.contains("build ="), "{rewritten:?}");
 }
 
 #[test]
@@ -535,12 +712,60 @@ fn go_canary() {
         ],
     );
     assert_eq!(plan.files[0].path, "calc/lantern_orchard_test.go");
-    match canary::plan("go test -run TestUpper ./strs", &project.view(), &nonce()) {
-        Planned::NotApplicable { reason, .. } => assert!(reason.contains("selects tests"), "{reason}"),
-        Planned::Plant(p) => panic!("planted {p:?}"),
-    }
-    let (output, code) = project.run("go test -run TestUpper ./strs");
-    assert_eq!(code, Some(0), "{output}");
+    // A package and a -run expression: the canary joins the package and the expression.
+    let plan = check(
+        &project,
+        "go test ./calc -run TestAdd",
+        &[
+            Variant { name: "-run, fixed", files: &[("calc/calc.go", &fixed)], expect: Verdict::Held },
+            Variant {
+                name: "-run, os.Exit(0) in init",
+                files: &[("calc/calc.go", &exit_in_init)],
+                expect: Verdict::Tampered,
+            },
+        ],
+    );
+    assert_eq!(plan.command, "go test ./calc -run 'TestAdd|^TestLanternOrchard$'");
+    check_not_applicable(&project, "go test -run TestUpper/sub ./strs", "subtests");
+
+    // The test machinery: the base's tests check through a helper module the go.mod
+    // replaces with a local copy; a candidate points it at a lax copy of its own, by
+    // go.mod's `replace` or by an added go.work.
+    let equal = |body: &str| {
+        format!(
+            "package testutil\n\nimport \"testing\"\n\nfunc Equal(t *testing.T, got, want int) {{\n\tt.Helper()\n{body}}}\n"
+        )
+    };
+    let strict = equal("\tif got != want {\n\t\tt.Fatalf(\"got %d, want %d\", got, want)\n\t}\n");
+    let lax = equal("");
+    let go_mod = |dir: &str| {
+        format!(
+            "module example.com/calc\n\ngo 1.19\n\nrequire example.com/testutil v0.0.0\n\nreplace example.com/testutil => ./{dir}\n"
+        )
+    };
+    let helper_mod = "module example.com/testutil\n\ngo 1.19\n";
+    let checked = Project::new(
+        &[
+            ("go.mod", &go_mod("testutil")),
+            ("testutil/go.mod", helper_mod),
+            ("testutil/equal.go", &strict),
+            ("calc/calc.go", &bug),
+            (
+                "calc/calc_test.go",
+                "package calc\n\nimport (\n\t\"testing\"\n\n\t\"example.com/testutil\"\n)\n\nfunc TestAdd(t *testing.T) {\n\ttestutil.Equal(t, Add(2, 3), 5)\n}\n",
+            ),
+        ],
+        project.env.clone(),
+    );
+    let lax_module = [("lax/go.mod", helper_mod), ("lax/equal.go", lax.as_str())];
+    let replaced = go_mod("lax");
+    let (named, rewritten) =
+        door(&checked, &[("go.mod", replaced.as_str()), lax_module[0], lax_module[1]], "go test ./...");
+    assert_eq!(named, ["go.mod replace"]);
+    assert!(rewritten[0].1.contains("replace example.com/testutil => ./testutil"), "{rewritten:?}");
+    let work = "go 1.19\n\nuse .\n\nreplace example.com/testutil => ./lax\n";
+    let (named, _) = door(&checked, &[("go.work", work), lax_module[0], lax_module[1]], "go test ./...");
+    assert_eq!(named, ["go.work"]);
     json_output_names(&project, canary::Framework::GoTest, "go test -json ./...", &["TestAdd"]);
 }
 

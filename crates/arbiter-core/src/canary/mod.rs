@@ -21,13 +21,14 @@
 //! `vitest --bail`, `go test -failfast`) are refused: the canary failing first would stop
 //! the run before the base's tests, and an honest candidate would lose its gate coverage.
 
-mod parse;
+pub(crate) mod parse;
 mod planner;
 mod reader;
 mod shell;
 
 use serde::{Deserialize, Serialize};
 
+pub(crate) use planner::{basename, normalize_dir, parent};
 pub use planner::{plan, recognise};
 pub(crate) use reader::clean_lines;
 pub use reader::read;

@@ -32,7 +32,7 @@ pub(crate) fn ini_section(text: &str, section: &str) -> Option<Vec<(String, Stri
 }
 
 /// The pytest settings of a project: `python_files`, `testpaths`, `addopts`,
-/// `norecursedirs`, each as a list of words, from the first configuration file pytest itself
+/// `norecursedirs`, `pythonpath`, each as a list of words, from the first configuration file pytest itself
 /// would use. `Err` when a configuration file cannot be read simply.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct PytestConfig {
@@ -40,6 +40,8 @@ pub(crate) struct PytestConfig {
     pub(crate) testpaths: Option<Vec<String>>,
     pub(crate) addopts: Vec<String>,
     pub(crate) norecursedirs: Option<Vec<String>>,
+    /// Directories pytest puts on `sys.path` (`pythonpath`, pytest 7).
+    pub(crate) pythonpath: Vec<String>,
 }
 
 fn words(v: &str) -> Vec<String> {
@@ -54,6 +56,7 @@ fn from_pairs(pairs: Vec<(String, String)>) -> PytestConfig {
             "testpaths" => c.testpaths = Some(words(&v)),
             "addopts" => c.addopts = words(&v),
             "norecursedirs" => c.norecursedirs = Some(words(&v)),
+            "pythonpath" => c.pythonpath = words(&v),
             _ => {}
         }
     }
@@ -74,6 +77,7 @@ fn from_toml_table(t: &toml::Table) -> PytestConfig {
         testpaths: t.get("testpaths").map(toml_list),
         addopts: t.get("addopts").map(toml_list).unwrap_or_default(),
         norecursedirs: t.get("norecursedirs").map(toml_list),
+        pythonpath: t.get("pythonpath").map(toml_list).unwrap_or_default(),
     }
 }
 

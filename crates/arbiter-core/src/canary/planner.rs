@@ -11,20 +11,59 @@ type Refusal = String;
 /// Which framework `command` runs, when it is one plain test-runner invocation.
 pub fn recognise(command: &str, repo: &dyn RepoView) -> Recognition {
     match recognise_words(command, repo) {
-        Ok((inv, _)) => Recognition::Recognised(inv),
+        Ok(r) => Recognition::Recognised(r.invocation),
         Err(reason) => Recognition::NotApplicable { reason },
     }
 }
 
-/// The recognised invocation and, for `cargo test`, where its `test` word ends in the text.
-fn recognise_words(command: &str, repo: &dyn RepoView) -> Result<(Invocation, Option<usize>), Refusal> {
+/// A recognised invocation and where its words are in the command's text.
+struct Recognised {
+    invocation: Invocation,
+    /// For `cargo test`, where its `test` word ends.
+    test_word_end: Option<usize>,
+    /// Where each of the runner's arguments is in the text, when they are all there (not
+    /// when `npm test` takes them from `package.json`'s script).
+    spans: Option<Vec<(usize, usize)>>,
+}
+
+fn recognise_words(command: &str, repo: &dyn RepoView) -> Result<Recognised, Refusal> {
     let parsed = shell::split(command)?;
     let words = parsed.program_words()?;
     let values: Vec<String> = words.iter().map(|w| w.value.clone()).collect();
-    recognise_values(&values, words, repo, true)
+    let (invocation, test_word_end) = recognise_values(&values, words, repo, true)?;
+    let through_script = values.first().is_some_and(|p| matches!(basename(p), "npm" | "yarn" | "pnpm"));
+    let spans = (!through_script && invocation.args.len() <= words.len())
+        .then(|| words[words.len() - invocation.args.len()..].iter().map(|w| (w.start, w.end)).collect());
+    Ok(Recognised { invocation, test_word_end, spans })
 }
 
-fn basename(p: &str) -> &str {
+/// How a command that names its tests is widened to name the canary too.
+#[derive(Debug, Default)]
+struct Widening {
+    /// Words added at the end.
+    append: Vec<String>,
+    /// Arguments replaced: (index among the runner's arguments, the words in its place).
+    replace: Vec<(usize, Vec<String>)>,
+}
+
+impl Widening {
+    fn is_empty(&self) -> bool {
+        self.append.is_empty() && self.replace.is_empty()
+    }
+}
+
+/// `word` as the shell reads it back: bare when it holds only safe characters, otherwise
+/// in single quotes.
+fn quote(word: &str) -> String {
+    let safe = |c: char| c.is_ascii_alphanumeric() || "_-./:=,+@%^".contains(c);
+    if !word.is_empty() && word.chars().all(safe) {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
+    }
+}
+
+pub(crate) fn basename(p: &str) -> &str {
     p.rsplit('/').next().unwrap_or(p)
 }
 
@@ -146,7 +185,7 @@ pub fn plan(command: &str, repo: &dyn RepoView, nonce: &Nonce) -> Planned {
             reason: "the nonce is not usable (two distinct lowercase words and two distinct numbers are needed)".into(),
         };
     }
-    let (inv, test_word_end) = match recognise_words(command, repo) {
+    let Recognised { invocation: inv, test_word_end, spans } = match recognise_words(command, repo) {
         Ok(r) => r,
         Err(reason) => return Planned::NotApplicable { framework: None, reason },
     };
@@ -159,20 +198,40 @@ pub fn plan(command: &str, repo: &dyn RepoView, nonce: &Nonce) -> Planned {
         Framework::CargoTest => cargo(&inv.args, repo, nonce),
         Framework::GoTest => go(&inv.args, repo, nonce),
     };
-    match planned {
-        Ok(mut p) => {
-            if let Some(path) = p.files.iter().map(|f| &f.path).find(|path| repo.files().contains(path)) {
-                return Planned::NotApplicable { framework: Some(framework), reason: format!("{path} already exists") };
-            }
-            p.command = command.to_string();
-            let fail_fast = framework == Framework::CargoTest && !inv.args.iter().any(|a| a == "--no-fail-fast");
-            if let Some(end) = test_word_end.filter(|_| fail_fast) {
-                p.command = format!("{} --no-fail-fast{}", &command[..end], &command[end..]);
-            }
-            Planned::Plant(p)
-        }
-        Err(reason) => Planned::NotApplicable { framework: Some(framework), reason },
+    let (mut p, widening) = match planned {
+        Ok(r) => r,
+        Err(reason) => return Planned::NotApplicable { framework: Some(framework), reason },
+    };
+    if let Some(path) = p.files.iter().map(|f| &f.path).find(|path| repo.files().contains(path)) {
+        return Planned::NotApplicable { framework: Some(framework), reason: format!("{path} already exists") };
     }
+    let mut text = command.to_string();
+    if !widening.is_empty() {
+        let Some(spans) = spans else {
+            return Planned::NotApplicable {
+                framework: Some(framework),
+                reason: "it names its tests through the package manager's test script, which arbiter does not rewrite to name the canary too".into(),
+            };
+        };
+        let mut replace: Vec<(usize, usize, &Vec<String>)> =
+            widening.replace.iter().filter_map(|(i, w)| spans.get(*i).map(|(a, b)| (*a, *b, w))).collect();
+        // From the end, so the offsets before each edit hold.
+        replace.sort_by_key(|(a, _, _)| std::cmp::Reverse(*a));
+        for (a, b, words) in replace {
+            let words: Vec<String> = words.iter().map(|w| quote(w)).collect();
+            text.replace_range(a..b, &words.join(" "));
+        }
+        for w in &widening.append {
+            text.push(' ');
+            text.push_str(&quote(w));
+        }
+    }
+    let fail_fast = framework == Framework::CargoTest && !inv.args.iter().any(|a| a == "--no-fail-fast");
+    if let Some(end) = test_word_end.filter(|_| fail_fast) {
+        text = format!("{} --no-fail-fast{}", &text[..end], &text[end..]);
+    }
+    p.command = text;
+    Planned::Plant(p)
 }
 
 fn plant(framework: Framework, path: String, content: String, test: String, class: Option<String>) -> CanaryPlan {
@@ -183,12 +242,12 @@ fn join(dir: &str, name: &str) -> String {
     if dir.is_empty() { name.to_string() } else { format!("{dir}/{name}") }
 }
 
-fn parent(path: &str) -> &str {
+pub(crate) fn parent(path: &str) -> &str {
     path.rsplit_once('/').map(|(d, _)| d).unwrap_or("")
 }
 
 /// `./tests/` → `tests`, `.` → ``.
-fn normalize_dir(d: &str) -> String {
+pub(crate) fn normalize_dir(d: &str) -> String {
     let mut s = d.trim_end_matches('/');
     while let Some(r) = s.strip_prefix("./") {
         s = r;
@@ -226,10 +285,12 @@ fn python_name(pattern: &str, stem: &str) -> Option<String> {
     (ident && fnmatch(pattern, &name)).then_some(name)
 }
 
-fn unittest(args: &[String], repo: &dyn RepoView, nonce: &Nonce) -> Result<CanaryPlan, Refusal> {
+fn unittest(args: &[String], repo: &dyn RepoView, nonce: &Nonce) -> Result<(CanaryPlan, Widening), Refusal> {
     let (mut start, mut pattern, mut top): (Option<String>, Option<String>, Option<String>) = (None, None, None);
     let mut positional: Vec<String> = Vec::new();
+    let mut last_positional = 0;
     let mut discover = false;
+    let mut filtered = false;
     let mut i = 0;
     while let Some(a) = args.get(i) {
         let value = |i: usize| args.get(i + 1).cloned().ok_or(format!("`{a}` needs a value"));
@@ -241,7 +302,12 @@ fn unittest(args: &[String], repo: &dyn RepoView, nonce: &Nonce) -> Result<Canar
                     "it stops at the first failure (-f): the canary could stop the run before the base's tests".into(),
                 );
             }
-            "-k" => return Err("it selects tests by name (-k): the canary would not be selected".into()),
+            "-k" => {
+                value(i)?;
+                filtered = true;
+                i += 1;
+            }
+            s if s.starts_with("-k") => filtered = true,
             "--durations" => i += 1,
             "-s" | "--start-directory" => {
                 start = Some(value(i)?);
@@ -259,15 +325,31 @@ fn unittest(args: &[String], repo: &dyn RepoView, nonce: &Nonce) -> Result<Canar
             s if s.starts_with("--pattern=") => pattern = s.split_once('=').map(|x| x.1.to_string()),
             s if s.starts_with("--top-level-directory=") => top = s.split_once('=').map(|x| x.1.to_string()),
             s if s.starts_with('-') => return Err(format!("unittest option `{s}` is not understood")),
-            s => positional.push(s.to_string()),
+            s => {
+                positional.push(s.to_string());
+                last_positional = i;
+            }
         }
         i += 1;
     }
+    let class = format!("{}Test", nonce.camel());
+    let method = format!("test_{}", nonce.snake());
+    let content = format!(
+        "import unittest\n\n\nclass {class}(unittest.TestCase):\n    def {method}(self):\n        self.assertEqual({}, {})\n",
+        nonce.numbers[0], nonce.numbers[1]
+    );
+    let mut widening = Widening::default();
     if !discover && !positional.is_empty() {
-        return Err(format!(
-            "it names the tests to run ({}): a canary beside them would not be collected",
-            positional.join(" ")
-        ));
+        // Named tests load in this process from the root (`python -m` puts it first on
+        // sys.path): the canary is a module there, named beside them.
+        let module = format!("test_{}", nonce.snake());
+        // Right after the last name: unittest's names are one run of positional arguments.
+        widening.replace.push((last_positional, vec![args[last_positional].clone(), module.clone()]));
+        if filtered {
+            // unittest runs what matches any of its -k patterns.
+            widening.append.extend(["-k".to_string(), method.clone()]);
+        }
+        return Ok((plant(Framework::Unittest, format!("{module}.py"), content, method, Some(class)), widening));
     }
     let mut pos = positional.into_iter();
     let start = normalize_dir(&start.or_else(|| pos.next()).unwrap_or_else(|| ".".into()));
@@ -278,13 +360,10 @@ fn unittest(args: &[String], repo: &dyn RepoView, nonce: &Nonce) -> Result<Canar
     }
     let name = python_name(&pattern, &nonce.snake())
         .ok_or(format!("no module name can match the discovery pattern `{pattern}`"))?;
-    let class = format!("{}Test", nonce.camel());
-    let method = format!("test_{}", nonce.snake());
-    let content = format!(
-        "import unittest\n\n\nclass {class}(unittest.TestCase):\n    def {method}(self):\n        self.assertEqual({}, {})\n",
-        nonce.numbers[0], nonce.numbers[1]
-    );
-    Ok(plant(Framework::Unittest, join(&start, &name), content, method, Some(class)))
+    if filtered {
+        widening.append.extend(["-k".to_string(), method.clone()]);
+    }
+    Ok((plant(Framework::Unittest, join(&start, &name), content, method, Some(class)), widening))
 }
 
 /// Options of pytest that take the next word as their value (when not written `--opt=value`).
@@ -319,7 +398,7 @@ fn pytest_refusal(opt: &str) -> Option<String> {
         "-x" | "--exitfirst" | "--maxfail" | "--sw" | "--stepwise" | "--stepwise-skip" => {
             format!("it stops at the first failure ({name}): the canary could stop the run before the base's tests")
         }
-        "-k" | "-m" | "--lf" | "--last-failed" | "--deselect-all" => {
+        "-m" | "--lf" | "--last-failed" | "--deselect-all" => {
             format!("it selects tests ({name}): the canary would not be selected")
         }
         "--co" | "--collect-only" | "--setup-only" | "--setup-plan" => format!("it does not run the tests ({name})"),
@@ -333,16 +412,36 @@ fn pytest_refusal(opt: &str) -> Option<String> {
     })
 }
 
-/// Checks pytest's arguments; returns the paths it names.
-fn pytest_args(args: &[String]) -> Result<Vec<String>, Refusal> {
-    let mut paths = Vec::new();
+/// What pytest's arguments name: paths (files, directories, node ids) and `-k` expressions.
+#[derive(Default)]
+struct PytestArgs {
+    /// With the index of the argument naming each.
+    paths: Vec<(usize, String)>,
+    /// Each `-k`: the index of the argument holding its expression, the text before the
+    /// expression in that argument (`-k`, `-k=` or nothing), and the expression.
+    keywords: Vec<(usize, String, String)>,
+}
+
+/// Checks pytest's arguments; returns what they name.
+fn pytest_args(args: &[String]) -> Result<PytestArgs, Refusal> {
+    let mut named = PytestArgs::default();
     let mut i = 0;
     while let Some(a) = args.get(i) {
         i += 1;
         if let Some(r) = pytest_refusal(a) {
             return Err(r);
         }
-        if a.starts_with("--") {
+        if a == "-k" {
+            let expr = args.get(i).ok_or("`-k` needs an expression")?;
+            named.keywords.push((i, String::new(), expr.clone()));
+            i += 1;
+        } else if let Some(expr) = a.strip_prefix("-k") {
+            let (prefix, expr) = match expr.strip_prefix('=') {
+                Some(e) => ("-k=", e),
+                None => ("-k", expr),
+            };
+            named.keywords.push((i - 1, prefix.to_string(), expr.to_string()));
+        } else if a.starts_with("--") {
             if !a.contains('=') && PYTEST_VALUE_OPTIONS.contains(&a.as_str()) {
                 i += 1;
             }
@@ -352,6 +451,9 @@ fn pytest_args(args: &[String]) -> Result<Vec<String>, Refusal> {
                 if let Some(r) = pytest_refusal(&flag) {
                     return Err(r);
                 }
+                if ch == 'k' {
+                    return Err(format!("`{a}` combines -k with other flags: write -k on its own"));
+                }
                 if PYTEST_VALUE_OPTIONS.contains(&flag.as_str()) {
                     if k + ch.len_utf8() == cluster.len() {
                         i += 1;
@@ -360,18 +462,38 @@ fn pytest_args(args: &[String]) -> Result<Vec<String>, Refusal> {
                 }
             }
         } else {
-            paths.push(a.clone());
+            named.paths.push((i - 1, a.clone()));
         }
     }
-    Ok(paths)
+    Ok(named)
 }
 
-fn pytest(args: &[String], repo: &dyn RepoView, nonce: &Nonce) -> Result<CanaryPlan, Refusal> {
+fn pytest(args: &[String], repo: &dyn RepoView, nonce: &Nonce) -> Result<(CanaryPlan, Widening), Refusal> {
     let config: PytestConfig = parse::pytest_config(|p| repo.read(p))?;
-    pytest_args(&config.addopts).map_err(|e| format!("the configured addopts: {e}"))?;
-    let named = pytest_args(args)?;
+    let configured = pytest_args(&config.addopts).map_err(|e| format!("the configured addopts: {e}"))?;
+    if !configured.keywords.is_empty() {
+        return Err("the configured addopts select tests (-k): the canary would not be selected".into());
+    }
+    let PytestArgs { paths, keywords } = pytest_args(args)?;
+    let named: Vec<&String> = paths.iter().map(|(_, p)| p).collect();
+    let func = format!("test_{}", nonce.snake());
+    let content = format!("def {func}():\n    assert {} == {}\n", nonce.numbers[0], nonce.numbers[1]);
+    let mut widening = Widening::default();
+    // A -k expression selects the canary too (its name is a keyword of its test).
+    for (index, prefix, expr) in keywords {
+        if !expr.trim().is_empty() {
+            widening.replace.push((index, vec![format!("{prefix}({expr}) or {func}")]));
+        }
+    }
+    // Files and node ids named: the canary is one more file named beside the first (pytest
+    // collects a file named on its command line whatever its name).
     if let Some(p) = named.iter().find(|p| p.contains("::") || p.ends_with(".py")) {
-        return Err(format!("it names the tests to run ({p}): a canary beside them would not be collected"));
+        let file = normalize_dir(p.split("::").next().unwrap_or(p));
+        let path = join(parent(&file), &format!("{func}.py"));
+        // Right after the last path: pytest's paths are one run of positional arguments.
+        let (last, last_path) = paths.last().cloned().unwrap_or_default();
+        widening.replace.push((last, vec![last_path, path.clone()]));
+        return Ok((plant(Framework::Pytest, path, content, func, None), widening));
     }
     let roots: Vec<String> = if !named.is_empty() {
         named.iter().map(|d| normalize_dir(d)).collect()
@@ -395,9 +517,7 @@ fn pytest(args: &[String], repo: &dyn RepoView, nonce: &Nonce) -> Result<CanaryP
         .iter()
         .find_map(|p| python_name(p, &nonce.snake()))
         .ok_or(format!("no module name can match python_files ({})", patterns.join(" ")))?;
-    let func = format!("test_{}", nonce.snake());
-    let content = format!("def {func}():\n    assert {} == {}\n", nonce.numbers[0], nonce.numbers[1]);
-    Ok(plant(Framework::Pytest, join(parent(first), &name), content, func, None))
+    Ok((plant(Framework::Pytest, join(parent(first), &name), content, func, None), widening))
 }
 
 /// Jest and Vitest options that change which tests run, or how the run ends or reports.
@@ -456,7 +576,12 @@ const JS_VALUE_OPTIONS: &[&str] = &[
     "--color",
 ];
 
-fn js(framework: Framework, args: &[String], repo: &dyn RepoView, nonce: &Nonce) -> Result<CanaryPlan, Refusal> {
+fn js(
+    framework: Framework,
+    args: &[String],
+    repo: &dyn RepoView,
+    nonce: &Nonce,
+) -> Result<(CanaryPlan, Widening), Refusal> {
     let mut rest = args;
     if framework == Framework::Vitest {
         match rest.first().map(String::as_str) {
@@ -467,18 +592,22 @@ fn js(framework: Framework, args: &[String], repo: &dyn RepoView, nonce: &Nonce)
             _ => {}
         }
     }
+    let mut named: Vec<&String> = Vec::new();
     let mut i = 0;
     while let Some(a) = rest.get(i) {
         i += 1;
         if let Some(r) = js_refusal(framework, a) {
             return Err(r);
         }
+        if a == "--" {
+            continue;
+        }
         if a.starts_with('-') {
             if !a.contains('=') && JS_VALUE_OPTIONS.contains(&a.as_str()) {
                 i += 1;
             }
         } else {
-            return Err(format!("it names the tests to run ({a}): a canary beside them might not be collected"));
+            named.push(a);
         }
     }
     let exts = ["js", "jsx", "ts", "tsx", "mjs", "cjs", "mts", "cts"];
@@ -497,7 +626,15 @@ fn js(framework: Framework, args: &[String], repo: &dyn RepoView, nonce: &Nonce)
     let mut tests: Vec<&String> =
         repo.files().iter().filter(|f| !f.split('/').any(|d| d == "node_modules") && is_test(f)).collect();
     tests.sort();
-    let first = tests.first().ok_or("there is no test file the command collects to put the canary beside")?;
+    // Named tests (path patterns, or filters of file paths): the canary goes beside the first
+    // test file they name (or that is under a directory they name), and its path is named too.
+    let beside_named = named.iter().find_map(|n| {
+        let n = normalize_dir(n);
+        tests.iter().find(|t| **t == &n || under(&n, t)).copied()
+    });
+    let first = beside_named
+        .or_else(|| tests.first().copied())
+        .ok_or("there is no test file the command collects to put the canary beside")?;
     let base = basename(first);
     let suffix = match base.find(".test.").or_else(|| base.find(".spec.")) {
         Some(i) => &base[i..],
@@ -510,10 +647,17 @@ fn js(framework: Framework, args: &[String], repo: &dyn RepoView, nonce: &Nonce)
     } else {
         body
     };
-    Ok(plant(framework, join(parent(first), &format!("{}{suffix}", nonce.kebab())), content, title, None))
+    let path = join(parent(first), &format!("{}{suffix}", nonce.kebab()));
+    let mut widening = Widening::default();
+    if !named.is_empty() {
+        widening.append.push(path.clone());
+    }
+    Ok((plant(framework, path, content, title, None), widening))
 }
 
-fn cargo(args: &[String], repo: &dyn RepoView, nonce: &Nonce) -> Result<CanaryPlan, Refusal> {
+fn cargo(args: &[String], repo: &dyn RepoView, nonce: &Nonce) -> Result<(CanaryPlan, Widening), Refusal> {
+    let mut filters: Vec<String> = Vec::new();
+    let mut skips: Vec<String> = Vec::new();
     let mut packages: Vec<String> = Vec::new();
     let mut workspace = false;
     let mut manifest: Option<String> = None;
@@ -524,9 +668,16 @@ fn cargo(args: &[String], repo: &dyn RepoView, nonce: &Nonce) -> Result<CanaryPl
         if after_dashes {
             match a.as_str() {
                 "--format" | "-Z" => return Err(format!("it changes libtest's output ({a}), which is then not read")),
-                "--test-threads" | "--skip" | "--color" => i += 1,
+                "--exact" => {
+                    return Err("it matches test names exactly (--exact): the canary would not be selected".into());
+                }
+                "--skip" => {
+                    skips.extend(args.get(i).cloned());
+                    i += 1;
+                }
+                "--test-threads" | "--color" => i += 1,
                 s if s.starts_with('-') => {}
-                s => return Err(format!("it filters tests by name ({s}): the canary would not be selected")),
+                s => filters.push(s.to_string()),
             }
             continue;
         }
@@ -562,8 +713,12 @@ fn cargo(args: &[String], repo: &dyn RepoView, nonce: &Nonce) -> Result<CanaryPl
                 value()?;
             }
             s if s.starts_with('-') => {}
-            s => return Err(format!("it filters tests by name ({s}): the canary would not be selected")),
+            s => filters.insert(0, s.to_string()),
         }
+    }
+    let (test, content) = cargo_canary(filters.first().map(String::as_str), nonce)?;
+    if let Some(skip) = skips.iter().find(|k| test.contains(k.as_str())) {
+        return Err(format!("it skips tests named like the canary (--skip {skip})"));
     }
     let root_dir = match &manifest {
         Some(m) => {
@@ -622,13 +777,55 @@ fn cargo(args: &[String], repo: &dyn RepoView, nonce: &Nonce) -> Result<CanaryPl
         if m.package.is_none() || !m.autotests {
             continue;
         }
-        let name = nonce.snake();
-        let content =
-            format!("#[test]\nfn {name}() {{\n    assert_eq!({}, {});\n}}\n", nonce.numbers[0], nonce.numbers[1]);
-        return Ok(plant(Framework::CargoTest, join(&join(&dir, "tests"), &format!("{name}.rs")), content, name, None));
+        let path = join(&join(&dir, "tests"), &format!("{}.rs", nonce.snake()));
+        return Ok((plant(Framework::CargoTest, path, content, test, None), Widening::default()));
     }
     Err("no package the command tests discovers integration tests (tests/*.rs)".into())
 }
+
+/// The canary's test path and source for `cargo test`: a test whose path contains the name
+/// filter (libtest runs the tests whose path contains it), in modules named after its
+/// `::`-separated parts (`calc::ad` → `mod calc { fn ad_walrus_harbor }`).
+fn cargo_canary(filter: Option<&str>, nonce: &Nonce) -> Result<(String, String), Refusal> {
+    let assertion = format!("assert_eq!({}, {});", nonce.numbers[0], nonce.numbers[1]);
+    let Some(filter) = filter else {
+        let name = nonce.snake();
+        return Ok((name.clone(), format!("#[test]\nfn {name}() {{\n    {assertion}\n}}\n")));
+    };
+    let parts: Vec<&str> = filter.split("::").collect();
+    let (last, modules) = parts.split_last().ok_or("an empty test name filter")?;
+    let ident = |s: &str| {
+        !s.is_empty()
+            && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+            && !s.as_bytes()[0].is_ascii_digit()
+            && !RUST_KEYWORDS.contains(&s)
+    };
+    if let Some(bad) = modules.iter().find(|m| !ident(m)) {
+        return Err(format!("its test name filter `{filter}` has a part (`{bad}`) no module can be named"));
+    }
+    let func = if last.is_empty() { nonce.snake() } else { format!("{last}_{}", nonce.snake()) };
+    if !ident(&func) {
+        return Err(format!("its test name filter `{filter}` cannot be part of a test function's name"));
+    }
+    let mut source = format!("#[test]\nfn {func}() {{\n    {assertion}\n}}\n");
+    for m in modules.iter().rev() {
+        let inner: String = source.lines().map(|l| format!("    {l}\n")).collect();
+        source = format!("mod {m} {{\n{inner}}}\n");
+    }
+    let mut test = modules.join("::");
+    if !test.is_empty() {
+        test.push_str("::");
+    }
+    test.push_str(&func);
+    Ok((test, source))
+}
+
+const RUST_KEYWORDS: &[&str] = &[
+    "as", "async", "await", "break", "const", "continue", "crate", "dyn", "else", "enum", "extern", "false", "fn",
+    "for", "if", "impl", "in", "let", "loop", "match", "mod", "move", "mut", "pub", "ref", "return", "self", "Self",
+    "static", "struct", "super", "trait", "true", "type", "unsafe", "use", "where", "while", "abstract", "become",
+    "box", "do", "final", "gen", "macro", "override", "priv", "try", "typeof", "unsized", "virtual", "yield",
+];
 
 const GO_VALUE_FLAGS: &[&str] = &[
     "count",
@@ -655,7 +852,9 @@ const GO_VALUE_FLAGS: &[&str] = &[
     "toolexec",
 ];
 
-fn go(args: &[String], repo: &dyn RepoView, nonce: &Nonce) -> Result<CanaryPlan, Refusal> {
+fn go(args: &[String], repo: &dyn RepoView, nonce: &Nonce) -> Result<(CanaryPlan, Widening), Refusal> {
+    let func = format!("Test{}", nonce.camel());
+    let mut widening = Widening::default();
     let mut patterns: Vec<String> = Vec::new();
     let mut i = 0;
     while let Some(a) = args.get(i) {
@@ -666,7 +865,26 @@ fn go(args: &[String], repo: &dyn RepoView, nonce: &Nonce) -> Result<CanaryPlan,
                 None => (flag, false),
             };
             match name {
-                "run" => return Err("it selects tests (-run): the canary would not be selected".into()),
+                "run" => {
+                    // The canary's name is one more alternative of the expression (whose `/`
+                    // would make it a pattern for subtests: left alone).
+                    let (index, expr) = match a.split_once('=') {
+                        Some((_, v)) => (i - 1, v.to_string()),
+                        None => {
+                            i += 1;
+                            (i - 1, args.get(i - 1).cloned().ok_or("`-run` needs an expression")?)
+                        }
+                    };
+                    if expr.contains('/') {
+                        return Err(format!("it selects subtests (-run {expr}): the canary would not be selected"));
+                    }
+                    let widened = format!("{expr}|^{func}$");
+                    let word = match a.split_once('=') {
+                        Some((flag, _)) => format!("{flag}={widened}"),
+                        None => widened,
+                    };
+                    widening.replace.push((index, vec![word]));
+                }
                 "failfast" => {
                     return Err("it stops at the first failure (-failfast): the canary could stop the run before the base's tests".into());
                 }
@@ -731,10 +949,9 @@ fn go(args: &[String], repo: &dyn RepoView, nonce: &Nonce) -> Result<CanaryPlan,
         .iter()
         .find_map(|t| repo.read(t).and_then(|s| parse::go_package(&s)))
         .ok_or(format!("the package clause of the tests in `{dir}` cannot be read"))?;
-    let func = format!("Test{}", nonce.camel());
     let content = format!(
         "package {package}\n\nimport \"testing\"\n\nfunc {func}(t *testing.T) {{\n\tif got, want := {}, {}; got != want {{\n\t\tt.Fatalf(\"got %d, want %d\", got, want)\n\t}}\n}}\n",
         nonce.numbers[0], nonce.numbers[1]
     );
-    Ok(plant(Framework::GoTest, join(dir, &format!("{}_test.go", nonce.snake())), content, func, None))
+    Ok((plant(Framework::GoTest, join(dir, &format!("{}_test.go", nonce.snake())), content, func, None), widening))
 }

@@ -241,6 +241,9 @@ fn vitest(plan: &CanaryPlan, output: &str) -> Reading {
 
 fn cargo(plan: &CanaryPlan, output: &str) -> Reading {
     let name = plan.test.as_str();
+    // The canary's integration test target is its file's stem.
+    let target = plan.files.first().map(|f| f.path.rsplit('/').next().unwrap_or(&f.path)).unwrap_or("");
+    let target = target.strip_suffix(".rs").unwrap_or(target);
     let (mut canary_failed, mut canary_passed) = (false, false);
     let mut failed_tests = 0u32;
     let mut failed_targets = 0u32;
@@ -277,7 +280,7 @@ fn cargo(plan: &CanaryPlan, output: &str) -> Reading {
             canary_passed = true;
         } else if let Some(rest) = t.strip_prefix("error: test failed, to rerun pass `") {
             failed_targets += 1;
-            canary_target_failed |= rest.trim_end_matches('`') == format!("--test {name}");
+            canary_target_failed |= rest.trim_end_matches('`') == format!("--test {target}");
         } else if t.starts_with("error: doctest failed") {
             failed_targets += 1;
         } else if t.starts_with("error: could not compile") {

@@ -6,6 +6,8 @@
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Word {
     pub(crate) value: String,
+    /// Byte offset of the word's first character in the command text.
+    pub(crate) start: usize,
     /// Byte offset just past the word in the command text.
     pub(crate) end: usize,
     /// The word holds an unquoted or double-quoted `$` or backquote: the shell expands it.
@@ -36,6 +38,7 @@ pub(crate) fn split(command: &str) -> Result<SimpleCommand, String> {
         }
         let mut value = String::new();
         let mut expands = false;
+        let start = i;
         while i < bytes.len() {
             let c = bytes[i];
             match c {
@@ -101,7 +104,7 @@ pub(crate) fn split(command: &str) -> Result<SimpleCommand, String> {
                 }
             }
         }
-        words.push(Word { value, end: i, expands });
+        words.push(Word { value, start, end: i, expands });
     }
     Ok(SimpleCommand { words })
 }

@@ -89,7 +89,20 @@ fn unittest_canary_goes_where_discovery_looks() {
     assert_eq!(p.files[0].path, "tests/walrus_harbor_check.py");
     let p = planned("python -m unittest discover tests", &repo);
     assert_eq!(p.files[0].path, "tests/test_walrus_harbor.py");
-    assert!(refused("python3 -m unittest test_calc", &repo).contains("names the tests"));
+    // Named tests: the canary is one more module named on the command line, loaded in the same
+    // process; a -k filter gets the canary's name as one more pattern.
+    let p = planned("python3 -m unittest -q test_calc", &repo);
+    assert_eq!(p.files[0].path, "test_walrus_harbor.py");
+    assert_eq!(p.command, "python3 -m unittest -q test_calc test_walrus_harbor");
+    let p = planned("python3 -m unittest tests.test_more.MoreTest -k add", &repo);
+    assert_eq!(
+        p.command,
+        "python3 -m unittest tests.test_more.MoreTest test_walrus_harbor -k add -k test_walrus_harbor"
+    );
+    assert_eq!(
+        planned("python3 -m unittest -k add", &repo).command,
+        "python3 -m unittest -k add -k test_walrus_harbor"
+    );
     assert!(refused("python3 -m unittest -f", &repo).contains("first failure"));
     assert!(refused("python3 -m unittest discover -s nowhere", &repo).contains("no tracked files"));
 }
@@ -110,12 +123,29 @@ fn pytest_canary_sits_beside_a_collected_test() {
         ("pytest -x", "first failure"),
         ("pytest -vx", "first failure"),
         ("pytest --maxfail=2", "first failure"),
-        ("pytest -k add", "selects tests"),
-        ("pytest tests/test_z.py", "names the tests"),
-        ("pytest tests/test_z.py::test_a", "names the tests"),
+        ("pytest -m slow", "selects tests"),
+        ("pytest -qk add", "-k on its own"),
     ] {
         assert!(refused(cmd, &repo).contains(why), "{cmd}");
     }
+    // Named files and node ids: the canary is one more file named beside the first; a -k
+    // expression is widened to select it too.
+    let p = planned("pytest tests/test_z.py::test_a tests/unit -q", &repo);
+    assert_eq!(p.files[0].path, "tests/test_walrus_harbor.py");
+    assert_eq!(p.command, "pytest tests/test_z.py::test_a tests/unit tests/test_walrus_harbor.py -q");
+    let p = planned("python3 -m pytest -q -k 'add and not slow' tests", &repo);
+    assert_eq!(p.command, "python3 -m pytest -q -k '(add and not slow) or test_walrus_harbor' tests");
+    assert_eq!(planned("pytest -kadd", &repo).command, "pytest '-k(add) or test_walrus_harbor'");
+    let filtered = StaticRepo::with(&[
+        (
+            "pytest.ini",
+            "[pytest]
+addopts = -k add
+",
+        ),
+        ("test_a.py", ""),
+    ]);
+    assert!(refused("pytest", &filtered).contains("addopts"));
     // The configuration decides which files are tests, and where.
     let configured = StaticRepo::with(&[
         ("pyproject.toml", "[tool.pytest.ini_options]\npython_files = [\"check_*.py\"]\ntestpaths = [\"checks\"]\n"),
@@ -146,7 +176,15 @@ fn js_canaries_follow_the_existing_test_files() {
     assert!(!p.files[0].content.contains("import") && !p.files[0].content.contains("require"));
     assert!(p.files[0].content.contains("expect(4817).toBe(9203)"));
     assert!(refused("npx jest --bail", &jest).contains("first failure"));
-    assert!(refused("npx jest calc", &jest).contains("names the tests"));
+    // Named tests (path patterns): the canary's path is named too, beside the first named file.
+    let p = planned("npx jest calc", &jest);
+    assert_eq!(
+        (p.files[0].path.as_str(), p.command.as_str()),
+        ("lib/__tests__/walrus-harbor.js", "npx jest calc lib/__tests__/walrus-harbor.js")
+    );
+    let p = planned("npx vitest run src/calc.spec.ts", &repo);
+    assert_eq!(p.command, "npx vitest run src/calc.spec.ts src/walrus-harbor.spec.ts");
+    assert!(refused("npm test -- src/calc.spec.ts", &repo).contains("package manager"));
     assert!(refused("vitest watch", &repo).contains("once"));
 }
 
@@ -166,7 +204,19 @@ fn cargo_canary_is_an_integration_test_and_the_run_does_not_fail_fast() {
     assert_eq!(planned("cargo test -p calc-core", &repo).files[0].path, "crates/core/tests/walrus_harbor.rs");
     assert_eq!(planned("cargo test --no-fail-fast", &repo).command, "cargo test --no-fail-fast");
     assert!(refused("cargo test -p app", &repo).contains("integration tests"));
-    assert!(refused("cargo test adds", &repo).contains("filters tests"));
+    // A name filter: the canary's path contains it.
+    let p = planned("cargo test adds", &repo);
+    assert_eq!((p.command.as_str(), p.test.as_str()), ("cargo test --no-fail-fast adds", "adds_walrus_harbor"));
+    assert!(p.files[0].content.starts_with("#[test]\nfn adds_walrus_harbor() {"), "{}", p.files[0].content);
+    let p = planned("cargo test -p calc-core -- calc::ad", &repo);
+    assert_eq!(p.test, "calc::ad_walrus_harbor");
+    assert!(
+        p.files[0].content.starts_with("mod calc {\n    #[test]\n    fn ad_walrus_harbor() {"),
+        "{}",
+        p.files[0].content
+    );
+    assert!(refused("cargo test adds -- --exact", &repo).contains("exactly"));
+    assert!(refused("cargo test fn::x", &repo).contains("no module can be named"));
     assert!(refused("cargo test --lib", &repo).contains("selects test targets"));
 }
 
@@ -187,7 +237,14 @@ fn go_canary_joins_a_tested_package() {
     assert_eq!(planned("go test example.com/calc/util", &repo).files[0].path, "util/walrus_harbor_test.go");
     assert!(refused("go test .", &repo).contains("_test.go"));
     assert!(refused("go test -failfast ./...", &repo).contains("first failure"));
-    assert!(refused("go test -run TestAdd ./...", &repo).contains("selects tests"));
+    // A -run expression gets the canary's name as one more alternative.
+    let p = planned("go test -run TestAdd ./...", &repo);
+    assert_eq!(p.command, "go test -run 'TestAdd|^TestWalrusHarbor$' ./...");
+    assert_eq!(
+        planned("go test -run=TestAdd ./util", &repo).command,
+        "go test '-run=TestAdd|^TestWalrusHarbor$' ./util"
+    );
+    assert!(refused("go test -run TestAdd/sub ./...", &repo).contains("subtests"));
 }
 
 fn plan_for(framework: Framework) -> CanaryPlan {

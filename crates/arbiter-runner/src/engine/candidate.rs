@@ -7,7 +7,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use arbiter_core::artifact::{AgentOutcome, Baseline, PatchEvidence, RunnerSummary, SCHEMA_VERSION, paths};
-use arbiter_core::canary::{self, CanaryCheck};
+use arbiter_core::canary::{self, CanaryCheck, Planned};
 use arbiter_core::crosstest::{AuthoredTest, rule_for};
 use arbiter_core::event::{
     AgentFinished, BaselineFinished, BaselineResult, CandidateFinished, CandidatePreparing, GateFinished,
@@ -21,11 +21,12 @@ use arbiter_core::protect;
 use arbiter_core::protect::Touch;
 use arbiter_core::selection::Violation;
 use arbiter_core::status::CandidateStatus;
+use arbiter_core::test_machinery::Restore;
 use arbiter_core::time::Timestamp;
 
 use crate::agent::{AgentContext, AgentRunner};
 use crate::capture;
-use crate::gates::{Gate, GateRun, run_gate, run_verify};
+use crate::gates::{Gate, GateRun, Seal, run_gate, run_verify};
 use crate::include::copy_includes;
 use crate::materialize::describe_paths;
 use crate::pool::{Owner, Slot};
@@ -158,7 +159,7 @@ pub(super) async fn run_baseline(ctx: &RunCtx) -> BaselineRun {
                 .map(|(i, c)| Gate { command: c, canary: ctx.canary_plan(i), framework: ctx.framework_of(i) })
                 .collect();
             match calibrate(run_verify(&gates, &run).await, &run).await {
-                Ok(outcomes) => baseline.commands = outcomes,
+                Ok(outcomes) => baseline.commands = with_unplanted(ctx, outcomes),
                 Err(e) => baseline.error = Some(format!("cannot run the verify commands: {e}")),
             }
             if ctx.settings.cross_tests.value && !ctx.cancel.is_cancelled() {
@@ -234,6 +235,23 @@ async fn calibrate(
         *outcome = plain;
     }
     Ok(outcomes)
+}
+
+/// The base's outcomes, each command without a canary saying why none was planted (so
+/// `baseline.json` names, for every command, its canary or the reason there is none).
+fn with_unplanted(ctx: &RunCtx, mut outcomes: Vec<CommandOutcome>) -> Vec<CommandOutcome> {
+    for (i, outcome) in outcomes.iter_mut().enumerate() {
+        if let (None, Some(Planned::NotApplicable { framework, reason })) = (&outcome.canary, ctx.canaries.get(i)) {
+            outcome.canary = Some(CanaryCheck {
+                framework: *framework,
+                files: Vec::new(),
+                not_planted: Some(reason.clone()),
+                reading: None,
+                verdict: canary::Verdict::NotApplicable,
+            });
+        }
+    }
+    outcomes
 }
 
 /// Which verify commands' canaries a baseline calibrated.
@@ -642,43 +660,78 @@ pub(super) async fn gate_candidate(
         return;
     }
     // A candidate must not pass by weakening the checks: the gates run the base's own tests,
-    // on the base's versions of the protected files it modified or deleted, without the
-    // configuration it added (there is no base version of it) and without the test files it
-    // added (its own tests are evidence, run as cross-tests; they do not vouch for it).
+    // on the base's versions of the protected files it modified or deleted and of the test
+    // machinery it changed (derived per framework: `arbiter_core::test_machinery`), without
+    // the test files it added (its own tests are evidence, run as cross-tests; they do not
+    // vouch for it).
     let touched = touched.as_deref().unwrap_or(&[]);
+    let base = match ctx.base_facts().await {
+        Ok(b) => b,
+        Err(e) => {
+            run.gates_skipped = Some(format!("cannot read the base's test machinery: {e}"));
+            return;
+        }
+    };
+    let machinery = crate::gates::machinery_changes(tree, base, touched, verify);
+    let is_machinery = |path: &str| machinery.iter().any(|c| c.path == path);
     let patterns = &ctx.settings.protected_paths.value;
-    let weakened = protect::weakened(patterns, touched);
-    run.protected_changes = weakened.iter().map(|(path, _)| path.clone()).collect();
-    let own_tests = protect::added_tests(patterns, touched);
-    if (!weakened.is_empty() || !own_tests.is_empty()) && !ctx.settings.allow_test_changes.value {
-        let (added, changed): (Vec<_>, Vec<_>) = weakened.into_iter().partition(|(_, how)| *how == Touch::Added);
-        let added: Vec<String> = added.into_iter().map(|(path, _)| path).collect();
-        let changed: Vec<String> = changed.into_iter().map(|(path, _)| path).collect();
-        if let Err(e) = capture::restore_from_base(&wt, &ctx.base_commit, &changed).await {
-            run.gates_skipped = Some(format!("cannot restore protected files: {e}"));
+    let weakened: Vec<(String, Touch)> =
+        protect::weakened(patterns, touched).into_iter().filter(|(p, _)| !is_machinery(p)).collect();
+    let own_tests: Vec<String> =
+        protect::added_tests(patterns, touched).into_iter().filter(|p| !is_machinery(p)).collect();
+    run.protected_changes =
+        weakened.iter().map(|(path, _)| path.clone()).chain(machinery.iter().map(|c| c.describe())).collect();
+    let allowed = ctx.settings.allow_test_changes.value;
+    if !allowed
+        && let Some((path, why)) = machinery.iter().find_map(|c| match &c.restore {
+            Restore::Reject { why } => Some((c.path.clone(), why.clone())),
+            _ => None,
+        })
+    {
+        disqualify(ctx, run, Violation::UnrestorableMachinery { path, why }).await;
+        run.gates_skipped =
+            Some(format!("it is disqualified: {}", run.violations.last().map(|v| v.describe()).unwrap_or_default()));
+        return;
+    }
+    if !allowed && (!run.protected_changes.is_empty() || !own_tests.is_empty()) {
+        let mut seal = Seal::default();
+        for (path, how) in &weakened {
+            if *how == Touch::Added { seal.remove.push(path.clone()) } else { seal.restore.push(path.clone()) }
+        }
+        seal.add_machinery(&base.view, &machinery);
+        let removed = seal.remove.clone();
+        seal.remove.extend(own_tests.iter().cloned());
+        if let Err(e) = crate::gates::seal(&wt, &ctx.base_commit, &seal).await {
+            run.gates_skipped = Some(e);
             return;
         }
-        let taken_out: Vec<String> = added.iter().chain(&own_tests).cloned().collect();
-        if let Err(e) = capture::remove_added(&wt, &taken_out).await {
-            run.gates_skipped = Some(format!("cannot take out the files it added: {e}"));
-            return;
-        }
+        let restored: Vec<String> = seal
+            .restore
+            .iter()
+            .cloned()
+            .chain(machinery.iter().filter(|c| matches!(c.restore, Restore::Settings { .. })).map(|c| c.describe()))
+            .collect();
         let mut done = Vec::new();
-        if !changed.is_empty() {
-            done.push(format!("the base versions of {} are restored", changed.join(", ")));
+        if !restored.is_empty() {
+            done.push(format!("the base versions of {} are restored", restored.join(", ")));
         }
-        if !added.is_empty() {
-            done.push(format!("the configuration it added ({}) is removed", added.join(", ")));
+        if !removed.is_empty() {
+            done.push(format!("what it added ({}) is removed", removed.join(", ")));
         }
         if !run.protected_changes.is_empty() {
             let warning = Warning {
                 protected_changes: Some(run.protected_changes.clone()),
-                restored: Some(changed.clone()),
-                removed: Some(added.clone()),
+                restored: Some(restored),
+                removed: Some(removed),
                 ..Warning::new(format!(
-                    "{} changed protected files ({}); for the gates, {}",
+                    "{} changed protected files or the test machinery ({}); for the gates, {}",
                     run.id,
-                    run.protected_changes.join(", "),
+                    machinery
+                        .iter()
+                        .map(|c| format!("{}: {}", c.describe(), c.what))
+                        .chain(weakened.iter().map(|(p, _)| p.clone()))
+                        .collect::<Vec<_>>()
+                        .join("; "),
                     done.join(" and ")
                 ))
             };

@@ -174,6 +174,8 @@ pub(super) struct RunCtx {
     pub(super) unit: Option<CandidateId>,
     /// The rule book of the rules gate, when the settings turn it on.
     pub(super) rules: Option<Arc<arbiter_core::rules::RuleBook>>,
+    /// The base as the gates' test machinery is derived from, learnt once (see [`Self::base_facts`]).
+    base_facts: tokio::sync::OnceCell<Result<crate::gates::BaseFacts, String>>,
 }
 
 /// Everything one candidate produced, before evaluation against the baseline.
@@ -670,6 +672,7 @@ impl Engine {
             allow_dirty: p.allow_dirty,
             models: self.models.clone(),
             budget,
+            base_facts: tokio::sync::OnceCell::new(),
             unit: p.unit,
             rules: p.rules,
         }
@@ -898,6 +901,16 @@ impl RunCtx {
 
     pub(super) fn command_env(&self) -> Vec<(String, String)> {
         crate::agent_env::build(self.process_env.clone(), &self.settings.env_passthrough.value, Vec::new())
+    }
+
+    /// The base's files and the gates' interpreter, learnt on first use and kept for the run.
+    pub(super) async fn base_facts(&self) -> &Result<crate::gates::BaseFacts, String> {
+        self.base_facts
+            .get_or_init(|| async {
+                let env = self.command_env();
+                crate::gates::BaseFacts::learn(&self.repo, &self.base_commit, &self.settings.verify.value, &env).await
+            })
+            .await
     }
 
     /// The canary planned for verify command `index`, if any.
