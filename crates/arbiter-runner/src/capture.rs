@@ -51,23 +51,11 @@ pub async fn capture_patch(
     stage(worktree, base, build_outputs).await?;
     let changed = measure(worktree, base, None).await?;
     let mut breaches = limits::check(limits, None, &changed.iter().map(Change::file).collect::<Vec<_>>());
-    let mut args: Vec<String> = [
-        "diff",
-        "--cached",
-        "--binary",
-        "--no-color",
-        "--no-ext-diff",
-        "--no-textconv",
-        "--find-renames",
-        "--src-prefix=a/",
-        "--dst-prefix=b/",
-        base,
-        "--",
-        ".",
-        EXCLUDE_ARBITER,
-    ]
-    .map(str::to_string)
-    .to_vec();
+    let mut args: Vec<String> =
+        staged_diff(&["--binary", "--no-color", "--no-textconv", "--src-prefix=a/", "--dst-prefix=b/"], base)
+            .into_iter()
+            .map(str::to_string)
+            .collect();
     // A file over its limit is never read into the text at all.
     args.extend(
         changed
@@ -96,6 +84,15 @@ pub async fn capture_patch(
         text.insert_str(0, &note);
     }
     Ok(Captured { text, breaches })
+}
+
+/// `git diff --cached ARGS BASE` of everything but `.arbiter/`: the staged capture against
+/// `base`, with renames found, as every measure of a capture reads it.
+fn staged_diff<'a>(args: &[&'a str], base: &'a str) -> Vec<&'a str> {
+    let mut all = vec!["diff", "--cached", "--find-renames", "--no-ext-diff"];
+    all.extend_from_slice(args);
+    all.extend([base, "--", ".", EXCLUDE_ARBITER]);
+    all
 }
 
 /// Stages the candidate's work in `worktree` as [`capture_patch`] takes it (everything but
@@ -144,24 +141,7 @@ impl Change {
 /// What the index (`index`, or the repository's own) changes against `base`: every file,
 /// with the size of the regular files it leaves, measured without reading any diff text.
 pub async fn measure(repo: &Git, base: &str, index: Option<&Path>) -> Result<Vec<Change>, GitError> {
-    let out = repo
-        .run_with_index(
-            [
-                "diff",
-                "--cached",
-                "--raw",
-                "-z",
-                "--no-abbrev",
-                "--find-renames",
-                "--no-ext-diff",
-                base,
-                "--",
-                ".",
-                EXCLUDE_ARBITER,
-            ],
-            index,
-        )
-        .await?;
+    let out = repo.run_with_index(staged_diff(&["--raw", "-z", "--no-abbrev"], base), index).await?;
     let raw = String::from_utf8_lossy(&out.stdout);
     let mut fields = raw.split('\0');
     let mut found: Vec<(String, String, String)> = Vec::new();
@@ -298,20 +278,7 @@ async fn unstage_added_outputs(worktree: &Git, base: &str, build_outputs: &[Stri
 /// The paths the staged capture changed against `base`, and how (call after
 /// [`stage`] or [`capture_patch`]).
 pub async fn touched_paths(worktree: &Git, base: &str) -> Result<Vec<(String, Touch)>, GitError> {
-    let out = worktree
-        .run([
-            "diff",
-            "--cached",
-            "--name-status",
-            "-z",
-            "--find-renames",
-            "--no-ext-diff",
-            base,
-            "--",
-            ".",
-            EXCLUDE_ARBITER,
-        ])
-        .await?;
+    let out = worktree.run(staged_diff(&["--name-status", "-z"], base)).await?;
     Ok(parse_name_status(&String::from_utf8_lossy(&out.stdout)))
 }
 
@@ -357,14 +324,7 @@ mod tests {
 
     async fn repo() -> (tempfile::TempDir, Git, String) {
         let tmp = tempfile::tempdir().expect("temp dir");
-        let git = Git::new(tmp.path().to_path_buf());
-        std::fs::write(tmp.path().join("a.txt"), "a\n").unwrap();
-        git.run(["init", "--quiet"]).await.expect("git init");
-        git.run(["add", "-A"]).await.unwrap();
-        git.run(["-c", "user.name=t", "-c", "user.email=t@localhost", "commit", "--quiet", "-m", "base"])
-            .await
-            .unwrap();
-        let base = git.resolve_commit("HEAD").await.unwrap();
+        let (git, base) = crate::testing::committed_repo(tmp.path(), &[("a.txt", "a\n")]).await;
         (tmp, git, base)
     }
 

@@ -85,6 +85,11 @@ const ISOLATION: &[&str] = &[
     "core.untrackedCache=false",
 ];
 
+/// Why git could not be started or talked to: missing, or another i/o error.
+fn not_started(e: std::io::Error) -> GitError {
+    if e.kind() == std::io::ErrorKind::NotFound { GitError::Missing(e) } else { GitError::Io(e) }
+}
+
 /// Runs git in a directory.
 #[derive(Clone, Debug)]
 pub struct Git {
@@ -176,9 +181,7 @@ impl Git {
     {
         let mut cmd = self.command(args.clone(), None);
         cmd.envs(env.iter().map(|(k, v)| (k, v)));
-        let out = cmd.output().await.map_err(|e| {
-            if e.kind() == std::io::ErrorKind::NotFound { GitError::Missing(e) } else { GitError::Io(e) }
-        })?;
+        let out = cmd.output().await.map_err(not_started)?;
         self.outcome(args, out)
     }
 
@@ -190,28 +193,26 @@ impl Git {
         S: AsRef<OsStr>,
     {
         use tokio::io::AsyncWriteExt;
-        let io = |e: std::io::Error| {
-            if e.kind() == std::io::ErrorKind::NotFound { GitError::Missing(e) } else { GitError::Io(e) }
-        };
         let mut cmd = self.command(args.clone(), None);
         cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
-        let mut child = cmd.spawn().map_err(io)?;
+        let mut child = cmd.spawn().map_err(not_started)?;
         if let Some(mut stdin) = child.stdin.take() {
             // git reads everything before it acts; a closed pipe shows up as its exit status.
             let _ = stdin.write_all(input).await;
             drop(stdin);
         }
-        let out = child.wait_with_output().await.map_err(io)?;
+        let out = child.wait_with_output().await.map_err(not_started)?;
         self.outcome(args, out)
     }
 
     /// Whether `ancestor` is `descendant` or one of its ancestors (`git merge-base
     /// --is-ancestor`, whose exit status 1 means no).
     pub async fn is_ancestor(&self, ancestor: &str, descendant: &str) -> Result<bool, GitError> {
-        let out =
-            self.command(["merge-base", "--is-ancestor", ancestor, descendant], None).output().await.map_err(|e| {
-                if e.kind() == std::io::ErrorKind::NotFound { GitError::Missing(e) } else { GitError::Io(e) }
-            })?;
+        let out = self
+            .command(["merge-base", "--is-ancestor", ancestor, descendant], None)
+            .output()
+            .await
+            .map_err(not_started)?;
         match out.status.code() {
             Some(0) => Ok(true),
             Some(1) => Ok(false),
@@ -271,9 +272,7 @@ impl Git {
         I: IntoIterator<Item = S> + Clone,
         S: AsRef<OsStr>,
     {
-        let out = self.command(args.clone(), index_file).output().await.map_err(|e| {
-            if e.kind() == std::io::ErrorKind::NotFound { GitError::Missing(e) } else { GitError::Io(e) }
-        })?;
+        let out = self.command(args.clone(), index_file).output().await.map_err(not_started)?;
         self.outcome(args, out)
     }
 
@@ -286,12 +285,9 @@ impl Git {
         S: AsRef<OsStr>,
     {
         use tokio::io::AsyncReadExt;
-        let io = |e: std::io::Error| {
-            if e.kind() == std::io::ErrorKind::NotFound { GitError::Missing(e) } else { GitError::Io(e) }
-        };
         let mut cmd = self.command(args.clone(), None);
         cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-        let mut child = cmd.spawn().map_err(io)?;
+        let mut child = cmd.spawn().map_err(not_started)?;
         let (Some(stdout), Some(mut stderr)) = (child.stdout.take(), child.stderr.take()) else {
             return Err(GitError::Io(std::io::Error::other("git's output was not captured")));
         };
@@ -303,7 +299,7 @@ impl Git {
         });
         // Read to the cap and one byte past it: that byte says there was more.
         let mut kept = Vec::new();
-        stdout.take(cap.saturating_add(1)).read_to_end(&mut kept).await.map_err(io)?;
+        stdout.take(cap.saturating_add(1)).read_to_end(&mut kept).await.map_err(not_started)?;
         if kept.len() as u64 > cap {
             // Dropping the pipe alone would leave git blocked writing to it.
             let _ = child.start_kill();
@@ -312,7 +308,7 @@ impl Git {
             kept.truncate(usize::try_from(cap).unwrap_or(usize::MAX));
             return Ok((kept, true));
         }
-        let status = child.wait().await.map_err(io)?;
+        let status = child.wait().await.map_err(not_started)?;
         let err = messages.await.unwrap_or_default();
         self.outcome(args, std::process::Output { status, stdout: kept, stderr: err }).map(|o| (o.stdout, false))
     }

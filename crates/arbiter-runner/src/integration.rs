@@ -319,15 +319,7 @@ mod tests {
     #[tokio::test]
     async fn a_winner_is_checked_again_on_the_tip_it_goes_on() {
         let tmp = tempfile::tempdir().unwrap();
-        let git = Git::new(tmp.path().join("repo"));
-        std::fs::create_dir_all(git.dir()).unwrap();
-        std::fs::write(git.dir().join("a.txt"), "a\n").unwrap();
-        git.run(["init", "--quiet"]).await.unwrap();
-        git.run(["add", "-A"]).await.unwrap();
-        git.run(["-c", "user.name=t", "-c", "user.email=t@localhost", "commit", "--quiet", "-m", "base"])
-            .await
-            .unwrap();
-        let base = git.resolve_commit("HEAD").await.unwrap();
+        let (git, base) = crate::testing::committed_repo(&tmp.path().join("repo"), &[("a.txt", "a\n")]).await;
         assert!(create_branch(&git, "p", "arbiter/p", &base).await.unwrap());
         let limits = CandidateLimits::default();
         let up = patch_file(tmp.path(), "up.diff", LINK_UP);

@@ -447,21 +447,12 @@ mod tests {
     /// A repository with one commit (`calc.py`, `docs/readme.md`), and that commit.
     async fn repo() -> (tempfile::TempDir, Git, String) {
         let tmp = tempfile::tempdir().expect("temp dir");
-        let dir = tmp.path().join("repo");
-        std::fs::create_dir_all(dir.join("docs")).unwrap();
-        std::fs::write(dir.join("calc.py"), "x = 1\n").unwrap();
-        std::fs::write(dir.join("docs/readme.md"), "# docs\n").unwrap();
-        let git = Git::new(dir);
-        git.run(["init", "--quiet"]).await.expect("git init");
-        git.run(["add", "-A"]).await.expect("git add");
-        git.run(["-c", "user.name=t", "-c", "user.email=t@localhost", "commit", "--quiet", "-m", "base"])
-            .await
-            .expect("git commit");
-        let base = git.resolve_commit("HEAD").await.expect("HEAD");
+        let files = [("calc.py", "x = 1\n"), ("docs/readme.md", "# docs\n")];
+        let (git, base) = crate::testing::committed_repo(&tmp.path().join("repo"), &files).await;
         (tmp, git, base)
     }
 
-    /// The patch of what `change` does to the working tree (links as `(path, target)`),
+    /// The patch of the changes made to the working tree, and of `links` (path, target),
     /// taken as a candidate's is; the working tree is clean again afterwards.
     async fn patch_of(git: &Git, base: &str, links: &[(&str, &str)]) -> Vec<u8> {
         for (path, target) in links {
