@@ -1167,6 +1167,7 @@ sed -i 's/return a - b/return a + b/' calc.py
 case "$ARBITER_CANDIDATE_INDEX" in
   1) head -c 5000 /dev/zero | tr '\0' 'x' > wide.txt ;;
   2) for i in 1 2 3; do echo "$i" > "extra$i.txt"; done ;;
+  3) for i in 1 2; do head -c 1900 /dev/zero | tr '\0' 'y' > "part$i.txt"; done ;;
 esac
 "#,
     );
@@ -1176,12 +1177,14 @@ esac
         "[run]\nmax_patch_bytes = 4000\nmax_patch_files = 3\nmax_file_bytes = 2000\n",
     )
     .expect("config.toml");
-    small.arbiter(&run_args("./agent.sh", &["--candidates", "3", "--verify", VERIFY_PY])).assert_code(0);
+    small.arbiter(&run_args("./agent.sh", &["--candidates", "4", "--verify", VERIFY_PY])).assert_code(0);
     let dir = small.run_dir();
     assert_eq!(read_json(&dir.join("selection.json"))["winner"], "c01");
     let ranking = read_json(&dir.join("comparisons/ranking.json"));
-    assert_eq!(breaches(&dir, &ranking, "c02"), vec!["patch_bytes", "file_bytes"]);
+    // The file over its limit stays out of the patch text, so the text is not over its own.
+    assert_eq!(breaches(&dir, &ranking, "c02"), vec!["file_bytes"]);
     assert_eq!(breaches(&dir, &ranking, "c03"), vec!["patch_files"]);
+    assert_eq!(breaches(&dir, &ranking, "c04"), vec!["patch_bytes"]);
     assert_eq!(small.status(), vec![" M calc.py".to_string()]);
 }
 
@@ -1428,6 +1431,185 @@ fn a_pooled_workspace_is_exactly_a_fresh_checkout_after_a_hostile_candidate() {
     for (who, (view, tree)) in &pooled {
         assert_eq!(view, fresh_view, "{who} in the reused workspace {} saw something else", tree.display());
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// 10. One way to the user's tree
+// ---------------------------------------------------------------------------------------
+
+/// The agent of attack 10: candidate 0 fixes the bug and adds honest links (relative, to a
+/// file, to a directory, and one through the other); each other candidate fixes it too and
+/// adds links that each look inside on their own but together lead out of the repository —
+/// to `secret.txt` next to it, planted by the test. `agent.sh N` plays candidate N.
+const AGENT_LINK_CHAINS: &str = r#"set -e
+sed -i 's/return a - b/return a + b/' calc.py
+case "${1:-$ARBITER_CANDIDATE_INDEX}" in
+  0) mkdir docs; ln -s ../calc.py docs/calc.py; ln -s docs alias; ln -s alias/calc.py chained ;;
+  1) mkdir sub; ln -s .. sub/u; ln -s sub/u/.. e ;;
+  2) mkdir sub; ln -s .. sub/u; ln -s sub/u/../.. f ;;
+  3) mkdir -p x/y; ln -s .. x/y/l3; ln -s y/l3/.. x/l2; ln -s x/l2/../secret.txt l1 ;;
+  4) mkdir sub; ln -s .. sub/up; ln -s sub/up dir; ln -s dir/../secret.txt leak ;;
+  5) ln -s "$(dirname "$(dirname "$(cat .git/objects/info/alternates)")")/../secret.txt" abs ;;
+esac
+"#;
+
+/// Attack 10a: chains of symbolic links out of the repository. `sub/u -> ..` with
+/// `e -> sub/u/..`; `f -> sub/u/../..`; a chain of three links (`l1 -> x/l2/../secret.txt`,
+/// `x/l2 -> y/l3/..`, `x/y/l3 -> ..`); a link to a directory (`dir -> sub/up`, itself a link
+/// to the root) and a file through it (`leak -> dir/../secret.txt`); an absolute link to the
+/// file next to the repository. Read one at a time as text, each looks inside (but the
+/// absolute one); resolved against the tree the patch makes, each leads out. Every one is
+/// rejected with the link named, and nothing of it reaches the user's tree: the honest
+/// fix with its honest links wins and is all that is applied. A run of only hostile
+/// candidates leaves the user's tree exactly as it was.
+#[test]
+fn chains_of_links_out_of_the_repository_never_reach_the_users_tree() {
+    let repo = python_repo(AGENT_LINK_CHAINS);
+    let outside = repo.path().parent().expect("the repository's parent").join("secret.txt");
+    fs::write(&outside, "next to the repository\n").expect("plant secret.txt");
+    repo.arbiter(&run_args("./agent.sh", &["--candidates", "6", "--verify", VERIFY_PY])).assert_code(0);
+    let dir = repo.run_dir();
+    assert_candidates_prepared(&dir);
+    assert_eq!(read_json(&dir.join("selection.json"))["winner"], "c01");
+    let ranking = read_json(&dir.join("comparisons/ranking.json"));
+    for (id, link, through) in [
+        ("c02", "e", Some("sub/u -> ..")),
+        ("c03", "f", Some("sub/u -> ..")),
+        ("c04", "l1", Some("x/y/l3 -> ..")),
+        ("c05", "leak", Some("sub/up -> ..")),
+        ("c06", "abs", None),
+    ] {
+        assert_eq!(breaches(&dir, &ranking, id), vec!["link_outside"], "{id}");
+        let reason = ranked(&ranking, id)["reason"].as_str().unwrap_or_default().to_string();
+        assert!(reason.contains(&format!("{link} is a symbolic link to ")), "{id}: {reason}");
+        if let Some(via) = through {
+            assert!(reason.contains("leads outside the repository") && reason.contains(via), "{id}: {reason}");
+        }
+        assert!(fs::symlink_metadata(repo.path().join(link)).is_err(), "{id}'s {link} reached the user's tree");
+    }
+    // The honest winner is applied, its links with it, and they resolve inside.
+    let mut status: Vec<String> =
+        repo.git(&["status", "--porcelain", "--untracked-files=all"]).lines().map(str::to_string).collect();
+    status.sort();
+    assert_eq!(status, vec![" M calc.py", "?? alias", "?? chained", "?? docs/calc.py"]);
+    assert_eq!(fs::read_to_string(repo.path().join("chained")).expect("read through the links"), FIXED_CALC_PY);
+
+    // Only hostile candidates: no winner, and the user's tree (its .git too) as it was.
+    let hostile = python_repo(AGENT_LINK_CHAINS);
+    hostile.arbiter(&["init"]).assert_code(0);
+    let before = user_files(&hostile);
+    for index in 1..=5 {
+        let agent = format!("./agent.sh {index}");
+        let run = hostile.arbiter(&run_args(&agent, &["--candidates", "1", "--verify", VERIFY_PY]));
+        run.assert_code(1);
+        assert_same_files(&before, &user_files(&hostile), &format!("attack {index}"));
+    }
+}
+
+/// The limits of attack 10b, small enough for a fast run: 200 kB of patch, 50 files, 100 kB
+/// for one file.
+const SMALL_LIMITS: &str = "[run]\nmax_patch_bytes = 200000\nmax_patch_files = 50\nmax_file_bytes = 100000\n";
+
+/// Attack 10b: patches far over the limits. A 300 MB file (sparse: the test stays fast), 60
+/// files, and six 90 kB files (540 kB of patch) are each rejected with the limit named, and
+/// measured before any diff text is made: no file under the run directory is over the
+/// limit (a cut `patch.diff` says it was cut, and never holds the 300 MB file), and the
+/// viewer, which shows at most `max_patch_bytes` of diffs, is small and says where it cut.
+#[test]
+fn patches_over_the_limits_are_cut_while_captured_and_nothing_over_them_is_written() {
+    let repo = python_repo(
+        r#"set -e
+sed -i 's/return a - b/return a + b/' calc.py
+case "$ARBITER_CANDIDATE_INDEX" in
+  1) truncate -s 300M big.bin ;;
+  2) mkdir many; for i in $(seq 1 60); do echo "$i" > "many/f$i.txt"; done ;;
+  3) for i in 1 2 3 4 5 6; do head -c 67000 /dev/urandom | base64 > "wide$i.txt"; done ;;
+esac
+"#,
+    );
+    repo.arbiter(&["init"]).assert_code(0);
+    fs::write(repo.arbiter_dir().join("config.toml"), SMALL_LIMITS).expect("config.toml");
+    repo.arbiter(&run_args("./agent.sh", &["--candidates", "4", "--verify", VERIFY_PY])).assert_code(0);
+    let dir = repo.run_dir();
+    assert_candidates_prepared(&dir);
+    assert_eq!(read_json(&dir.join("selection.json"))["winner"], "c01");
+    let ranking = read_json(&dir.join("comparisons/ranking.json"));
+    assert_eq!(breaches(&dir, &ranking, "c02"), vec!["file_bytes"]);
+    assert_eq!(breaches(&dir, &ranking, "c03"), vec!["patch_files"]);
+    assert_eq!(breaches(&dir, &ranking, "c04"), vec!["patch_bytes"]);
+    let reason = |id: &str| ranked(&ranking, id)["reason"].as_str().unwrap_or_default().to_string();
+    assert!(reason("c02").contains("big.bin is 314572800 bytes") && reason("c02").contains("max_file_bytes"));
+    assert!(reason("c03").contains("max_patch_files"), "{}", reason("c03"));
+    assert!(reason("c04").contains("max_patch_bytes"), "{}", reason("c04"));
+    assert_eq!(repo.status(), vec![" M calc.py".to_string()], "only the honest fix is applied");
+
+    const LIMIT: u64 = 200_000;
+    for file in files_under(&dir) {
+        let size = fs::metadata(&file).expect("size").len();
+        // A cut patch is the limit and the lines that say it was cut; the viewer shows at
+        // most the limit of diff text, HTML-escaped and coloured.
+        let bound = if file.ends_with("viewer/index.html") { 2 * LIMIT + 100_000 } else { LIMIT + 4096 };
+        assert!(size <= bound, "{} is {size} bytes", file.display());
+    }
+    for id in ["c02", "c03", "c04"] {
+        let patch = fs::read_to_string(dir.join(format!("candidates/{id}/patch.diff"))).expect("patch.diff");
+        assert!(patch.starts_with("# arbiter cut this patch short"), "{id}: {}", &patch[..patch.len().min(300)]);
+    }
+    let big = fs::read_to_string(dir.join("candidates/c02/patch.diff")).expect("patch.diff");
+    assert!(!big.contains("diff --git a/big.bin"), "the 300 MB file was diffed");
+    let many = fs::read_to_string(dir.join("candidates/c03/patch.diff")).expect("patch.diff");
+    assert_eq!(many.matches("\ndiff --git ").count(), 50, "cut after max_patch_files");
+    let viewer = fs::read_to_string(dir.join("viewer/index.html")).expect("viewer");
+    assert!(
+        viewer.contains("cut here:") && viewer.contains("candidates/c04/patch.diff"),
+        "the viewer does not say it cut"
+    );
+}
+
+/// Attack 10c: a run directory is on disk, and anyone who can write it can edit the
+/// winner's `patch.diff` — here to add `sub/u -> ..` and `e -> sub/u/..`, and to drop the
+/// seal (`manifest.json`) that would have given the edit away. `arbiter apply` (on the
+/// working tree, or on a new branch) and `arbiter pr` check the patch again and refuse it,
+/// naming the link; the user's tree, branches and all, is as it was.
+#[test]
+fn an_edited_run_directory_cannot_apply_a_link_out_of_the_repository() {
+    let repo = python_repo(AGENT_FIX);
+    repo.arbiter(&run_args("./agent.sh", &["--candidates", "1", "--verify", VERIFY_PY, "--apply", "none"]))
+        .assert_code(0);
+    let dir = repo.run_dir();
+    assert_eq!(read_json(&dir.join("selection.json"))["winner"], "c01");
+    let patch = dir.join("candidates/c01/patch.diff");
+    let mut text = fs::read_to_string(&patch).expect("patch.diff");
+    for (link, target) in [("sub/u", ".."), ("e", "sub/u/..")] {
+        text.push_str(&format!(
+            "diff --git a/{link} b/{link}\nnew file mode 120000\n--- /dev/null\n+++ b/{link}\n@@ -0,0 +1 @@\n+{target}\n\\ No newline at end of file\n"
+        ));
+    }
+    fs::write(&patch, text).expect("edit patch.diff");
+    // With the seal in place, the edit shows.
+    let sealed = repo.arbiter(&["apply", "latest"]);
+    sealed.assert_code(1);
+    assert!(sealed.stderr.contains("changed after arbiter sealed it"), "{}", sealed.stderr);
+    fs::remove_file(dir.join("manifest.json")).expect("drop the seal");
+    let before = user_files(&repo);
+    for args in [&["apply", "latest"][..], &["apply", "latest", "--branch", "edited", "--commit"][..]] {
+        let refused = repo.arbiter(args);
+        refused.assert_code(1);
+        assert!(
+            refused
+                .stderr
+                .contains("e is a symbolic link to sub/u/.., which leads outside the repository (through sub/u -> ..)"),
+            "{args:?}: {}",
+            refused.stderr
+        );
+        assert!(refused.stderr.contains("nothing of it was applied"), "{}", refused.stderr);
+        assert_same_files(&before, &user_files(&repo), &format!("{args:?}"));
+    }
+    let proposed = repo.arbiter(&["pr", "latest"]);
+    proposed.assert_code(2);
+    assert!(proposed.stderr.contains("e is a symbolic link to sub/u/.."), "{}", proposed.stderr);
+    assert!(repo.git(&["branch", "--list"]).lines().count() == 1, "{}", repo.git(&["branch", "--list"]));
+    assert_same_files(&before, &user_files(&repo), "arbiter pr");
 }
 
 // ---------------------------------------------------------------------------------------

@@ -97,7 +97,9 @@ async fn work_on(store: &dyn PlanStore, repo: &TestRepo, plan: &str, task: &str)
     let branch = view.plan.header.integration_branch.clone();
     let to = integration::Destination { plan, task, branch: &branch };
     let message = integration::message(&format!("Task {task}"), plan, task, "20261201T000000Z-000000", "c01");
-    let commit = integration::commit_onto(&git, &to, &patch, &message, &scratch.path().join("index")).await.unwrap();
+    let limits = arbiter_core::limits::CandidateLimits::default();
+    let checked = integration::check_at_tip(&git, &branch, &patch, &limits).await.unwrap();
+    let commit = integration::commit_onto(&git, &to, &checked, &message).await.unwrap();
     let done = AttemptResult::Succeeded { run_id: None, commit: Some(commit.commit.clone()) };
     store.finish(&claimed.lease, done, Usd::ZERO, now()).await.unwrap();
     commit.commit

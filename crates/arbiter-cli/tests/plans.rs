@@ -384,10 +384,11 @@ async fn a_winner_committed_before_its_worker_died_is_not_done_twice() {
     std::fs::write(&patch, repo.git(&["diff", "--cached", "--binary"])).expect("patch");
     repo.git(&["rm", "-q", "--cached", "a.txt"]);
     std::fs::remove_file(repo.path().join("a.txt")).expect("clean");
-    let index = repo.path().join(".arbiter").join("index-test");
     let message = integration::message("Task A", "recover", "A", "20261201T000000Z-000000", "c01");
     let to = integration::Destination { plan: "recover", task: "A", branch: "arbiter/recover" };
-    let a = integration::commit_onto(&git, &to, &patch, &message, &index).await.expect("commit A").commit;
+    let limits = arbiter_core::limits::CandidateLimits::default();
+    let checked = integration::check_at_tip(&git, to.branch, &patch, &limits).await.expect("check A");
+    let a = integration::commit_onto(&git, &to, &checked, &message).await.expect("commit A").commit;
     assert_eq!(
         integration::find_task_commit(&git, "arbiter/recover", &owned.base, "recover", "A").await.unwrap(),
         Some(a.clone())

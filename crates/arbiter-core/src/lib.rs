@@ -52,6 +52,7 @@ pub mod gate;
 pub mod ids;
 pub mod intake;
 pub mod limits;
+pub mod links;
 pub mod manifest;
 pub mod money;
 pub mod pairwise;

@@ -1,10 +1,14 @@
 //! What a candidate's patch may hold: at most so many bytes and files, no single file over a
-//! size, and no symbolic link that points outside the repository. A patch over a limit is
-//! rejected with the limit it broke, before any gate runs: a candidate that dumps a
-//! dependency tree or a huge binary into its patch, or plants a link to `~/.ssh`, is never
-//! applied.
+//! size, and no symbolic link that leads out of the repository (resolved against the whole
+//! tree the patch produces: [`crate::links`]). A patch over a limit is rejected with the
+//! limit it broke: a candidate that dumps a dependency tree or a huge binary into its
+//! patch, or plants a link to `~/.ssh`, is never applied. The capture measures the
+//! candidate's files before it writes the patch, so what is over a limit is never written
+//! in full.
 
 use serde::{Deserialize, Serialize};
+
+use crate::links::{self, Escape, Links};
 
 /// The limits of one run (`[run] max_patch_bytes`, `max_patch_files`, `max_file_bytes`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -20,31 +24,50 @@ impl Default for CandidateLimits {
     }
 }
 
-/// A file the patch adds or changes, as the candidate left it.
+/// A file the patch adds, changes or deletes, as git measured it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ChangedFile {
     /// Relative to the repository root, with `/` separators.
     pub path: String,
-    pub bytes: u64,
-    /// Where it points, when it is a symbolic link.
-    pub link_target: Option<String>,
+    /// The size of the regular file it leaves; `None` when it leaves none (deleted, a link,
+    /// a submodule).
+    pub bytes: Option<u64>,
 }
 
 /// A limit a patch broke.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "breach", rename_all = "snake_case")]
 pub enum LimitBreach {
-    PatchBytes { bytes: u64, limit: u64 },
-    PatchFiles { files: u64, limit: u64 },
-    FileBytes { path: String, bytes: u64, limit: u64 },
-    LinkOutside { path: String, target: String },
+    /// `bytes`: as far as it was read (a patch over the limit is not read to its end).
+    PatchBytes {
+        bytes: u64,
+        limit: u64,
+    },
+    PatchFiles {
+        files: u64,
+        limit: u64,
+    },
+    FileBytes {
+        path: String,
+        bytes: u64,
+        limit: u64,
+    },
+    LinkOutside {
+        path: String,
+        target: String,
+        #[serde(default)]
+        escape: Escape,
+        /// The other links its resolution went through (`path -> target`).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        via: Vec<String>,
+    },
 }
 
 impl LimitBreach {
     pub fn describe(&self) -> String {
         match self {
-            LimitBreach::PatchBytes { bytes, limit } => {
-                format!("its patch is {bytes} bytes, over the limit of {limit} (max_patch_bytes)")
+            LimitBreach::PatchBytes { limit, .. } => {
+                format!("its patch is over the limit of {limit} bytes (max_patch_bytes)")
             }
             LimitBreach::PatchFiles { files, limit } => {
                 format!("its patch changes {files} files, over the limit of {limit} (max_patch_files)")
@@ -52,60 +75,44 @@ impl LimitBreach {
             LimitBreach::FileBytes { path, bytes, limit } => {
                 format!("{path} is {bytes} bytes, over the limit of {limit} for one file (max_file_bytes)")
             }
-            LimitBreach::LinkOutside { path, target } => {
-                format!("{path} is a symbolic link pointing outside the repository ({target})")
+            LimitBreach::LinkOutside { path, target, escape, via } => {
+                let through =
+                    if via.is_empty() { String::new() } else { format!(" (through {})", via.join(", then ")) };
+                format!("{path} is a symbolic link to {target}, which {}{through}", escape.describe())
             }
         }
     }
+
+    /// Whether the limit broken is one on links (resolved against a tree), not on sizes.
+    pub fn is_link(&self) -> bool {
+        matches!(self, LimitBreach::LinkOutside { .. })
+    }
 }
 
-/// Every limit the patch (`patch_bytes` long, changing `files`) breaks.
-pub fn check(limits: &CandidateLimits, patch_bytes: u64, files: &[ChangedFile]) -> Vec<LimitBreach> {
+/// Every size limit the patch breaks: `patch_bytes` long (when known), changing `files`.
+pub fn check(limits: &CandidateLimits, patch_bytes: Option<u64>, files: &[ChangedFile]) -> Vec<LimitBreach> {
     let mut breaches = Vec::new();
-    if patch_bytes > limits.max_patch_bytes {
-        breaches.push(LimitBreach::PatchBytes { bytes: patch_bytes, limit: limits.max_patch_bytes });
+    if let Some(bytes) = patch_bytes.filter(|b| *b > limits.max_patch_bytes) {
+        breaches.push(LimitBreach::PatchBytes { bytes, limit: limits.max_patch_bytes });
     }
     if files.len() as u64 > limits.max_patch_files {
         breaches.push(LimitBreach::PatchFiles { files: files.len() as u64, limit: limits.max_patch_files });
     }
     for f in files {
-        match &f.link_target {
-            Some(target) if escapes(&f.path, target) => {
-                breaches.push(LimitBreach::LinkOutside { path: f.path.clone(), target: target.clone() });
-            }
-            Some(_) => {}
-            None if f.bytes > limits.max_file_bytes => breaches.push(LimitBreach::FileBytes {
-                path: f.path.clone(),
-                bytes: f.bytes,
-                limit: limits.max_file_bytes,
-            }),
-            None => {}
+        if let Some(bytes) = f.bytes.filter(|b| *b > limits.max_file_bytes) {
+            breaches.push(LimitBreach::FileBytes { path: f.path.clone(), bytes, limit: limits.max_file_bytes });
         }
     }
     breaches
 }
 
-/// Whether a link at `path` (relative to the root) to `target` leads outside the root:
-/// absolute targets always do; relative ones are resolved lexically from the link's
-/// directory.
-fn escapes(path: &str, target: &str) -> bool {
-    if target.starts_with('/') || target.is_empty() {
-        return true;
-    }
-    let mut depth: i64 = path.split('/').count() as i64 - 1;
-    for part in target.split('/') {
-        match part {
-            "" | "." => {}
-            ".." => {
-                depth -= 1;
-                if depth < 0 {
-                    return true;
-                }
-            }
-            _ => depth += 1,
-        }
-    }
-    false
+/// The links of `after` (the tree a patch produces from `before`) that the patch may not
+/// leave there (see [`links::escaping`]).
+pub fn check_links(before: &Links, after: &Links) -> Vec<LimitBreach> {
+    links::escaping(before, after)
+        .into_iter()
+        .map(|(path, target, e)| LimitBreach::LinkOutside { path, target, escape: e.escape, via: e.via })
+        .collect()
 }
 
 #[cfg(test)]
@@ -113,39 +120,35 @@ mod tests {
     use super::*;
 
     fn file(path: &str, bytes: u64) -> ChangedFile {
-        ChangedFile { path: path.into(), bytes, link_target: None }
-    }
-
-    fn link(path: &str, target: &str) -> ChangedFile {
-        ChangedFile { path: path.into(), bytes: 0, link_target: Some(target.into()) }
+        ChangedFile { path: path.into(), bytes: Some(bytes) }
     }
 
     #[test]
     fn each_limit_is_reported_with_its_name() {
-        let limits = CandidateLimits { max_patch_bytes: 100, max_patch_files: 2, max_file_bytes: 10 };
-        assert!(check(&limits, 100, &[file("a", 10), file("b", 1)]).is_empty());
-        let breaches = check(&limits, 101, &[file("a", 11), file("b", 1), file("c", 1)]);
+        let limits = CandidateLimits { max_patch_bytes: 100, max_patch_files: 3, max_file_bytes: 10 };
+        let gone = ChangedFile { path: "gone".into(), bytes: None };
+        assert!(check(&limits, Some(100), &[file("a", 10), file("b", 1), gone.clone()]).is_empty());
+        let breaches = check(&limits, Some(101), &[file("a", 11), file("b", 1), file("c", 1), gone]);
         let texts: Vec<String> = breaches.iter().map(LimitBreach::describe).collect();
         assert_eq!(texts.len(), 3, "{texts:?}");
-        assert!(texts[0].contains("101 bytes") && texts[0].contains("max_patch_bytes"));
-        assert!(texts[1].contains("3 files") && texts[1].contains("max_patch_files"));
+        assert!(texts[0].contains("limit of 100 bytes") && texts[0].contains("max_patch_bytes"));
+        assert!(texts[1].contains("4 files") && texts[1].contains("max_patch_files"));
         assert!(texts[2].starts_with("a is 11 bytes") && texts[2].contains("max_file_bytes"));
+        assert!(check(&limits, None, &[file("a", 1)]).is_empty(), "an unknown patch size is not a breach");
     }
 
     #[test]
-    fn links_may_point_anywhere_inside_the_repository_only() {
-        let limits = CandidateLimits::default();
-        let ok = [link("a", "b"), link("dir/a", "../b"), link("d/e/f", "../../g/./h"), link("x", "./y")];
-        assert!(check(&limits, 1, &ok).is_empty());
-        for (path, target) in
-            [("a", "/etc/passwd"), ("a", "../outside"), ("d/a", "../../x"), ("d/a", "e/../../../x"), ("a", "")]
-        {
-            let breaches = check(&limits, 1, &[link(path, target)]);
-            assert_eq!(
-                breaches,
-                vec![LimitBreach::LinkOutside { path: path.into(), target: target.into() }],
-                "{path} -> {target}"
-            );
-        }
+    fn a_link_breach_names_the_links_it_went_through() {
+        let after: Links = [("sub/u", ".."), ("e", "sub/u/..")].into_iter().collect();
+        let breaches = check_links(&Links::new(), &after);
+        assert_eq!(breaches.len(), 1, "{breaches:?}");
+        let text = breaches[0].describe();
+        assert_eq!(text, "e is a symbolic link to sub/u/.., which leads outside the repository (through sub/u -> ..)");
+        // Written and read back as evidence.
+        let json = serde_json::to_string(&breaches[0]).unwrap();
+        assert_eq!(serde_json::from_str::<LimitBreach>(&json).unwrap(), breaches[0]);
+        let old: LimitBreach =
+            serde_json::from_str(r#"{"breach":"link_outside","path":"up","target":"../.."}"#).unwrap();
+        assert!(old.describe().contains("leads outside the repository"), "{}", old.describe());
     }
 }

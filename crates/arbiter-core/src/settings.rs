@@ -669,6 +669,29 @@ pub const RUNNER_KINDS: &[&str] =
 /// `[runners]` table).
 pub const AGENT_CLIS: &[&str] = &["claude-code", "codex", "gemini", "aider", "opencode", "villani-code"];
 
+impl RunSection {
+    /// The limits on a candidate's patch this section sets (defaults for what it leaves out):
+    /// what a run enforces while capturing, and what `arbiter apply` and `arbiter pr` check a
+    /// run's patch against again.
+    pub fn limits(&self) -> Result<Sourced<CandidateLimits>, SettingsError> {
+        let d = CandidateLimits::default();
+        let given = self.max_patch_bytes.is_some() || self.max_patch_files.is_some() || self.max_file_bytes.is_some();
+        let value = CandidateLimits {
+            max_patch_bytes: self.max_patch_bytes.unwrap_or(d.max_patch_bytes),
+            max_patch_files: self.max_patch_files.unwrap_or(d.max_patch_files),
+            max_file_bytes: self.max_file_bytes.unwrap_or(d.max_file_bytes),
+        };
+        if value.max_patch_bytes == 0 || value.max_patch_files == 0 || value.max_file_bytes == 0 {
+            return Err(SettingsError::Invalid {
+                key: "max_patch_bytes/max_patch_files/max_file_bytes",
+                problem: "0".into(),
+                fix: "give each limit a positive number, or leave it out for the default".into(),
+            });
+        }
+        Ok(Sourced { value, origin: if given { Origin::Config } else { Origin::Default } })
+    }
+}
+
 impl ConfigFile {
     /// Parses the text of a configuration file; `path` names it in errors.
     pub fn parse(text: &str, path: &str) -> Result<Self, SettingsError> {
@@ -877,23 +900,7 @@ impl RunSettings {
                 fix: "write [sandbox] writable and hidden paths as /absolute/paths or ~/paths".into(),
             });
         }
-        let limits = {
-            let d = CandidateLimits::default();
-            let given = run.max_patch_bytes.is_some() || run.max_patch_files.is_some() || run.max_file_bytes.is_some();
-            let value = CandidateLimits {
-                max_patch_bytes: run.max_patch_bytes.unwrap_or(d.max_patch_bytes),
-                max_patch_files: run.max_patch_files.unwrap_or(d.max_patch_files),
-                max_file_bytes: run.max_file_bytes.unwrap_or(d.max_file_bytes),
-            };
-            if value.max_patch_bytes == 0 || value.max_patch_files == 0 || value.max_file_bytes == 0 {
-                return Err(SettingsError::Invalid {
-                    key: "max_patch_bytes/max_patch_files/max_file_bytes",
-                    problem: "0".into(),
-                    fix: "give each limit a positive number, or leave it out for the default".into(),
-                });
-            }
-            Sourced { value, origin: if given { Origin::Config } else { Origin::Default } }
-        };
+        let limits = run.limits()?;
         let env_passthrough = layer(None, run.env_passthrough.clone(), Vec::new());
         let protected_paths = layer(
             None,

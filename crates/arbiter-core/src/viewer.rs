@@ -1,6 +1,10 @@
 //! `viewer/index.html`: one self-contained page (inline CSS, no script, no external URL)
 //! showing the decision, the ranking, the cross-test and pairwise matrices, the candidates'
 //! diffs side by side, and each candidate's evidence.
+//!
+//! The page is bounded by the run's patch limit: all the diff text it shows together is at
+//! most `max_patch_bytes` (shared equally by every place a diff appears); a diff cut short
+//! says so and where the whole patch is.
 
 use std::fmt::Write;
 
@@ -37,9 +41,14 @@ pre{background:#0f1420;color:#d8dee9;padding:10px;border-radius:6px;overflow:aut
 .side{display:grid;grid-auto-flow:column;grid-auto-columns:minmax(420px,1fr);gap:12px;overflow-x:auto}\
 .side pre{max-height:720px;margin:6px 0 0}.pass{background:#d4f2dd}.fail{background:#fbdada}td.c{text-align:center}";
 
-/// Renders the page; `patches` holds each candidate's diff text.
-pub fn render_html(r: &ReportInput<'_>, patches: &[(CandidateId, String)]) -> String {
+/// Renders the page; `patches` holds each candidate's diff text, of which at most
+/// `max_diff_bytes` are shown in all.
+pub fn render_html(r: &ReportInput<'_>, patches: &[(CandidateId, String)], max_diff_bytes: u64) -> String {
     let s = r.state;
+    let shown_side_by_side = side_by_side_diffs(r, patches);
+    let places = patches.iter().filter(|(_, d)| !d.trim().is_empty()).count()
+        + if shown_side_by_side.len() < 2 { 0 } else { shown_side_by_side.len() };
+    let share = usize::try_from(max_diff_bytes / places.max(1) as u64).unwrap_or(usize::MAX);
     let mut h = String::new();
     let _ = write!(
         h,
@@ -153,7 +162,7 @@ pub fn render_html(r: &ReportInput<'_>, patches: &[(CandidateId, String)]) -> St
         risks(&mut h, r);
     }
 
-    side_by_side(&mut h, r, patches);
+    side_by_side(&mut h, r, &shown_side_by_side, share);
     for c in &r.ranking.candidates {
         let _ = write!(
             h,
@@ -212,7 +221,7 @@ pub fn render_html(r: &ReportInput<'_>, patches: &[(CandidateId, String)]) -> St
                     h,
                     "<details{}><summary>Diff</summary><pre>{}</pre></details>",
                     if r.selection.winner.as_ref() == Some(&c.candidate_id) { " open" } else { "" },
-                    colour_diff(diff)
+                    colour_diff(&c.candidate_id, diff, share)
                 );
             }
             _ => {
@@ -299,20 +308,31 @@ fn cross_test_matrix(h: &mut String, m: &crate::crosstest::CrossTestMatrix) {
 }
 
 /// Every candidate's diff in its own column, in ranking order, to compare at a glance.
-fn side_by_side(h: &mut String, r: &ReportInput<'_>, patches: &[(CandidateId, String)]) {
-    let shown: Vec<(&crate::selection::RankedCandidate, &str)> = r
-        .ranking
+/// The candidates whose diffs are shown side by side, in rank order, with their diffs.
+fn side_by_side_diffs<'a>(
+    r: &'a ReportInput<'_>,
+    patches: &'a [(CandidateId, String)],
+) -> Vec<(&'a crate::selection::RankedCandidate, &'a str)> {
+    r.ranking
         .candidates
         .iter()
         .filter_map(|c| {
             patches.iter().find(|(id, d)| *id == c.candidate_id && !d.trim().is_empty()).map(|(_, d)| (c, d.as_str()))
         })
-        .collect();
+        .collect()
+}
+
+fn side_by_side(
+    h: &mut String,
+    r: &ReportInput<'_>,
+    shown: &[(&crate::selection::RankedCandidate, &str)],
+    share: usize,
+) {
     if shown.len() < 2 {
         return;
     }
     let _ = write!(h, "<section><h2>Diffs side by side</h2><div class=\"side\">");
-    for (c, diff) in shown {
+    for &(c, diff) in shown {
         let won = r.selection.winner.as_ref() == Some(&c.candidate_id);
         let _ = write!(
             h,
@@ -334,15 +354,26 @@ fn side_by_side(h: &mut String, r: &ReportInput<'_>, patches: &[(CandidateId, St
             } else {
                 "rejected"
             },
-            colour_diff(diff)
+            colour_diff(&c.candidate_id, diff, share)
         );
     }
     let _ = write!(h, "</div></section>");
 }
 
-fn colour_diff(diff: &str) -> String {
-    let mut out = String::with_capacity(diff.len() + diff.len() / 4);
-    for line in diff.lines() {
+/// `diff` as coloured, escaped lines: its first `share` bytes (whole lines), and a line
+/// saying how much was cut and where the whole patch is.
+fn colour_diff(id: &CandidateId, diff: &str, share: usize) -> String {
+    let shown = if diff.len() <= share {
+        diff
+    } else {
+        let mut end = share;
+        while !diff.is_char_boundary(end) {
+            end -= 1;
+        }
+        diff[..end].rfind('\n').map_or("", |newline| &diff[..=newline])
+    };
+    let mut out = String::with_capacity(shown.len() + shown.len() / 4);
+    for line in shown.lines() {
         let class = if line.starts_with("diff --git")
             || line.starts_with("index ")
             || line.starts_with("+++")
@@ -367,6 +398,14 @@ fn colour_diff(diff: &str) -> String {
             }
         }
     }
+    if shown.len() < diff.len() {
+        let _ = writeln!(
+            out,
+            "<span class=\"meta\">… cut here: {} more bytes are not shown (the page shows at most the run's max_patch_bytes of diffs in all); the patch is candidates/{}/patch.diff</span>",
+            diff.len() - shown.len(),
+            escape(id.as_str())
+        );
+    }
     out
 }
 
@@ -377,7 +416,18 @@ mod tests {
     #[test]
     fn escapes_markup() {
         assert_eq!(escape("<script>\"&'"), "&lt;script&gt;&quot;&amp;&#39;");
-        let d = colour_diff("+<b>\n-x\n");
+        let id = CandidateId::from_index(1);
+        let d = colour_diff(&id, "+<b>\n-x\n", 100);
         assert!(d.contains("&lt;b&gt;") && d.contains("class=\"add\""));
+        assert!(!d.contains("cut here"), "{d}");
+    }
+
+    #[test]
+    fn a_diff_over_its_share_is_cut_at_a_line_and_says_so() {
+        let id = CandidateId::from_index(1);
+        let diff = format!("+{}\n+é{}\n", "a".repeat(10), "b".repeat(1000));
+        let d = colour_diff(&id, &diff, 20);
+        assert!(d.contains("aaaaaaaaaa") && !d.contains("bbb"), "{d}");
+        assert!(d.contains("1004 more bytes are not shown") && d.contains("candidates/c02/patch.diff"), "{d}");
     }
 }

@@ -1,43 +1,250 @@
-//! Capturing a candidate's work as a patch, and checking that it applies to the base.
+//! Capturing a candidate's work as a patch, within the run's limits, and measuring what a
+//! patch changes (for the limits and for [`crate::materialize::check`]).
 //!
 //! The patch is every change against the base commit, whatever the agent did with git:
 //! modified, new (untracked), deleted, renamed and binary files and mode changes; ignored
 //! files and arbiter's own `.arbiter/` are left out. Because it is taken against the base
 //! commit through the index, an agent that committed its work is captured the same way as
 //! one that left it in the working tree.
+//!
+//! The limits hold while capturing, not after: the changed files are measured (`git diff
+//! --raw` and the sizes of their blobs) before any diff text is made; a file over
+//! `max_file_bytes` stays out of the text; the text is read from git with a cap of
+//! `max_patch_bytes` and cut after `max_patch_files` files. So nothing over a limit is ever
+//! written whole — not `patch.diff`, not the viewer — and a cut patch begins with lines
+//! saying it was cut.
 
+use std::collections::HashMap;
 use std::path::Path;
 
+use arbiter_core::limits::{self, CandidateLimits, ChangedFile, LimitBreach};
+use arbiter_core::links::Links;
 use arbiter_core::protect::{Touch, glob_match, parse_name_status};
 
 use crate::git::{Git, GitError};
 
 const EXCLUDE_ARBITER: &str = ":(exclude).arbiter";
 
-/// `git diff --binary` of everything in `worktree` against `base`, but for the files the
-/// candidate added under `build_outputs` (globs: `__pycache__`, `node_modules`, ...), which
-/// are build and cache output, not work. Files the base tracks there still count.
-pub async fn capture_patch(worktree: &Git, base: &str, build_outputs: &[String]) -> Result<String, GitError> {
+/// Git's mode of a symbolic link.
+const LINK_MODE: &str = "120000";
+
+/// A captured patch.
+#[derive(Clone, Debug, Default)]
+pub struct Captured {
+    /// The diff text; when a limit was broken, cut, and beginning with `#` lines that say so
+    /// (git ignores text before the first `diff --git`).
+    pub text: String,
+    /// The limits the candidate's change broke, as far as they could be measured.
+    pub breaches: Vec<LimitBreach>,
+}
+
+/// `git diff --binary` of everything in `worktree` against `base`, within `limits`, but for
+/// the files the candidate added under `build_outputs` (globs: `__pycache__`,
+/// `node_modules`, ...), which are build and cache output, not work. Files the base tracks
+/// there still count.
+pub async fn capture_patch(
+    worktree: &Git,
+    base: &str,
+    build_outputs: &[String],
+    limits: &CandidateLimits,
+) -> Result<Captured, GitError> {
+    stage(worktree, base, build_outputs).await?;
+    let changed = measure(worktree, base, None).await?;
+    let mut breaches = limits::check(limits, None, &changed.iter().map(Change::file).collect::<Vec<_>>());
+    let mut args: Vec<String> =
+        staged_diff(&["--binary", "--no-color", "--no-textconv", "--src-prefix=a/", "--dst-prefix=b/"], base)
+            .into_iter()
+            .map(str::to_string)
+            .collect();
+    // A file over its limit is never read into the text at all.
+    args.extend(
+        changed
+            .iter()
+            .filter(|c| c.bytes.is_some_and(|b| b > limits.max_file_bytes))
+            .map(|c| format!(":(exclude,literal){}", c.path)),
+    );
+    let (bytes, more) = worktree.run_capped(&args, limits.max_patch_bytes).await?;
+    let mut text = String::from_utf8_lossy(&bytes).into_owned();
+    if more {
+        breaches.push(LimitBreach::PatchBytes { bytes: limits.max_patch_bytes + 1, limit: limits.max_patch_bytes });
+        // The last line is most likely cut in the middle.
+        text.truncate(text.rfind('\n').map_or(0, |i| i + 1));
+    }
+    if let Some(end) = start_of_file(&text, limits.max_patch_files) {
+        text.truncate(end);
+    }
+    if !breaches.is_empty() {
+        let mut note = String::from(
+            "# arbiter cut this patch short: it is not the candidate's whole change, and it is never applied.\n",
+        );
+        for b in &breaches {
+            // A path may hold a newline: the note stays comment lines.
+            note.push_str(&format!("# - {}\n", b.describe().replace('\n', "\\n")));
+        }
+        text.insert_str(0, &note);
+    }
+    Ok(Captured { text, breaches })
+}
+
+/// `git diff --cached ARGS BASE` of everything but `.arbiter/`: the staged capture against
+/// `base`, with renames found, as every measure of a capture reads it.
+fn staged_diff<'a>(args: &[&'a str], base: &'a str) -> Vec<&'a str> {
+    let mut all = vec!["diff", "--cached", "--find-renames", "--no-ext-diff"];
+    all.extend_from_slice(args);
+    all.extend([base, "--", ".", EXCLUDE_ARBITER]);
+    all
+}
+
+/// Stages the candidate's work in `worktree` as [`capture_patch`] takes it (everything but
+/// `.arbiter/` and the build outputs it added), for [`touched_paths`].
+pub async fn stage(worktree: &Git, base: &str, build_outputs: &[String]) -> Result<(), GitError> {
     worktree.run(["add", "--all", "--", ".", EXCLUDE_ARBITER]).await?;
-    unstage_added_outputs(worktree, base, build_outputs).await?;
-    let out = worktree
-        .run([
-            "diff",
-            "--cached",
-            "--binary",
-            "--no-color",
-            "--no-ext-diff",
-            "--no-textconv",
-            "--find-renames",
-            "--src-prefix=a/",
-            "--dst-prefix=b/",
-            base,
-            "--",
-            ".",
-            EXCLUDE_ARBITER,
-        ])
-        .await?;
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    unstage_added_outputs(worktree, base, build_outputs).await
+}
+
+/// Where the diff of file number `n` (from 0) begins in `text`, when it has that many.
+fn start_of_file(text: &str, n: u64) -> Option<usize> {
+    let mut seen = 0;
+    let mut at = 0;
+    for line in text.split_inclusive('\n') {
+        if line.starts_with("diff --git ") {
+            if seen == n {
+                return Some(at);
+            }
+            seen += 1;
+        }
+        at += line.len();
+    }
+    None
+}
+
+/// One file a patch changes, as `git diff --raw` and the object database say.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Change {
+    pub path: String,
+    /// The mode it is left with (`000000`: deleted).
+    pub mode: String,
+    /// The size of the regular file it is left as.
+    pub bytes: Option<u64>,
+}
+
+impl Change {
+    pub fn is_link(&self) -> bool {
+        self.mode == LINK_MODE
+    }
+
+    pub fn file(&self) -> ChangedFile {
+        ChangedFile { path: self.path.clone(), bytes: self.bytes }
+    }
+}
+
+/// What the index (`index`, or the repository's own) changes against `base`: every file,
+/// with the size of the regular files it leaves, measured without reading any diff text.
+pub async fn measure(repo: &Git, base: &str, index: Option<&Path>) -> Result<Vec<Change>, GitError> {
+    let out = repo.run_with_index(staged_diff(&["--raw", "-z", "--no-abbrev"], base), index).await?;
+    let raw = String::from_utf8_lossy(&out.stdout);
+    let mut fields = raw.split('\0');
+    let mut found: Vec<(String, String, String)> = Vec::new();
+    while let Some(header) = fields.next() {
+        let Some(header) = header.strip_prefix(':') else { continue };
+        // `:OLDMODE NEWMODE OLDSHA NEWSHA STATUS`, then one path (two for a rename or copy).
+        let parts: Vec<&str> = header.split(' ').collect();
+        let (Some(mode), Some(sha), Some(status)) = (parts.get(1), parts.get(3), parts.get(4)) else { continue };
+        if status.starts_with('R') || status.starts_with('C') {
+            fields.next();
+        }
+        let Some(path) = fields.next() else { break };
+        found.push((path.to_string(), mode.to_string(), sha.to_string()));
+    }
+    let regular: Vec<&str> =
+        found.iter().filter(|(_, mode, _)| mode.starts_with("100")).map(|(_, _, sha)| sha.as_str()).collect();
+    let sizes = blob_sizes(repo, &regular).await?;
+    Ok(found
+        .into_iter()
+        .map(|(path, mode, sha)| {
+            let bytes = if mode.starts_with("100") { sizes.get(&sha).copied() } else { None };
+            Change { path, mode, bytes }
+        })
+        .collect())
+}
+
+/// The sizes of blobs, by object id.
+async fn blob_sizes(repo: &Git, shas: &[&str]) -> Result<HashMap<String, u64>, GitError> {
+    if shas.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let input: String = shas.iter().map(|s| format!("{s}\n")).collect();
+    let out = repo.run_with_input(["cat-file", "--batch-check=%(objectname) %(objectsize)"], input.as_bytes()).await?;
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let (sha, size) = l.split_once(' ')?;
+            Some((sha.to_string(), size.trim().parse().ok()?))
+        })
+        .collect())
+}
+
+/// The symbolic links of the tree of commit `commit`.
+pub async fn links_at(repo: &Git, commit: &str) -> Result<Links, GitError> {
+    let out = repo.run(["ls-tree", "-r", "-z", "--full-tree", commit]).await?;
+    // `MODE TYPE SHA\tPATH`
+    let entries = listed_links(&out.stdout, |meta| {
+        let mut m = meta.split(' ');
+        Some((m.next()?, m.nth(1)?))
+    });
+    link_targets(repo, entries).await
+}
+
+/// The symbolic links of the tree an index file holds.
+pub async fn links_in_index(repo: &Git, index: &Path) -> Result<Links, GitError> {
+    let out = repo.run_with_index(["ls-files", "--stage", "-z"], Some(index)).await?;
+    // `MODE SHA STAGE\tPATH`
+    let entries = listed_links(&out.stdout, |meta| {
+        let mut m = meta.split(' ');
+        Some((m.next()?, m.next()?))
+    });
+    link_targets(repo, entries).await
+}
+
+/// The (path, object id) of every link in a `-z` listing of `META\tPATH` records, where
+/// `mode_and_sha` reads the mode and object id from `META`.
+fn listed_links(listing: &[u8], mode_and_sha: impl Fn(&str) -> Option<(&str, &str)>) -> Vec<(String, String)> {
+    String::from_utf8_lossy(listing)
+        .split('\0')
+        .filter_map(|record| {
+            let (meta, path) = record.split_once('\t')?;
+            let (mode, sha) = mode_and_sha(meta)?;
+            (mode == LINK_MODE).then(|| (path.to_string(), sha.to_string()))
+        })
+        .collect()
+}
+
+/// The links (path, object id) with their targets read from the object database.
+async fn link_targets(repo: &Git, entries: Vec<(String, String)>) -> Result<Links, GitError> {
+    if entries.is_empty() {
+        return Ok(Links::new());
+    }
+    let input: String = entries.iter().map(|(_, sha)| format!("{sha}\n")).collect();
+    let out = repo.run_with_input(["cat-file", "--batch"], input.as_bytes()).await?;
+    // `SHA TYPE SIZE\nCONTENT\n` per object, in the order asked.
+    let mut contents: HashMap<String, String> = HashMap::new();
+    let mut rest = out.stdout.as_slice();
+    while let Some(newline) = rest.iter().position(|b| *b == b'\n') {
+        let header = String::from_utf8_lossy(&rest[..newline]).into_owned();
+        rest = &rest[newline + 1..];
+        let mut h = header.split(' ');
+        let (Some(sha), Some(size)) = (h.next(), h.nth(1).and_then(|s| s.parse::<usize>().ok())) else { continue };
+        let size = size.min(rest.len());
+        contents.insert(sha.to_string(), String::from_utf8_lossy(&rest[..size]).into_owned());
+        rest = rest.get(size + 1..).unwrap_or_default();
+    }
+    Ok(entries
+        .into_iter()
+        .map(|(path, sha)| {
+            let target = contents.get(&sha).cloned().unwrap_or_default();
+            (path, target)
+        })
+        .collect())
 }
 
 /// Takes the files added against `base` that match `build_outputs` back out of the index.
@@ -69,22 +276,9 @@ async fn unstage_added_outputs(worktree: &Git, base: &str, build_outputs: &[Stri
 }
 
 /// The paths the staged capture changed against `base`, and how (call after
-/// [`capture_patch`], which stages everything).
+/// [`stage`] or [`capture_patch`]).
 pub async fn touched_paths(worktree: &Git, base: &str) -> Result<Vec<(String, Touch)>, GitError> {
-    let out = worktree
-        .run([
-            "diff",
-            "--cached",
-            "--name-status",
-            "-z",
-            "--find-renames",
-            "--no-ext-diff",
-            base,
-            "--",
-            ".",
-            EXCLUDE_ARBITER,
-        ])
-        .await?;
+    let out = worktree.run(staged_diff(&["--name-status", "-z"], base)).await?;
     Ok(parse_name_status(&String::from_utf8_lossy(&out.stdout)))
 }
 
@@ -124,89 +318,54 @@ fn literal(path: &str) -> String {
     format!(":(literal){path}")
 }
 
-/// Checks that `patch_file` applies cleanly to `base`, without touching any working tree:
-/// the base is read into a private index and the patch is applied to that index.
-/// Returns git's complaint when it does not apply.
-pub async fn apply_check(
-    repo: &Git,
-    base: &str,
-    patch_file: &Path,
-    scratch_index: &Path,
-) -> Result<Result<(), String>, GitError> {
-    repo.run_with_index(["read-tree", base], Some(scratch_index)).await?;
-    let result = repo
-        .run_with_index(
-            [
-                std::ffi::OsStr::new("apply"),
-                std::ffi::OsStr::new("--cached"),
-                std::ffi::OsStr::new("--check"),
-                patch_file.as_os_str(),
-            ],
-            Some(scratch_index),
-        )
-        .await;
-    let _ = std::fs::remove_file(scratch_index);
-    match result {
-        Ok(_) => Ok(Ok(())),
-        Err(GitError::Failed { stderr, .. }) => Ok(Err(stderr)),
-        Err(e) => Err(e),
-    }
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// Commits `patch_file` on top of `base` as a new commit, without touching any working
-/// tree, and returns the commit id. The caller points a branch at it.
-pub async fn commit_patch(
-    repo: &Git,
-    base: &str,
-    patch_file: &Path,
-    scratch_index: &Path,
-    message: &str,
-) -> Result<String, GitError> {
-    match try_commit_patch(repo, base, patch_file, scratch_index, message).await? {
-        Ok(commit) => Ok(commit),
-        Err(stderr) => Err(GitError::Failed {
-            args: format!("apply --cached {}", patch_file.display()),
-            dir: repo.dir().display().to_string(),
-            stderr,
-        }),
+    async fn repo() -> (tempfile::TempDir, Git, String) {
+        let tmp = tempfile::tempdir().expect("temp dir");
+        let (git, base) = crate::testing::committed_repo(tmp.path(), &[("a.txt", "a\n")]).await;
+        (tmp, git, base)
     }
-}
 
-/// [`commit_patch`], with a patch that does not apply to `base` as git's complaint (the
-/// check and the commit in one pass: no separate `apply --check`).
-pub async fn try_commit_patch(
-    repo: &Git,
-    base: &str,
-    patch_file: &Path,
-    scratch_index: &Path,
-    message: &str,
-) -> Result<Result<String, String>, GitError> {
-    let result = async {
-        repo.run_with_index(["read-tree", base], Some(scratch_index)).await?;
-        let applied = repo
-            .run_with_index(
-                [std::ffi::OsStr::new("apply"), std::ffi::OsStr::new("--cached"), patch_file.as_os_str()],
-                Some(scratch_index),
-            )
-            .await;
-        match applied {
-            Ok(_) => {}
-            Err(GitError::Failed { stderr, .. }) => return Ok(Err(stderr)),
-            Err(e) => return Err(e),
-        }
-        let tree = repo.run_with_index(["write-tree"], Some(scratch_index)).await?.text();
-        let mut args =
-            vec!["commit-tree".to_string(), tree, "-p".into(), base.to_string(), "-m".into(), message.to_string()];
-        if !repo.facts().await?.has_identity {
-            args = [
-                vec!["-c".to_string(), "user.name=arbiter".into(), "-c".into(), "user.email=arbiter@localhost".into()],
-                args,
-            ]
-            .concat();
-        }
-        Ok(Ok(repo.run(args).await?.text()))
+    fn kinds(breaches: &[LimitBreach]) -> Vec<String> {
+        breaches.iter().map(|b| serde_json::to_value(b).unwrap()["breach"].as_str().unwrap().to_string()).collect()
     }
-    .await;
-    let _ = std::fs::remove_file(scratch_index);
-    result
+
+    #[tokio::test]
+    async fn what_is_over_a_limit_is_never_read_into_the_patch_whole() {
+        let (tmp, git, base) = repo().await;
+        let limits = CandidateLimits { max_patch_bytes: 4000, max_patch_files: 3, max_file_bytes: 1000 };
+        // 300 MB, sparse: measured, never diffed.
+        std::fs::File::create(tmp.path().join("big.bin")).unwrap().set_len(300 << 20).unwrap();
+        for i in 0..4 {
+            std::fs::write(tmp.path().join(format!("f{i}.txt")), format!("{i}\n")).unwrap();
+        }
+        let captured = capture_patch(&git, &base, &[], &limits).await.unwrap();
+        assert_eq!(kinds(&captured.breaches), vec!["patch_files", "file_bytes"]);
+        let text = &captured.text;
+        assert!(text.starts_with("# arbiter cut this patch short"), "{text}");
+        assert!(text.contains("# - big.bin is 314572800 bytes"), "{text}");
+        assert!(!text.contains("diff --git a/big.bin"), "{text}");
+        assert_eq!(text.matches("\ndiff --git ").count(), 3, "cut after max_patch_files: {text}");
+
+        // Under every file limit, over the patch's: read from git up to the cap only.
+        let (tmp, git, base) = repo().await;
+        for i in 0..6 {
+            std::fs::write(tmp.path().join(format!("w{i}.txt")), format!("{}\n", "w".repeat(900))).unwrap();
+        }
+        let limits = CandidateLimits { max_patch_files: 10, ..limits };
+        let captured = capture_patch(&git, &base, &[], &limits).await.unwrap();
+        assert_eq!(kinds(&captured.breaches), vec!["patch_bytes"]);
+        let note = captured.text.find("diff --git").expect("some of the diff");
+        assert!(captured.text.len() - note <= 4000, "{} bytes", captured.text.len());
+        assert!(captured.text.ends_with('\n'));
+
+        // Within the limits: the whole patch, nothing added.
+        let (tmp, git, base) = repo().await;
+        std::fs::write(tmp.path().join("a.txt"), "b\n").unwrap();
+        let captured = capture_patch(&git, &base, &[], &limits).await.unwrap();
+        assert!(captured.breaches.is_empty());
+        assert!(captured.text.starts_with("diff --git a/a.txt b/a.txt\n"), "{}", captured.text);
+    }
 }

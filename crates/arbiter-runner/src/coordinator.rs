@@ -1252,17 +1252,25 @@ impl LocalCoordinator {
             return Err(checked_out(header, worktree));
         }
         let workspace = self.repositories.workspace_for(header).await?;
-        let scratch = workspace.scratch_dir();
-        std::fs::create_dir_all(&scratch).map_err(GitError::Io)?;
-        let index = scratch.join(format!("index-plan-{}-{}-{}", header.id, task.id.replace('/', "_"), lease.fence));
+        // A task whose settings cannot be read any more is held to the default limits.
+        let limits = (self.settings_for)(&workspace, header, task).map(|s| s.limits.value).unwrap_or_default();
         let message = integration::message(&task.title, &header.id, &task.id, run_id, winner);
         let to = integration::Destination { plan: &header.id, task: &task.id, branch };
-        let (result, reported) = match integration::commit_onto(&repo, &to, patch, &message, &index).await {
+        // The patch came from a worker's upload: checked here, on the tip it goes on.
+        let committed = match integration::check_at_tip(&repo, branch, patch, &limits).await {
+            Ok(checked) => integration::commit_onto(&repo, &to, &checked, &message).await,
+            Err(e) => Err(e),
+        };
+        let (result, reported) = match committed {
             Ok(c) => (
                 AttemptResult::Succeeded { run_id: Some(run_id.to_string()), commit: Some(c.commit.clone()) },
                 Reported::Done { commit: c.commit, recovered: false },
             ),
-            Err(e @ (IntegrationError::Conflict { .. } | IntegrationError::Contended { .. })) => {
+            Err(
+                e @ (IntegrationError::Conflict { .. }
+                | IntegrationError::Refused { .. }
+                | IntegrationError::Contended { .. }),
+            ) => {
                 let next = if lease.attempt < lease.max_attempts {
                     "; retrying from the new tip"
                 } else {

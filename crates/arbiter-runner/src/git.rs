@@ -85,28 +85,43 @@ const ISOLATION: &[&str] = &[
     "core.untrackedCache=false",
 ];
 
+/// Why git could not be started or talked to: missing, or another i/o error.
+fn not_started(e: std::io::Error) -> GitError {
+    if e.kind() == std::io::ErrorKind::NotFound { GitError::Missing(e) } else { GitError::Io(e) }
+}
+
 /// Runs git in a directory.
 #[derive(Clone, Debug)]
 pub struct Git {
     dir: PathBuf,
     /// A git directory of arbiter's own for the work tree `dir` (a candidate's workspace).
     isolated: Option<PathBuf>,
+    /// Where new objects go instead of the repository's object directory, whose objects stay
+    /// readable ([`Git::quarantined`]).
+    quarantine: Option<(PathBuf, PathBuf)>,
 }
 
 impl Git {
     pub fn new(dir: impl Into<PathBuf>) -> Self {
-        Git { dir: dir.into(), isolated: None }
+        Git { dir: dir.into(), isolated: None, quarantine: None }
     }
 
     /// Git on the work tree `work_tree` through the git directory `git_dir`, which arbiter
     /// owns: the work tree's own `.git` (the candidate's) is never read, and neither is any
     /// system or global configuration.
     pub fn isolated(git_dir: impl Into<PathBuf>, work_tree: impl Into<PathBuf>) -> Self {
-        Git { dir: work_tree.into(), isolated: Some(git_dir.into()) }
+        Git { dir: work_tree.into(), isolated: Some(git_dir.into()), quarantine: None }
     }
 
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// This git with every object it writes put in `quarantine` (an object directory of its
+    /// own), not in the repository's `objects` directory, whose objects it still reads: git
+    /// work on a repository that leaves nothing in it.
+    pub fn quarantined(&self, quarantine: PathBuf, objects: PathBuf) -> Git {
+        Git { quarantine: Some((quarantine, objects)), ..self.clone() }
     }
 
     fn command<I, S>(&self, args: I, index_file: Option<&Path>) -> tokio::process::Command
@@ -141,6 +156,9 @@ impl Git {
         if let Some(index) = index_file {
             cmd.env("GIT_INDEX_FILE", index);
         }
+        if let Some((quarantine, objects)) = &self.quarantine {
+            cmd.env("GIT_OBJECT_DIRECTORY", quarantine).env("GIT_ALTERNATE_OBJECT_DIRECTORIES", objects);
+        }
         cmd.stdin(Stdio::null()).kill_on_drop(true);
         cmd
     }
@@ -163,9 +181,7 @@ impl Git {
     {
         let mut cmd = self.command(args.clone(), None);
         cmd.envs(env.iter().map(|(k, v)| (k, v)));
-        let out = cmd.output().await.map_err(|e| {
-            if e.kind() == std::io::ErrorKind::NotFound { GitError::Missing(e) } else { GitError::Io(e) }
-        })?;
+        let out = cmd.output().await.map_err(not_started)?;
         self.outcome(args, out)
     }
 
@@ -177,28 +193,26 @@ impl Git {
         S: AsRef<OsStr>,
     {
         use tokio::io::AsyncWriteExt;
-        let io = |e: std::io::Error| {
-            if e.kind() == std::io::ErrorKind::NotFound { GitError::Missing(e) } else { GitError::Io(e) }
-        };
         let mut cmd = self.command(args.clone(), None);
         cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
-        let mut child = cmd.spawn().map_err(io)?;
+        let mut child = cmd.spawn().map_err(not_started)?;
         if let Some(mut stdin) = child.stdin.take() {
             // git reads everything before it acts; a closed pipe shows up as its exit status.
             let _ = stdin.write_all(input).await;
             drop(stdin);
         }
-        let out = child.wait_with_output().await.map_err(io)?;
+        let out = child.wait_with_output().await.map_err(not_started)?;
         self.outcome(args, out)
     }
 
     /// Whether `ancestor` is `descendant` or one of its ancestors (`git merge-base
     /// --is-ancestor`, whose exit status 1 means no).
     pub async fn is_ancestor(&self, ancestor: &str, descendant: &str) -> Result<bool, GitError> {
-        let out =
-            self.command(["merge-base", "--is-ancestor", ancestor, descendant], None).output().await.map_err(|e| {
-                if e.kind() == std::io::ErrorKind::NotFound { GitError::Missing(e) } else { GitError::Io(e) }
-            })?;
+        let out = self
+            .command(["merge-base", "--is-ancestor", ancestor, descendant], None)
+            .output()
+            .await
+            .map_err(not_started)?;
         match out.status.code() {
             Some(0) => Ok(true),
             Some(1) => Ok(false),
@@ -258,10 +272,45 @@ impl Git {
         I: IntoIterator<Item = S> + Clone,
         S: AsRef<OsStr>,
     {
-        let out = self.command(args.clone(), index_file).output().await.map_err(|e| {
-            if e.kind() == std::io::ErrorKind::NotFound { GitError::Missing(e) } else { GitError::Io(e) }
-        })?;
+        let out = self.command(args.clone(), index_file).output().await.map_err(not_started)?;
         self.outcome(args, out)
+    }
+
+    /// Runs `git ARGS` keeping at most `cap` bytes of its standard output: the bytes, and
+    /// whether it had more (then git is killed the moment it writes past the cap, so an
+    /// output of any size costs at most `cap` bytes of memory).
+    pub async fn run_capped<I, S>(&self, args: I, cap: u64) -> Result<(Vec<u8>, bool), GitError>
+    where
+        I: IntoIterator<Item = S> + Clone,
+        S: AsRef<OsStr>,
+    {
+        use tokio::io::AsyncReadExt;
+        let mut cmd = self.command(args.clone(), None);
+        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+        let mut child = cmd.spawn().map_err(not_started)?;
+        let (Some(stdout), Some(mut stderr)) = (child.stdout.take(), child.stderr.take()) else {
+            return Err(GitError::Io(std::io::Error::other("git's output was not captured")));
+        };
+        // Its messages are read on the side: git must never wait on a full stderr pipe.
+        let messages = tokio::spawn(async move {
+            let mut err = Vec::new();
+            let _ = stderr.read_to_end(&mut err).await;
+            err
+        });
+        // Read to the cap and one byte past it: that byte says there was more.
+        let mut kept = Vec::new();
+        stdout.take(cap.saturating_add(1)).read_to_end(&mut kept).await.map_err(not_started)?;
+        if kept.len() as u64 > cap {
+            // Dropping the pipe alone would leave git blocked writing to it.
+            let _ = child.start_kill();
+            let _ = child.wait().await;
+            messages.abort();
+            kept.truncate(usize::try_from(cap).unwrap_or(usize::MAX));
+            return Ok((kept, true));
+        }
+        let status = child.wait().await.map_err(not_started)?;
+        let err = messages.await.unwrap_or_default();
+        self.outcome(args, std::process::Output { status, stdout: kept, stderr: err }).map(|o| (o.stdout, false))
     }
 
     /// A finished git process as a result: its output, or its failure with its own message.

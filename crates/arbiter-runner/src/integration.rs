@@ -3,8 +3,10 @@
 //! refs that record which commit holds which task. (Whether arbiter may move the branch at
 //! all is [`plan_branch`](crate::plan_branch)'s question.)
 //!
-//! A winner is committed on top of the branch as it stands at that moment, through a
-//! private index (no working tree is touched). The branch is moved and the task's commit
+//! A winner is committed on top of the branch as it stands at that moment, as
+//! [`materialize::check`](crate::materialize::check) made it of the tip (no working tree is
+//! touched): a winner is checked again on every tip it is committed on, since a link
+//! another task added there can make one of the winner's lead out of the repository. The branch is moved and the task's commit
 //! recorded in one `git update-ref --stdin` transaction — the branch with a compare-and-swap
 //! (`update refs/heads/<branch> NEW OLD`, so two workers committing at once never lose a
 //! commit) and `refs/arbiter/plans/<plan>/tasks/<task-key>` pointing at the new commit — so
@@ -21,10 +23,10 @@
 //! for people and for older arbiter versions; the store's branch record is what arbiter
 //! trusts.
 
-use std::path::Path;
+use arbiter_core::limits::{CandidateLimits, LimitBreach};
 
-use crate::capture;
 use crate::git::{Git, GitError};
+use crate::materialize::{self, CheckedPatch, Refusal};
 
 /// Trailer keys written into every integration commit (for people; never trusted).
 const PLAN_TRAILER: &str = "Arbiter-Plan";
@@ -43,6 +45,8 @@ const KEY_COMPONENT: usize = 200;
 pub enum IntegrationError {
     #[error("the winner's patch does not apply to the integration branch at {tip}: {detail}")]
     Conflict { tip: String, detail: String },
+    #[error("the winner's patch is refused on the integration branch at {tip}: {}", describe(.breaches))]
+    Refused { tip: String, breaches: Vec<LimitBreach> },
     #[error("the integration branch {branch} kept moving while committing; try again")]
     Contended { branch: String },
     #[error(transparent)]
@@ -190,23 +194,50 @@ pub struct Destination<'a> {
     pub branch: &'a str,
 }
 
-/// Commits `patch` on top of the branch's current tip, and moves the branch there and
-/// records the commit as the task's in one transaction.
+fn describe(breaches: &[LimitBreach]) -> String {
+    breaches.iter().map(LimitBreach::describe).collect::<Vec<_>>().join("; ")
+}
+
+/// What [`materialize::check`] said of a patch on the tip `tip`, as an integration error.
+fn refused_at(tip: &str, refusal: Refusal) -> IntegrationError {
+    match refusal {
+        Refusal::DoesNotApply(detail) => IntegrationError::Conflict { tip: tip.to_string(), detail },
+        Refusal::Breaks(breaches) => IntegrationError::Refused { tip: tip.to_string(), breaches },
+    }
+}
+
+/// The winner's patch (the file `patch`) checked on the branch's current tip.
+pub async fn check_at_tip(
+    repo: &Git,
+    branch: &str,
+    patch: &std::path::Path,
+    limits: &CandidateLimits,
+) -> Result<CheckedPatch, IntegrationError> {
+    let tip = tip(repo, branch).await?;
+    materialize::check_file(repo, &tip, patch, limits).await?.map_err(|r| refused_at(&tip, r))
+}
+
+/// Commits `patch` on top of the branch's current tip (checked again there when the branch
+/// moved since it was checked), and moves the branch there and records the commit as the
+/// task's in one transaction.
 pub async fn commit_onto(
     repo: &Git,
     to: &Destination<'_>,
-    patch: &Path,
+    patch: &CheckedPatch,
     message: &str,
-    scratch_index: &Path,
 ) -> Result<Committed, IntegrationError> {
     let branch_ref = format!("refs/heads/{}", to.branch);
     let task_ref = task_ref(to.plan, to.task);
     for _ in 0..CAS_TRIES {
         let parent = tip(repo, to.branch).await?;
-        let commit = match capture::try_commit_patch(repo, &parent, patch, scratch_index, message).await? {
-            Ok(commit) => commit,
-            Err(detail) => return Err(IntegrationError::Conflict { tip: parent, detail }),
+        let moved;
+        let checked = if patch.onto() == parent {
+            patch
+        } else {
+            moved = patch.check_onto(repo, &parent).await?.map_err(|r| refused_at(&parent, r))?;
+            &moved
         };
+        let commit = materialize::commit_checked(repo, checked, message).await?;
         // The task's ref is compare-and-swapped too: a value left from an earlier commit
         // that is no longer on the branch is replaced, never one written meanwhile.
         let record = match ref_value(repo, &task_ref).await? {
@@ -270,6 +301,48 @@ pub async fn reset_refs(repo: &Git, plan: &str, branch: &str, to: Option<(&str, 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A file of `text` (a patch) in `dir`.
+    fn patch_file(dir: &std::path::Path, name: &str, text: &str) -> std::path::PathBuf {
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    const LINK_UP: &str = "diff --git a/sub/u b/sub/u\nnew file mode 120000\n--- /dev/null\n+++ b/sub/u\n@@ -0,0 +1 @@\n+..\n\\ No newline at end of file\n";
+    const LINK_E: &str = "diff --git a/e b/e\nnew file mode 120000\n--- /dev/null\n+++ b/e\n@@ -0,0 +1 @@\n+sub/u/..\n\\ No newline at end of file\n";
+
+    /// Two tasks' winners, each harmless on the base: one adds `sub/u -> ..` (the root),
+    /// the other `e -> sub/u/..` (`sub` on the base). Together `e` is the directory above
+    /// the repository: the second is refused on the tip the first made, and the branch
+    /// keeps only the first.
+    #[tokio::test]
+    async fn a_winner_is_checked_again_on_the_tip_it_goes_on() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (git, base) = crate::testing::committed_repo(&tmp.path().join("repo"), &[("a.txt", "a\n")]).await;
+        assert!(create_branch(&git, "p", "arbiter/p", &base).await.unwrap());
+        let limits = CandidateLimits::default();
+        let up = patch_file(tmp.path(), "up.diff", LINK_UP);
+        let e = patch_file(tmp.path(), "e.diff", LINK_E);
+        // Both pass on the base, each on its own.
+        let checked_e = materialize::check_file(&git, &base, &e, &limits).await.unwrap().expect("e alone is inside");
+        let a = Destination { plan: "p", task: "A", branch: "arbiter/p" };
+        let checked_up = check_at_tip(&git, "arbiter/p", &up, &limits).await.expect("sub/u alone is inside");
+        let first = commit_onto(&git, &a, &checked_up, "A").await.expect("A committed");
+        let b = Destination { plan: "p", task: "B", branch: "arbiter/p" };
+        let refused = commit_onto(&git, &b, &checked_e, "B").await.expect_err("e escapes on the new tip");
+        let IntegrationError::Refused { tip, breaches } = &refused else { panic!("{refused}") };
+        assert_eq!(tip, &first.commit);
+        assert!(refused.to_string().contains("e is a symbolic link to sub/u/.., which leads outside"), "{refused}");
+        assert!(matches!(&breaches[..], [LimitBreach::LinkOutside { path, .. }] if path == "e"), "{breaches:?}");
+        assert_eq!(tip_of(&git).await, first.commit);
+        // The same from the file, checked at the tip first (as the control plane does).
+        assert!(matches!(check_at_tip(&git, "arbiter/p", &e, &limits).await, Err(IntegrationError::Refused { .. })));
+    }
+
+    async fn tip_of(git: &Git) -> String {
+        tip(git, "arbiter/p").await.unwrap()
+    }
 
     #[test]
     fn messages_carry_trailers() {

@@ -56,6 +56,8 @@ pub mod run_record;
 pub mod rundir;
 pub mod runners;
 pub mod test_reports;
+#[cfg(test)]
+mod testing;
 pub mod user_dirs;
 pub mod verify_detect;
 pub mod worker;

@@ -735,7 +735,8 @@ mod tests {
         fs::write(tree.join("src/a.txt"), "changed\n").unwrap();
 
         let ws = slot.git();
-        let patch = crate::capture::capture_patch(&ws, &base, &[]).await.expect("capture");
+        let limits = arbiter_core::limits::CandidateLimits::default();
+        let patch = crate::capture::capture_patch(&ws, &base, &[], &limits).await.expect("capture").text;
         assert!(patch.contains("+changed"), "{patch}");
         assert!(patch.contains(".gitattributes"), "{patch}");
         crate::capture::touched_paths(&ws, &base).await.expect("touched");

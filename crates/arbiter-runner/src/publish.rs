@@ -39,8 +39,8 @@ pub enum PublishError {
     BranchTaken { branch: String, whose: String },
     #[error("'{0}' is not a valid branch name; name another with --branch NAME")]
     BadBranch(String),
-    #[error("the winner's patch does not apply to the run's base {base}: {detail}")]
-    Conflict { base: String, detail: String },
+    #[error("the winner's patch cannot go on the run's base {base}: {refusal}")]
+    Refused { base: String, refusal: crate::materialize::Refusal },
     #[error(transparent)]
     Push(#[from] PushError),
     #[error(transparent)]
@@ -55,7 +55,7 @@ impl PublishError {
     /// The user can fix it (exit 2) rather than the environment (exit 3).
     pub fn is_usage(&self) -> bool {
         match self {
-            PublishError::BranchTaken { .. } | PublishError::BadBranch(_) | PublishError::Conflict { .. } => true,
+            PublishError::BranchTaken { .. } | PublishError::BadBranch(_) | PublishError::Refused { .. } => true,
             PublishError::Push(p) => p.is_usage() || matches!(p, PushError::Rejected { .. }),
             PublishError::Forge(f) => !f.is_environment(),
             _ => false,
@@ -295,13 +295,11 @@ pub struct PrRecord {
 /// The file of [`PrRecord`].
 pub const PR_JSON: &str = "pr.json";
 
-/// The one commit a run's winner becomes: its patch on the run's base, with a message.
+/// The one commit a run's winner becomes: its patch, checked on the run's base, with a
+/// message.
 pub struct WinnerCommit<'a> {
-    pub base: &'a str,
-    pub patch: &'a Path,
+    pub patch: &'a crate::materialize::CheckedPatch,
     pub message: &'a str,
-    /// A scratch index file (no working tree is touched).
-    pub scratch_index: &'a Path,
 }
 
 /// The branch carrying a run's winner: created at a new commit ([`WinnerCommit`]), or — when
@@ -314,7 +312,7 @@ pub async fn winner_branch(
     winner: &WinnerCommit<'_>,
     recorded: Option<&PrRecord>,
 ) -> Result<String, PublishError> {
-    let WinnerCommit { base, patch, message, scratch_index } = *winner;
+    let WinnerCommit { patch, message } = *winner;
     if !repo.valid_branch_name(branch).await || branch.starts_with('-') {
         return Err(PublishError::BadBranch(branch.chars().take(100).collect()));
     }
@@ -324,10 +322,7 @@ pub async fn winner_branch(
             _ => Err(PublishError::BranchTaken { branch: branch.into(), whose: whose.into() }),
         };
     }
-    let commit = match crate::capture::try_commit_patch(repo, base, patch, scratch_index, message).await? {
-        Ok(c) => c,
-        Err(detail) => return Err(PublishError::Conflict { base: base.into(), detail }),
-    };
+    let commit = crate::materialize::commit_checked(repo, patch, message).await?;
     // Created only if it still does not exist (the zero value is git's "must not exist").
     let zero = "0".repeat(commit.len());
     let script = format!("start\nupdate refs/heads/{branch} {commit} {zero}\nprepare\ncommit\n");

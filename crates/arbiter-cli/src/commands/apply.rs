@@ -45,7 +45,10 @@ pub async fn apply(repo: Option<&Path>, args: &ApplyArgs) -> Result<u8, CliError
         .map(|s| s.settings.outside_programs.into_iter().map(|p| p.path).collect())
         .unwrap_or_default();
     let commit = args.commit.then_some(message.as_str());
-    let result = apply_run_patch(&ctx.git, &patch, &tooling, args.branch.as_deref(), commit, args.force).await;
+    // The run directory is on disk and could have been edited: the patch is checked again,
+    // against this repository's limits, on what it is applied to.
+    let limits = ctx.config()?.run.limits()?.value;
+    let result = apply_run_patch(&ctx.git, &patch, &limits, &tooling, args.branch.as_deref(), commit, args.force).await;
     let clock = arbiter_runner::SystemClock;
     let record = ApplyRecord {
         schema_version: SCHEMA_VERSION,
@@ -95,7 +98,8 @@ pub async fn apply(repo: Option<&Path>, args: &ApplyArgs) -> Result<u8, CliError
             }
             Err(match f.error {
                 arbiter_runner::materialize::MaterializeError::Git(_) => CliError::environment(msg),
-                arbiter_runner::materialize::MaterializeError::DoesNotApply(_) => CliError::no_result(msg),
+                arbiter_runner::materialize::MaterializeError::DoesNotApply(_)
+                | arbiter_runner::materialize::MaterializeError::Refused(_) => CliError::no_result(msg),
                 _ => CliError::usage(msg),
             })
         }

@@ -17,6 +17,7 @@ use arbiter_core::artifact::{RunState, SelectionArtifact, paths};
 use arbiter_core::intake::report;
 use arbiter_core::intake::text;
 use arbiter_core::plan::event::{PlanEntry, PlanLogEntry};
+use arbiter_runner::materialize;
 use arbiter_runner::publish::{
     self, ChangeText, Destination, PR_JSON, PrRecord, PublishError, Published, WinnerCommit,
 };
@@ -118,14 +119,13 @@ async fn propose_run(
     let recorded: Option<PrRecord> =
         std::fs::read_to_string(dir.join(PR_JSON)).ok().and_then(|t| serde_json::from_str(&t).ok());
     let branch = branch.map(str::to_string).unwrap_or_else(|| format!("arbiter/run-{id}"));
-    let scratch = ctx.workspace.scratch_dir();
-    std::fs::create_dir_all(&scratch)?;
-    let winner_commit = WinnerCommit {
-        base: &state.base_commit,
-        patch: &dir.join(&rel),
-        message: &message,
-        scratch_index: &scratch.join(format!("index-pr-{id}")),
-    };
+    // The run directory is on disk and could have been edited: the patch is checked again.
+    let limits = ctx.config()?.run.limits()?.value;
+    let checked = materialize::check_file(&ctx.git, &state.base_commit, &dir.join(&rel), &limits)
+        .await
+        .map_err(|e| publish_error(e.into()))?
+        .map_err(|refusal| publish_error(PublishError::Refused { base: state.base_commit.clone(), refusal }))?;
+    let winner_commit = WinnerCommit { patch: &checked, message: &message };
     let whose = format!("run {id}");
     let commit = publish::winner_branch(&ctx.git, &whose, &branch, &winner_commit, recorded.as_ref())
         .await

@@ -15,7 +15,6 @@ use arbiter_core::event::{
 };
 use arbiter_core::gate::CommandOutcome;
 use arbiter_core::ids::CandidateId;
-use arbiter_core::limits::{self, ChangedFile};
 use arbiter_core::patch;
 use arbiter_core::protect;
 use arbiter_core::protect::Touch;
@@ -28,7 +27,7 @@ use crate::agent::{AgentContext, AgentRunner};
 use crate::capture;
 use crate::gates::{Gate, GateRun, Seal, run_gate, run_verify};
 use crate::include::copy_includes;
-use crate::materialize::describe_paths;
+use crate::materialize::{self, Refusal, describe_paths};
 use crate::pool::{Owner, Slot};
 use crate::process::{self, ShellCommand};
 use crate::runners;
@@ -549,14 +548,20 @@ async fn capture_candidate(
 ) -> Option<Vec<(String, Touch)>> {
     let wt = slot.git();
     let tree = &slot.tree();
-    let text = match capture::capture_patch(&wt, &ctx.base_commit, &ctx.settings.left_out_of_patches()).await {
-        Ok(t) => t,
-        Err(e) => {
-            ctx.events.emit(Some(&run.id), &Warning::new(format!("cannot capture the patch: {e}"))).await;
-            run.gates_skipped = Some("no patch could be captured".into());
-            return None;
-        }
-    };
+    let limits = &ctx.settings.limits.value;
+    let captured =
+        match capture::capture_patch(&wt, &ctx.base_commit, &ctx.settings.left_out_of_patches(), limits).await {
+            Ok(c) => c,
+            Err(e) => {
+                ctx.events.emit(Some(&run.id), &Warning::new(format!("cannot capture the patch: {e}"))).await;
+                run.gates_skipped = Some("no patch could be captured".into());
+                return None;
+            }
+        };
+    for breach in captured.breaches {
+        disqualify(ctx, run, Violation::OverLimit { breach }).await;
+    }
+    let text = captured.text;
     // A patch holding a secret arbiter knows is disqualified, and written (and kept for the
     // viewer and reports) with the value redacted; it is never checked, gated or applied.
     let mut secrets = ctx.secrets.found_in(&text);
@@ -574,15 +579,22 @@ async fn capture_candidate(
     }
     let stats = patch::stats(&text);
     let hash = patch::normalized_hash(&text);
+    // The same check as every way into the user's repository: it applies to the base, and
+    // the tree it makes keeps every link inside the repository.
     let (applies_cleanly, apply_check_error) = if hash.is_none() {
         (false, None)
     } else if !run.violations.is_empty() {
         (false, Some("not checked: the patch is disqualified".to_string()))
     } else {
-        match capture::apply_check(&ctx.repo, &ctx.base_commit, &patch_path, &ctx.scratch_index(run.id.as_str())).await
-        {
-            Ok(Ok(())) => (true, None),
-            Ok(Err(why)) => (false, Some(why)),
+        match materialize::check(&ctx.repo, &ctx.base_commit, text.clone().into_bytes(), limits).await {
+            Ok(Ok(_)) => (true, None),
+            Ok(Err(Refusal::DoesNotApply(why))) => (false, Some(why)),
+            Ok(Err(Refusal::Breaks(breaches))) => {
+                for breach in breaches {
+                    disqualify(ctx, run, Violation::OverLimit { breach }).await;
+                }
+                (false, Some("not applied: the patch is disqualified".to_string()))
+            }
             Err(e) => (false, Some(e.to_string())),
         }
     };
@@ -607,14 +619,10 @@ async fn capture_candidate(
     } else {
         None
     };
-    if let Some(touched) = &touched {
-        let files = changed_files(tree, touched);
-        for breach in limits::check(&ctx.settings.limits.value, run.patch_text.len() as u64, &files) {
-            disqualify(ctx, run, Violation::OverLimit { breach }).await;
-        }
-        if run.violations.is_empty() && run.patch.as_ref().is_some_and(|p| p.applies_cleanly) {
-            run.authored_tests = authored_tests(ctx, tree, touched);
-        }
+    if let Some(touched) = &touched
+        && run.patch.as_ref().is_some_and(|p| p.applies_cleanly)
+    {
+        run.authored_tests = authored_tests(ctx, tree, touched);
     }
     let p = run.patch.as_ref().map(|p| (p.empty, p.applies_cleanly, p.stats.files_changed, p.stats.weight()));
     let captured = PatchCaptured {
@@ -890,7 +898,12 @@ pub(super) async fn gate_kept(ctx: &RunCtx, mut run: CandidateRun) -> CandidateR
 async fn rebuild_tree(ctx: &RunCtx, run: &CandidateRun, cdir: &Path) -> Result<Slot, String> {
     let slot = prepare_workspace(ctx, Some(&run.id), cdir).await?;
     let patch = cdir.join(paths::PATCH);
-    match crate::materialize::apply_to_worktree(&slot.git(), &patch).await {
+    let applied = match materialize::check_file(&ctx.repo, &ctx.base_commit, &patch, &ctx.settings.limits.value).await {
+        Ok(Ok(checked)) => materialize::apply_to_worktree(&slot.git(), &checked).await,
+        Ok(Err(refusal)) => Err(refusal.into()),
+        Err(e) => Err(e.into()),
+    };
+    match applied {
         Ok(()) => Ok(slot),
         Err(e) => {
             release_workspace(ctx, slot);
@@ -905,23 +918,6 @@ async fn disqualify(ctx: &RunCtx, run: &mut CandidateRun, violation: Violation) 
         Warning { violation: Some(violation.clone()), ..Warning::new(format!("{}: {}", run.id, violation.describe())) };
     ctx.events.emit(Some(&run.id), &warning).await;
     run.violations.push(violation);
-}
-
-/// The files a patch adds, changes or deletes, as the candidate left them (sizes and link
-/// targets, for the limits).
-fn changed_files(tree: &Path, touched: &[(String, Touch)]) -> Vec<ChangedFile> {
-    touched
-        .iter()
-        .map(|(path, how)| {
-            let meta = (*how != Touch::Deleted).then(|| std::fs::symlink_metadata(tree.join(path)).ok()).flatten();
-            let link_target = meta
-                .as_ref()
-                .filter(|m| m.file_type().is_symlink())
-                .and_then(|_| std::fs::read_link(tree.join(path)).ok())
-                .map(|t| t.to_string_lossy().into_owned());
-            ChangedFile { path: path.clone(), bytes: meta.map_or(0, |m| m.len()), link_target }
-        })
-        .collect()
 }
 
 /// Largest test file taken into the cross-test pool.

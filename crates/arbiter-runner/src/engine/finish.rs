@@ -253,7 +253,8 @@ pub(super) async fn finish(
     };
     ctx.run_dir.write_text(paths::REPORT, &render_markdown(&report_input))?;
     let patches: Vec<(CandidateId, String)> = runs.iter().map(|r| (r.id.clone(), r.patch_text.clone())).collect();
-    ctx.run_dir.write_text(paths::VIEWER, &render_html(&report_input, &patches))?;
+    let viewer = render_html(&report_input, &patches, ctx.settings.limits.value.max_patch_bytes);
+    ctx.run_dir.write_text(paths::VIEWER, &viewer)?;
 
     // Workspaces go last: a crash before this point leaves them marked in use by this run,
     // and the next run records it interrupted.
@@ -311,21 +312,25 @@ async fn materialize_winner(ctx: &RunCtx, winner: &CandidateId) -> Materializati
                 ctx.run_id
             )),
             Err(e) => Err(e.to_string()),
-            Ok(_) => materialize::apply_to_worktree(&ctx.repo, &patch).await.map(|()| None).map_err(|e| e.to_string()),
+            // Checked on what the working tree is at now, which may have moved since the base.
+            Ok(_) => {
+                async {
+                    let head = ctx.repo.resolve_commit("HEAD").await.map_err(|e| e.to_string())?;
+                    let checked = checked(ctx, &head, &patch).await?;
+                    materialize::apply_to_worktree(&ctx.repo, &checked).await.map_err(|e| e.to_string())?;
+                    Ok(None)
+                }
+                .await
+            }
         },
         ApplyMode::Branch(name) => {
             let message = format!("{}\n\narbiter run {} (candidate {winner})", ctx.task.title(), ctx.run_id);
-            materialize::commit_to_new_branch(
-                &ctx.repo,
-                &ctx.base_commit,
-                &patch,
-                name,
-                &ctx.scratch_index("branch"),
-                &message,
-            )
+            async {
+                let checked = checked(ctx, &ctx.base_commit, &patch).await?;
+                materialize::commit_to_new_branch(&ctx.repo, &checked, name, &message).await.map_err(|e| e.to_string())
+            }
             .await
             .map(Some)
-            .map_err(|e| e.to_string())
         }
     };
     let m = match result {
@@ -344,6 +349,15 @@ async fn materialize_winner(ctx: &RunCtx, winner: &CandidateId) -> Materializati
         ctx.events.emit(Some(winner), &done).await;
     }
     m
+}
+
+/// The winner's patch (the file `patch`) checked on `onto`, or why it may not go there.
+async fn checked(ctx: &RunCtx, onto: &str, patch: &std::path::Path) -> Result<materialize::CheckedPatch, String> {
+    match materialize::check_file(&ctx.repo, onto, patch, &ctx.settings.limits.value).await {
+        Ok(Ok(p)) => Ok(p),
+        Ok(Err(refusal)) => Err(materialize::MaterializeError::from(refusal).to_string()),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 /// What judging produced: the pairs compared, the calls made, and whether the budget cut

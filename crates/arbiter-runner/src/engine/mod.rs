@@ -947,8 +947,4 @@ impl RunCtx {
             let _ = tx.send(Some(calibrated));
         }
     }
-
-    pub(super) fn scratch_index(&self, name: &str) -> PathBuf {
-        self.workspace.scratch_dir().join(format!("index-{}-{name}", self.run_id))
-    }
 }

@@ -140,14 +140,13 @@ async fn round_gates(ctx: &RunCtx, slot: &Slot, log_dir: &Path) -> Vec<CommandOu
     };
     if ctx.rules.is_some() {
         let wt = slot.git();
-        let touched =
-            match crate::capture::capture_patch(&wt, &ctx.base_commit, &ctx.settings.left_out_of_patches()).await {
-                Ok(_) => crate::capture::touched_paths(&wt, &ctx.base_commit).await.unwrap_or_default(),
-                Err(e) => {
-                    tracing::warn!("a repair round could not list the changed files: {e}");
-                    Vec::new()
-                }
-            };
+        let touched = match crate::capture::stage(&wt, &ctx.base_commit, &ctx.settings.left_out_of_patches()).await {
+            Ok(()) => crate::capture::touched_paths(&wt, &ctx.base_commit).await.unwrap_or_default(),
+            Err(e) => {
+                tracing::warn!("a repair round could not list the changed files: {e}");
+                Vec::new()
+            }
+        };
         outcomes.extend(candidate::rules_gate(ctx, &tree, &touched).await);
     }
     outcomes
