@@ -86,23 +86,7 @@ fn runs_list_after_a_demo_ends_quietly_when_the_reader_stops() {
 #[test]
 fn a_run_s_json_ends_quietly_when_the_reader_stops() {
     let repo = python_repo(AGENT_FIX);
-    let args = [
-        "run",
-        "--quiet",
-        "--task",
-        "Fix add",
-        "--runner",
-        "command",
-        "--command",
-        "./agent.sh",
-        "--candidates",
-        "1",
-        "--verify",
-        VERIFY_PY,
-        "--apply",
-        "none",
-        "--json",
-    ];
+    let args = agent_run("Fix add", "1", &["--quiet", "--verify", VERIFY_PY, "--apply", "none", "--json"]);
     ends_quietly(repo.path(), &args, "head -c 10");
     // Both runs finished and were recorded, the reader's leaving notwithstanding.
     assert_eq!(repo.run_dirs().len(), 2);

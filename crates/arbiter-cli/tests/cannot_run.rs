@@ -50,19 +50,7 @@ fn pytest_repo() -> (TestRepo, PathBuf) {
 }
 
 fn run_args<'a>(extra: &[&'a str]) -> Vec<&'a str> {
-    let mut args = vec![
-        "run",
-        "--task",
-        "Fix add in calc.py",
-        "--runner",
-        "command",
-        "--command",
-        "./agent.sh",
-        "--candidates",
-        "2",
-        "--timeout-seconds",
-        "120",
-    ];
+    let mut args = agent_run("Fix add in calc.py", "2", &["--timeout-seconds", "120"]);
     args.extend_from_slice(extra);
     args
 }
@@ -156,19 +144,7 @@ fn a_module_the_task_writes_is_not_taken_for_a_missing_tool() {
     repo.write(".gitignore", "__pycache__/\n");
     repo.write_agent("agent.sh", "printf 'def area(w, h):\\n    return w * h\\n' > shapes.py\n");
     repo.commit_all("a test of a module to write");
-    let run = repo.arbiter(&[
-        "run",
-        "--task",
-        "Write shapes.py",
-        "--runner",
-        "command",
-        "--command",
-        "./agent.sh",
-        "--candidates",
-        "1",
-        "--verify",
-        VERIFY_PY,
-    ]);
+    let run = repo.arbiter(&agent_run("Write shapes.py", "1", &["--verify", VERIFY_PY]));
     run.assert_code(0);
     let baseline = read_json(&repo.run_dir().join("baseline.json"));
     assert!(baseline["commands"][0]["output_tail"].as_str().unwrap_or_default().contains("No module named 'shapes'"));
