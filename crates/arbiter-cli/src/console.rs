@@ -22,7 +22,12 @@ pub fn line(text: &str) {
         Some(l) => {
             let _ = l.multi.println(text);
         }
-        None => eprintln!("{text}"),
+        // A reader of stderr that went away (`2>&1 | head`) is no reason to stop, let alone
+        // panic as `eprintln!` would: the line is dropped.
+        None => {
+            use std::io::Write;
+            let _ = writeln!(std::io::stderr().lock(), "{text}");
+        }
     }
 }
 

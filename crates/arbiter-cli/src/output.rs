@@ -69,9 +69,20 @@ pub fn text(text: &str) {
     write_stdout(format_args!("{text}"));
 }
 
+/// Writes `data` to stdout as it is (a generated man page or completion script).
+pub fn bytes(data: &[u8]) {
+    let mut out = std::io::stdout().lock();
+    settle(out.write_all(data).and_then(|()| out.flush()));
+}
+
 fn write_stdout(args: std::fmt::Arguments<'_>) {
     let mut out = std::io::stdout().lock();
-    let written = out.write_fmt(args).and_then(|()| out.flush());
+    settle(out.write_fmt(args).and_then(|()| out.flush()));
+}
+
+/// What a write to stdout that failed means: a reader that stopped reading ends the command
+/// quietly; any other failure is an error.
+fn settle(written: std::io::Result<()>) {
     match written {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(141),

@@ -9,7 +9,6 @@ mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -645,37 +644,6 @@ async fn hostile_clients_of_the_work_protocol_are_refused() {
     assert_eq!(post("/api/v1/work/claim", Some(&tb), claim.clone()).await.unwrap().status(), 401);
     // And none of it put a token in the server's log.
     assert_no_token(std::slice::from_ref(&serve.log), &[ta, tb, ADMIN.to_string(), BOOTSTRAP.to_string()]);
-}
-
-/// The single-host walkthrough of docs/distributed.md, run as written (in a directory and on
-/// a port of its own): both tasks done, both fixes on the integration branch.
-#[test]
-fn the_single_host_walkthrough_of_the_guide_works() {
-    let guide = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/distributed.md")).unwrap();
-    let section = guide.split("## On one machine").nth(1).expect("the guide has its walkthrough");
-    let script = section.split("```sh\n").nth(1).and_then(|s| s.split("```").next()).expect("a sh block");
-    let dir = tempfile::tempdir().unwrap();
-    let walk = dir.path().join("walk");
-    let port = free_port().to_string();
-    let script = script.replace("/tmp/walk", &walk.display().to_string()).replace("7878", &port);
-    let bin = std::path::Path::new(ARBITER).parent().unwrap().display().to_string();
-    let out = Command::new("timeout")
-        .args(["300", "bash", "-c"])
-        .arg(format!("set -e\n{script}\nkill %1 %2 %3; wait"))
-        .env("PATH", format!("{bin}:{}", std::env::var("PATH").unwrap_or_default()))
-        .env("ARBITER_CACHE_DIR", dir.path().join("cache"))
-        .env("ARBITER_CONFIG_DIR", dir.path().join("config"))
-        .env_remove("ARBITER_SERVER")
-        .env_remove("ARBITER_TOKEN")
-        .env_remove("ARBITER_DATABASE_URL")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "the walkthrough failed:\n{stdout}\n{stderr}");
-    assert!(stdout.contains("2 task(s): done 2"), "{stdout}\n{stderr}");
-    assert!(stdout.contains("return a + b") && stdout.contains("return a * b"), "{stdout}");
-    assert_eq!(stdout.matches("connected").count(), 2, "{stdout}");
 }
 
 /// `arbiter bench queue` drives the work protocol for real: every task of its plan is

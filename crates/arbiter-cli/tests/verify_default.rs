@@ -16,19 +16,7 @@ esac
 "#;
 
 fn run_without_verify<'a>(extra: &[&'a str]) -> Vec<&'a str> {
-    let mut args = vec![
-        "run",
-        "--task",
-        "Fix add in calc.py",
-        "--runner",
-        "command",
-        "--command",
-        "./agent.sh",
-        "--candidates",
-        "2",
-        "--timeout-seconds",
-        "60",
-    ];
+    let mut args = agent_run("Fix add in calc.py", "2", &["--timeout-seconds", "60"]);
     args.extend_from_slice(extra);
     args
 }

@@ -187,6 +187,10 @@ pub struct Baseline {
     /// Why the baseline could not run, when it could not.
     pub error: Option<String>,
     pub commands: Vec<CommandOutcome>,
+    /// The verify commands whose run shows they cannot run on this machine (no candidate
+    /// starts its agent then; see [`crate::cannot_run`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cannot_run: Vec<crate::cannot_run::CannotRun>,
 }
 
 /// How the agent process ended.

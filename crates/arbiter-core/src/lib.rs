@@ -18,6 +18,7 @@
 //! - [`patch`]: statistics and the normalized hash of a captured `git diff`.
 //! - [`protect`]: the paths a candidate must not weaken (tests, CI, build configuration).
 //! - [`gate`]: verify-command outcomes compared with the baseline.
+//! - [`cannot_run`]: a verify command that cannot run on this machine, told from one that fails.
 //! - [`canary`]: the test that must fail in every gate run, which detects neutralised test machinery.
 //! - [`test_machinery`]: the files and settings that decide how the gates' tests run, derived per framework, and how the gate tree gets the base's back.
 //! - [`selection`]: eligibility, votes, ranking and the decision with its reasons.
@@ -44,6 +45,7 @@ pub mod artifact;
 pub mod backends;
 pub mod budget;
 pub mod canary;
+pub mod cannot_run;
 pub mod command_line;
 pub mod cost;
 pub mod crosstest;

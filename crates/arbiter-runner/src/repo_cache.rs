@@ -19,11 +19,11 @@ use crate::workspace::Workspace;
 #[derive(Clone)]
 pub struct GitRemote {
     /// `https://cp:7878/git` (a plan's repository is `<base>/<plan>`).
-    pub base_url: String,
+    base_url: String,
     /// The worker's bearer token (sent as an HTTP header; never written anywhere).
-    pub token: String,
+    token: String,
     /// A CA certificate to trust for the control plane's TLS (a self-signed one).
-    pub ca_file: Option<PathBuf>,
+    ca_file: Option<PathBuf>,
 }
 
 impl std::fmt::Debug for GitRemote {
@@ -33,16 +33,26 @@ impl std::fmt::Debug for GitRemote {
 }
 
 impl GitRemote {
+    /// How git reaches `base_url` with `token`, trusting `ca_file` (made absolute here: git
+    /// runs in the copies' directories, where a path relative to the worker's would miss).
+    pub fn new(base_url: String, token: String, ca_file: Option<PathBuf>) -> std::io::Result<Self> {
+        let ca_file = ca_file.map(|ca| std::path::absolute(&ca)).transpose()?;
+        Ok(GitRemote { base_url, token, ca_file })
+    }
+
     /// What git needs in its environment: the authorization header, the CA to trust.
+    ///
+    /// The CA goes in `GIT_SSL_CAINFO`, not the `http.sslCAInfo` setting: git lets that
+    /// variable override the setting, so one inherited from the worker's environment
+    /// (pointing at some other bundle) would make every fetch refuse the control plane.
     fn env(&self) -> Vec<(String, String)> {
-        let mut config = vec![("http.extraHeader".to_string(), format!("Authorization: Bearer {}", self.token))];
+        let mut env = vec![
+            ("GIT_CONFIG_COUNT".to_string(), "1".to_string()),
+            ("GIT_CONFIG_KEY_0".to_string(), "http.extraHeader".to_string()),
+            ("GIT_CONFIG_VALUE_0".to_string(), format!("Authorization: Bearer {}", self.token)),
+        ];
         if let Some(ca) = &self.ca_file {
-            config.push(("http.sslCAInfo".to_string(), ca.display().to_string()));
-        }
-        let mut env = vec![("GIT_CONFIG_COUNT".to_string(), config.len().to_string())];
-        for (i, (key, value)) in config.into_iter().enumerate() {
-            env.push((format!("GIT_CONFIG_KEY_{i}"), key));
-            env.push((format!("GIT_CONFIG_VALUE_{i}"), value));
+            env.push(("GIT_SSL_CAINFO".to_string(), ca.display().to_string()));
         }
         env
     }
@@ -153,10 +163,19 @@ mod tests {
             ca_file: Some(PathBuf::from("/etc/ca.pem")),
         };
         let env = remote.env();
-        assert!(env.contains(&("GIT_CONFIG_COUNT".into(), "2".into())));
+        assert!(env.contains(&("GIT_CONFIG_COUNT".into(), "1".into())));
         assert!(env.contains(&("GIT_CONFIG_VALUE_0".into(), "Authorization: Bearer secret-token".into())));
-        assert!(env.contains(&("GIT_CONFIG_VALUE_1".into(), "/etc/ca.pem".into())));
+        assert!(env.contains(&("GIT_SSL_CAINFO".into(), "/etc/ca.pem".into())), "{env:?}");
         assert_eq!(remote.url("calc"), "https://cp:7878/git/calc");
         assert!(!format!("{remote:?}").contains("secret-token"));
+    }
+
+    #[test]
+    fn a_relative_ca_file_is_made_absolute_for_git() {
+        let remote = GitRemote::new("https://cp/git".into(), "t".into(), Some(PathBuf::from("cert.pem"))).unwrap();
+        let ca = remote.ca_file.clone().unwrap();
+        assert!(ca.is_absolute() && ca.ends_with("cert.pem"), "{ca:?}");
+        let without = GitRemote::new("https://cp/git".into(), "t".into(), None).unwrap();
+        assert!(!without.env().iter().any(|(k, _)| k == "GIT_SSL_CAINFO"));
     }
 }

@@ -52,6 +52,10 @@ pub enum ClientError {
     Build(String),
     #[error("cannot reach {url}: {reason}")]
     Transport { url: String, reason: String },
+    #[error(
+        "the server at {url} presents a CA certificate as its own (CaUsedAsEndEntity), which TLS clients refuse for a server: make its certificate with `-addext basicConstraints=critical,CA:FALSE` (see docs/distributed.md), or sign it with a CA of its own, and restart arbiter serve with it"
+    )]
+    CaAsServerCertificate { url: String },
     #[error("the server answered {status}: {message} ({code})")]
     Api { status: StatusCode, code: String, message: String },
     #[error("the server's answer to {url} is not what this arbiter expects: {reason}")]
@@ -71,7 +75,10 @@ impl ClientError {
     /// server or network that failed.
     pub fn is_usage(&self) -> bool {
         match self {
-            ClientError::BadUrl { .. } | ClientError::PlainHttp { .. } | ClientError::CaCert { .. } => true,
+            ClientError::BadUrl { .. }
+            | ClientError::PlainHttp { .. }
+            | ClientError::CaCert { .. }
+            | ClientError::CaAsServerCertificate { .. } => true,
             ClientError::Api { status, .. } => status.is_client_error(),
             _ => false,
         }
@@ -248,8 +255,17 @@ fn read_ca(path: &Path) -> Result<Vec<reqwest::Certificate>, ClientError> {
     Ok(certs)
 }
 
-fn transport(url: &Url, e: &reqwest::Error) -> ClientError {
-    ClientError::Transport { url: url.to_string(), reason: error_chain(e) }
+/// A request to `url` that got no answer: every HTTP call of a client of the control plane
+/// says why through this, so a server certificate no client can accept is named as such
+/// (and not taken for a network that retrying may cure).
+pub fn transport(url: &Url, e: &reqwest::Error) -> ClientError {
+    let reason = error_chain(e);
+    if reason.contains("CaUsedAsEndEntity") {
+        let mut origin = url.clone();
+        origin.set_path("/");
+        return ClientError::CaAsServerCertificate { url: origin.to_string() };
+    }
+    ClientError::Transport { url: url.to_string(), reason }
 }
 
 async fn decode<T: DeserializeOwned>(url: &Url, response: reqwest::Response) -> Result<T, ClientError> {

@@ -29,7 +29,7 @@ use arbiter_store::workers::Secret;
 use reqwest::{Method, StatusCode};
 use tokio_util::sync::CancellationToken;
 
-use crate::client::{Client, ClientError};
+use crate::client::{Client, ClientError, transport};
 use crate::work_api::*;
 
 /// Backoff between attempts to reach the server.
@@ -116,7 +116,7 @@ impl HttpCoordinator {
                 .body(body)
                 .send()
                 .await
-                .map_err(|e| ClientError::Transport { url: url.to_string(), reason: e.to_string() })?;
+                .map_err(|e| transport(&url, &e))?;
             let status = response.status();
             if status.is_success() {
                 Ok(())
@@ -186,15 +186,12 @@ impl HttpCoordinator {
                         .bearer_auth(self.token.expose())
                         .send()
                         .await
-                        .map_err(|e| ClientError::Transport { url: url.to_string(), reason: e.to_string() })?;
+                        .map_err(|e| transport(&url, &e))?;
                     let status = response.status();
                     if !status.is_success() {
                         return Err(ClientError::Api { status, code: "download".into(), message: f.path.clone() });
                     }
-                    response
-                        .bytes()
-                        .await
-                        .map_err(|e| ClientError::Transport { url: url.to_string(), reason: e.to_string() })
+                    response.bytes().await.map_err(|e| transport(&url, &e))
                 })
                 .await
                 .map_err(coordinator_error)?;
@@ -297,7 +294,7 @@ impl Coordinator for HttpCoordinator {
                 .json(&request)
                 .send()
                 .await
-                .map_err(|e| ClientError::Transport { url: url.to_string(), reason: e.to_string() })?;
+                .map_err(|e| transport(&url, &e))?;
             let status = response.status();
             if status.is_success() {
                 Ok(())

@@ -11,7 +11,11 @@ use crate::output::note;
 
 pub fn completions(shell: clap_complete::Shell) -> Result<u8, CliError> {
     let mut cmd = Cli::command();
-    clap_complete::generate(shell, &mut cmd, "arbiter", &mut std::io::stdout());
+    // Generated whole, then written by the printer: clap_complete panics on a failed write,
+    // and a reader that stops early (`| head`) must end the command quietly.
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut cmd, "arbiter", &mut script);
+    crate::output::bytes(&script);
     Ok(0)
 }
 
@@ -20,7 +24,9 @@ pub fn completions(shell: clap_complete::Shell) -> Result<u8, CliError> {
 pub fn man(dir: Option<&Path>) -> Result<u8, CliError> {
     let cmd = Cli::command();
     let Some(dir) = dir else {
-        clap_mangen::Man::new(cmd).render(&mut std::io::stdout())?;
+        let mut page = Vec::new();
+        clap_mangen::Man::new(cmd).render(&mut page)?;
+        crate::output::bytes(&page);
         return Ok(0);
     };
     std::fs::create_dir_all(dir)

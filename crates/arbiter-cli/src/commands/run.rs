@@ -49,6 +49,12 @@ pub async fn run(repo: Option<&Path>, args: &RunArgs) -> Result<u8, CliError> {
     preflight_agents(&mut prepared, ctx.workspace.repo_root())?;
     let outcome = execute(&ctx, prepared).await?;
     report(&outcome, args.json);
+    if exit_code(&outcome) == exit::USAGE {
+        // What the checks need is the user's to fix (see `exit_code`): said as an error, with
+        // the command, the cause and the fix, like any other bad input.
+        let log = outcome.run_dir.join("baseline");
+        return Err(CliError::usage(format!("{} (the logs: {})", outcome.decision.summary, log.display())));
+    }
     Ok(exit_code(&outcome))
 }
 
@@ -391,6 +397,9 @@ pub(crate) async fn watch_signals(cancel: CancellationToken) {
 pub fn exit_code(o: &RunOutcome) -> u8 {
     match o.status {
         RunStatus::Interrupted => exit::INTERRUPTED,
+        // The checks cannot run on this machine: nothing was judged, and the fix is the
+        // user's (install what they run, or name another command), as with bad input.
+        _ if !o.baseline.cannot_run.is_empty() => exit::USAGE,
         RunStatus::Succeeded if o.materialization.as_ref().is_some_and(|m| m.error.is_some()) => exit::NO_RESULT,
         RunStatus::Succeeded => exit::SUCCESS,
         RunStatus::NotApplied | RunStatus::Failed => exit::NO_RESULT,

@@ -161,8 +161,9 @@ async fn run_worker(args: RunArgs<'_>) -> Result<u8, CliError> {
         ))
     })?;
     let git_base = client.url("git").map_err(client_error)?.to_string();
-    let remote =
-        GitRemote { base_url: git_base, token: token.expose().to_string(), ca_file: args.server.ca_cert.clone() };
+    let remote = GitRemote::new(git_base, token.expose().to_string(), args.server.ca_cert.clone()).map_err(|e| {
+        CliError::usage(format!("--ca-cert: cannot make its path absolute: {e}; give an absolute path"))
+    })?;
     let stop = CancellationToken::new();
     let coordinator =
         Arc::new(HttpCoordinator::new(client, token, RepoCache::new(data_dir.clone(), remote), stop.clone()));

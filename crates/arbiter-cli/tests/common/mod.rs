@@ -369,6 +369,15 @@ pub const CALC_PY: &str = "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\
 /// Its tests: `test_add` fails on the base, `test_mul` passes.
 pub const TEST_CALC_PY: &str = "import unittest\n\nfrom calc import add, mul\n\n\nclass CalcTest(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n\n    def test_mul(self):\n        self.assertEqual(mul(2, 3), 6)\n\n\nif __name__ == \"__main__\":\n    unittest.main()\n";
 
+/// `arbiter run --task TASK --runner command --command ./agent.sh --candidates N EXTRA…`:
+/// a tournament of the repository's `agent.sh`.
+pub fn agent_run<'a>(task: &'a str, candidates: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args =
+        vec!["run", "--task", task, "--runner", "command", "--command", "./agent.sh", "--candidates", candidates];
+    args.extend_from_slice(extra);
+    args
+}
+
 /// The verify command of the Python fixture.
 pub const VERIFY_PY: &str = "python3 -m unittest -q";
 

@@ -127,10 +127,11 @@ pub(super) async fn run_baseline(ctx: &RunCtx) -> BaselineRun {
         base_commit: ctx.base_commit.clone(),
         error: None,
         commands: Vec::new(),
+        cannot_run: Vec::new(),
     };
     if verify.is_empty() {
-        ctx.send_calibration(Vec::new());
         baseline.commands.extend(rules_on_base(ctx));
+        ctx.publish_baseline(&baseline);
         return BaselineRun { baseline, tree: None };
     }
     ctx.events.emit(None, &arbiter_core::event::BaselineStarted { commands: verify.to_vec() }).await;
@@ -168,10 +169,11 @@ pub(super) async fn run_baseline(ctx: &RunCtx) -> BaselineRun {
             }
         }
     }
-    ctx.send_calibration(calibration_of(&baseline));
+    baseline.cannot_run = baseline.commands.iter().filter_map(arbiter_core::cannot_run::cannot_run).collect();
     if baseline.error.is_none() {
         baseline.commands.extend(rules_on_base(ctx));
     }
+    ctx.publish_baseline(&baseline);
     if !ctx.cancel.is_cancelled()
         && let Err(e) = ctx.run_dir.write_json(paths::BASELINE, &baseline)
     {
@@ -399,6 +401,11 @@ async fn run_candidate_steps(ctx: &RunCtx, index: usize, restart: Option<Restart
             return ended_before_agent(ctx, run, status, e).await;
         }
     };
+    // The workspace is ready beside the baseline; the agent, which spends, waits for it.
+    if let Some(why) = ctx.checks_cannot_run().await {
+        release_workspace(ctx, slot);
+        return skip_candidate(ctx, index, why).await;
+    }
     let tree = slot.tree();
     let prompt_file = slot.prompt_file();
 

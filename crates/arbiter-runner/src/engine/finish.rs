@@ -169,6 +169,9 @@ pub(super) async fn finish(
         decision.winner = None;
         decision.summary =
             "the run was interrupted (Ctrl-C or SIGTERM) before it finished; nothing was selected or applied".into();
+    } else if let Some(first) = baseline.cannot_run.first() {
+        decision.winner = None;
+        decision.summary = format!("{}; no candidate can be judged, and nothing was applied", first.describe());
     }
     for rc in &decision.ranking {
         let r = runs.iter().find(|r| r.id == rc.candidate_id);

@@ -4,7 +4,8 @@
 //! recovered) → the baseline in a workspace of its own, concurrently with the candidates
 //! (a workspace from the repository's pool, include copy, setup, agent — every process in
 //! the candidate's sandbox — patch capture, limits and secrets, apply check, verify
-//! commands): a sliding pool of at most `parallel` of them for a
+//! commands; an agent starts once the baseline is known, and none does when it shows the
+//! checks cannot run on this machine, so such a run spends nothing): a sliding pool of at most `parallel` of them for a
 //! tournament, or one at a time, cheapest first, until one passes its gates for an
 //! escalation → evaluation against the baseline → cross-tests → the judge where the evidence
 //! cannot decide → the decision (pure, in `arbiter-core`) → materialization → the run
@@ -150,10 +151,11 @@ pub(super) struct RunCtx {
     pub(super) confinement: Confinement,
     /// The canary of each verify command, planned from the base commit.
     pub(super) canaries: Vec<Planned>,
-    /// Which verify commands' canaries the base's run showed failing (sent once by the
-    /// baseline; a candidate's gates plant only those).
-    pub(super) calibration: watch::Receiver<Option<Vec<bool>>>,
-    calibration_sender: Mutex<Option<watch::Sender<Option<Vec<bool>>>>>,
+    /// The baseline, once it is known (published once): which verify commands' canaries the
+    /// base's run showed failing (a candidate's gates plant only those), and whether the
+    /// checks can run at all (a candidate starts its agent only when they can).
+    pub(super) known_baseline: watch::Receiver<Option<Arc<Baseline>>>,
+    baseline_sender: Mutex<Option<watch::Sender<Option<Arc<Baseline>>>>>,
     pub(super) base_commit: String,
     pub(super) task: Task,
     pub(super) settings: RunSettings,
@@ -641,7 +643,7 @@ impl Engine {
             secrets.add("a backend key from the secrets file", value);
         }
         let redactor = secrets.redactor();
-        let (calibration_sender, calibration) = watch::channel(None);
+        let (baseline_sender, known_baseline) = watch::channel(None);
         let budget = Arc::new(RunBudget::new(
             p.settings.budget_usd.value,
             &self.cancel,
@@ -656,8 +658,8 @@ impl Engine {
             pool: p.pool,
             confinement: p.confinement,
             canaries: p.canaries,
-            calibration,
-            calibration_sender: Mutex::new(Some(calibration_sender)),
+            known_baseline,
+            baseline_sender: Mutex::new(Some(baseline_sender)),
             base_commit: p.base_commit,
             task: p.task,
             settings: p.settings,
@@ -730,7 +732,7 @@ async fn drive(
         tokio::spawn(async move {
             match saved {
                 Some(baseline) => {
-                    ctx.send_calibration(candidate::calibration_of(&baseline));
+                    ctx.publish_baseline(&baseline);
                     BaselineRun { baseline, tree: None }
                 }
                 None => run_baseline(&ctx).await,
@@ -930,21 +932,39 @@ impl RunCtx {
         }
     }
 
-    /// Which verify commands' canaries the base calibrated, once the baseline knows (all
-    /// uncalibrated when it never says, or the run is interrupted first).
-    pub(super) async fn calibration(&self) -> Vec<bool> {
-        let mut rx = self.calibration.clone();
+    /// The baseline, once it is known (`None` when it never is: the run is interrupted
+    /// first).
+    async fn baseline_known(&self) -> Option<Arc<Baseline>> {
+        let mut rx = self.known_baseline.clone();
         tokio::select! {
-            known = rx.wait_for(Option::is_some) => known.map(|v| v.clone().unwrap_or_default()).unwrap_or_default(),
-            _ = self.cancel.cancelled() => Vec::new(),
+            known = rx.wait_for(Option::is_some) => known.ok().and_then(|b| b.clone()),
+            _ = self.cancel.cancelled() => None,
         }
     }
 
-    /// Says which canaries the base calibrated (the first call counts).
-    pub(super) fn send_calibration(&self, calibrated: Vec<bool>) {
-        let sender = self.calibration_sender.lock().unwrap_or_else(|p| p.into_inner()).take();
+    /// Which verify commands' canaries the base calibrated, once the baseline knows (all
+    /// uncalibrated when it never says, or the run is interrupted first).
+    pub(super) async fn calibration(&self) -> Vec<bool> {
+        self.baseline_known().await.map(|b| candidate::calibration_of(&b)).unwrap_or_default()
+    }
+
+    /// Waits for the baseline, and says why no agent may start when its checks cannot run
+    /// on this machine: a run that can judge no candidate spends nothing on them.
+    pub(super) async fn checks_cannot_run(&self) -> Option<String> {
+        // A candidate unit runs no baseline: the evaluation does, and says so.
+        if self.unit.is_some() {
+            return None;
+        }
+        let baseline = self.baseline_known().await?;
+        let first = baseline.cannot_run.first()?;
+        Some(format!("the verify command `{}` cannot run on this machine", first.command))
+    }
+
+    /// Makes the baseline known to the candidates (the first call counts).
+    pub(super) fn publish_baseline(&self, baseline: &Baseline) {
+        let sender = self.baseline_sender.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some(tx) = sender {
-            let _ = tx.send(Some(calibrated));
+            let _ = tx.send(Some(Arc::new(baseline.clone())));
         }
     }
 }
