@@ -366,10 +366,11 @@ async fn a_worker_whose_git_cannot_reach_the_server_refuses_its_units_and_goes_o
     let store = store_of(&serve, None).await;
     // The broken worker's git: the real one, but for talking to the server.
     let bin = tempfile::tempdir().unwrap();
-    let real_git = String::from_utf8(std::process::Command::new("sh").args(["-c", "command -v git"]).output().unwrap().stdout)
-        .unwrap()
-        .trim()
-        .to_string();
+    let real_git =
+        String::from_utf8(std::process::Command::new("sh").args(["-c", "command -v git"]).output().unwrap().stdout)
+            .unwrap()
+            .trim()
+            .to_string();
     let wrapper = bin.path().join("git");
     std::fs::write(
         &wrapper,

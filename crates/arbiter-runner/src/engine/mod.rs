@@ -59,6 +59,10 @@ mod units;
 use candidate::{BaselineRun, run_baseline, run_candidate, skip_candidate};
 use finish::finish;
 use resume::Restart;
+
+/// How long the agents wait for the baseline to tell whether the checks can run at all:
+/// a command that cannot (a module or a program missing) fails within a second or two.
+const CANNOT_RUN_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
 pub use units::{CandidateUnitOutcome, UnitRequest};
 
 /// What to run.
@@ -948,14 +952,18 @@ impl RunCtx {
         self.baseline_known().await.map(|b| candidate::calibration_of(&b)).unwrap_or_default()
     }
 
-    /// Waits for the baseline, and says why no agent may start when its checks cannot run
-    /// on this machine: a run that can judge no candidate spends nothing on them.
+    /// Says why no agent may start when the checks cannot run on this machine: a run that
+    /// can judge no candidate spends nothing on them. A command that cannot run says so at
+    /// once (a missing module, a missing program), so the agents wait for the baseline at
+    /// most [`CANNOT_RUN_GRACE`]: a baseline still running by then is running tests, and a
+    /// slow suite does not hold every agent back (the run's end still reports a command
+    /// that turned out not to run).
     pub(super) async fn checks_cannot_run(&self) -> Option<String> {
         // A candidate unit runs no baseline: the evaluation does, and says so.
         if self.unit.is_some() {
             return None;
         }
-        let baseline = self.baseline_known().await?;
+        let baseline = tokio::time::timeout(CANNOT_RUN_GRACE, self.baseline_known()).await.ok()??;
         let first = baseline.cannot_run.first()?;
         Some(format!("the verify command `{}` cannot run on this machine", first.command))
     }
