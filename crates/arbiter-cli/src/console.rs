@@ -17,6 +17,7 @@ static LIVE: Mutex<Option<Live>> = Mutex::new(None);
 
 /// Writes `text` as a line of its own, above the live block if one is drawn.
 pub fn line(text: &str) {
+    let text = &*crate::output::shown(text);
     let live = LIVE.lock().unwrap_or_else(|p| p.into_inner());
     match live.as_ref() {
         Some(l) => {
@@ -44,7 +45,8 @@ pub fn draw_block(lines: &[String]) {
         l.bars.push(bar);
     }
     for (bar, text) in l.bars.iter().zip(lines) {
-        bar.set_message(text.clone());
+        // One row each: a line break in it would break the block too.
+        bar.set_message(crate::output::shown(&text.replace('\n', "\\n")).into_owned());
     }
 }
 

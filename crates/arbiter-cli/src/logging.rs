@@ -8,7 +8,7 @@ pub fn init(format: &str) {
     use tracing_subscriber::filter::LevelFilter;
     let level =
         std::env::var("ARBITER_LOG").ok().and_then(|l| l.parse::<LevelFilter>().ok()).unwrap_or(LevelFilter::INFO);
-    let builder = tracing_subscriber::fmt().with_writer(std::io::stderr).with_max_level(level).with_target(false);
+    let builder = tracing_subscriber::fmt().with_writer(Shown).with_max_level(level).with_target(false);
     let _ = if format == "json" {
         builder.json().flatten_event(true).try_init()
     } else {
@@ -69,5 +69,35 @@ impl tracing::field::Visit for NoteText {
         } else {
             self.fields.push_str(&format!("; {}: {value}", field.name()));
         }
+    }
+}
+
+/// Standard error for the log lines, each written as [`crate::output::shown_keeping`] shows
+/// text: what a log line quotes (a worker's reason, a task's title) cannot drive the
+/// terminal of whoever reads the log, while the logger's own colours stay.
+#[derive(Clone, Copy)]
+struct Shown;
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Shown {
+    type Writer = ShownWriter;
+
+    fn make_writer(&'a self) -> Self::Writer {
+        ShownWriter
+    }
+}
+
+struct ShownWriter;
+
+impl std::io::Write for ShownWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let text = String::from_utf8_lossy(buf);
+        // The logger's own colours are plain SGR parameters (digits and ';').
+        let shown = crate::output::shown_keeping(&text, |sgr| sgr.chars().all(|c| c.is_ascii_digit() || c == ';'));
+        std::io::stderr().lock().write_all(shown.as_bytes())?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        std::io::stderr().lock().flush()
     }
 }

@@ -9,7 +9,10 @@
 //!   `--quiet` silences, and warnings ([`warning!`]) and errors, which it does not. Every
 //!   stderr line goes through [`crate::console`], above the live progress block.
 //!
-//! Nothing else in the CLI prints (a test holds it to that).
+//! Nothing else in the CLI prints (a test holds it to that), and every human line passes
+//! [`shown`] on its way out: whatever a message quoted (a file name a candidate chose, a
+//! model's words), no control, bidirectional or invisible character reaches the terminal
+//! but arbiter's own colours ([`paint`]).
 
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -50,8 +53,9 @@ struct Versioned<'a, T: Serialize> {
 /// `schema_version`.
 pub fn json<T: JsonDocument>(document: &T) {
     let versioned = Versioned { schema: T::SCHEMA, schema_version: JSON_SCHEMA_VERSION, document };
+    // JSON escapes what it must itself; its strings are data, kept as they are.
     match serde_json::to_string_pretty(&versioned) {
-        Ok(text) => line(&text),
+        Ok(text) => write_stdout(format_args!("{text}\n")),
         Err(e) => {
             write_warning(&format!("arbiter: error: the JSON result could not be made: {e}"));
             std::process::exit(i32::from(crate::error::exit::ENVIRONMENT));
@@ -61,12 +65,60 @@ pub fn json<T: JsonDocument>(document: &T) {
 
 /// Writes `text` and a newline to stdout.
 pub fn line(text: &str) {
-    write_stdout(format_args!("{text}\n"));
+    write_stdout(format_args!("{}\n", shown(text)));
 }
 
-/// Writes `text` to stdout as it is (a rendered table that ends its own lines).
+/// Writes `text` to stdout (a rendered table that ends its own lines).
 pub fn text(text: &str) {
-    write_stdout(format_args!("{text}"));
+    write_stdout(format_args!("{}", shown(text)));
+}
+
+/// The colours arbiter paints with (SGR parameters): [`shown`] lets these through and
+/// nothing else that drives a terminal.
+const PALETTE: &[&str] = &["0", "2", "31", "32", "33", "36"];
+
+/// `text` in colour `code` (one of [`PALETTE`]: 2 dim, 31 red, 32 green, 33 yellow, 36 cyan).
+pub fn paint(code: &str, text: &str) -> String {
+    debug_assert!(PALETTE.contains(&code), "{code} is not in the palette");
+    format!("\x1b[{code}m{text}\x1b[0m")
+}
+
+/// Text for a person's terminal: line breaks and tabs kept, the colours of [`paint`] kept,
+/// every other control, bidirectional and invisible character written out (`\u{1b}`,
+/// `\u{202e}`).
+pub fn shown(text: &str) -> std::borrow::Cow<'_, str> {
+    shown_keeping(text, |sgr| PALETTE.contains(&sgr))
+}
+
+/// [`shown`], keeping the colour sequences (SGR parameters) `keep` accepts.
+pub fn shown_keeping(text: &str, keep: impl Fn(&str) -> bool) -> std::borrow::Cow<'_, str> {
+    let painted = |rest: &str| -> Option<usize> {
+        let body = rest.strip_prefix("\x1b[")?;
+        let end = body.find('m')?;
+        keep(&body[..end]).then_some(2 + end + 1)
+    };
+    let needs = |c: char| (c.is_control() && c != '\n' && c != '\t') || arbiter_core::text::invisible(c);
+    if !text.chars().any(needs) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    let mut i = 0;
+    while let Some(c) = text[i..].chars().next() {
+        if c == '\x1b'
+            && let Some(len) = painted(&text[i..])
+        {
+            out.push_str(&text[i..i + len]);
+            i += len;
+            continue;
+        }
+        if needs(c) {
+            out.push_str(&arbiter_core::text::one_line(&c.to_string()));
+        } else {
+            out.push(c);
+        }
+        i += c.len_utf8();
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 /// Writes `data` to stdout as it is (a generated man page or completion script).
@@ -185,5 +237,19 @@ mod tests {
     fn text_from_outside_prints_on_its_line_without_driving_the_terminal() {
         assert_eq!(printable("lease lost"), "lease lost");
         assert_eq!(printable("ok\n     9  forged line\u{1b}[2J"), "ok\\n     9  forged line\\u{1b}[2J");
+    }
+
+    /// What reaches the terminal: arbiter's own colours and line breaks, nothing else that
+    /// drives it, whatever a message quoted.
+    #[test]
+    fn the_printer_lets_through_its_own_colours_only() {
+        use super::{paint, shown};
+        let ours = format!("{} {}\n\tnext", paint("32", "done"), paint("2", "blocked"));
+        assert_eq!(shown(&ours), ours);
+        let hostile = "a\u{1b}]0;pwned\u{7}\u{1b}[2J\r\u{1b}[8mhidden\u{202e}z";
+        assert_eq!(shown(hostile), "a\\u{1b}]0;pwned\\u{7}\\u{1b}[2J\\r\\u{1b}[8mhidden\\u{202e}z");
+        // A colour sequence cut short is no colour.
+        assert_eq!(shown("\u{1b}[32"), "\\u{1b}[32");
+        assert_eq!(shown("plain ünïcode ✓"), "plain ünïcode ✓");
     }
 }

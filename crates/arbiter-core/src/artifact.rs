@@ -308,7 +308,7 @@ pub struct SelectionEntry {
     pub runner: String,
     pub eligible: bool,
     pub won: bool,
-    pub reason: String,
+    pub reason: crate::text::Untrusted,
 }
 
 /// How a candidate of the run was produced and what it cost, in the order it was tried.
@@ -456,7 +456,7 @@ pub struct SelectionArtifact {
     pub winner: Option<CandidateId>,
     /// The winner's patch, relative to the run directory.
     pub winner_patch: Option<String>,
-    pub summary: String,
+    pub summary: crate::text::Untrusted,
     pub candidates: Vec<SelectionEntry>,
     /// How candidates and money were spent (absent in runs recorded before it existed).
     #[serde(default, skip_serializing_if = "Option::is_none")]

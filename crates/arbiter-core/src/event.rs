@@ -206,7 +206,7 @@ pub struct CandidateFinished {
     pub status: crate::status::CandidateStatus,
     /// Why it never started.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
+    pub reason: Option<crate::text::Untrusted>,
     /// Why it could not be prepared.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -340,7 +340,7 @@ impl EventData for PatchCaptured {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SelectionMade {
     pub winner: Option<CandidateId>,
-    pub summary: String,
+    pub summary: crate::text::Untrusted,
     #[serde(default)]
     pub eligible: usize,
 }
@@ -376,7 +376,8 @@ impl EventData for MaterializeFailed {
 /// `warning`: something the user should know that stopped nothing.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Warning {
-    pub message: String,
+    /// It may quote what a candidate or a repository chose (a file name).
+    pub message: crate::text::Untrusted,
     /// The violation it reports, when it reports one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub violation: Option<crate::selection::Violation>,
@@ -392,7 +393,13 @@ pub struct Warning {
 
 impl Warning {
     pub fn new(message: impl Into<String>) -> Self {
-        Warning { message: message.into(), violation: None, protected_changes: None, restored: None, removed: None }
+        Warning {
+            message: crate::text::Untrusted::new(message),
+            violation: None,
+            protected_changes: None,
+            restored: None,
+            removed: None,
+        }
     }
 }
 
@@ -631,7 +638,10 @@ mod tests {
         assert!(ev.data_as::<GateFinished>().is_none(), "another kind");
         let skipped = r#"{"seq":3,"run_id":"20261101T101010Z-aaaaaa","at":1,"kind":"candidate_finished","candidate":"c02","data":{"status":"skipped","reason":"c01 already passed"}}"#;
         let ev: Event = serde_json::from_str(skipped).unwrap();
-        assert_eq!(ev.data_as::<CandidateFinished>().unwrap().reason.as_deref(), Some("c01 already passed"));
+        assert_eq!(
+            ev.data_as::<CandidateFinished>().unwrap().reason.as_ref().map(crate::text::Untrusted::raw),
+            Some("c01 already passed")
+        );
         let base = r#"{"seq":4,"run_id":"20261101T101010Z-aaaaaa","at":1,"kind":"baseline_finished","data":{"error":null,"results":[{"command":"make test","passed":false,"exit_code":2}]}}"#;
         let ev: Event = serde_json::from_str(base).unwrap();
         assert_eq!(ev.data_as::<BaselineFinished>().unwrap().results[0].exit_code, Some(2));

@@ -6,6 +6,7 @@
 //! candidate's files before it writes the patch, so what is over a limit is never written
 //! in full.
 
+use crate::text::Untrusted;
 use serde::{Deserialize, Serialize};
 
 use crate::links::{self, Escape, Links};
@@ -48,18 +49,18 @@ pub enum LimitBreach {
         limit: u64,
     },
     FileBytes {
-        path: String,
+        path: Untrusted,
         bytes: u64,
         limit: u64,
     },
     LinkOutside {
-        path: String,
-        target: String,
+        path: Untrusted,
+        target: Untrusted,
         #[serde(default)]
         escape: Escape,
         /// The other links its resolution went through (`path -> target`).
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
-        via: Vec<String>,
+        via: Vec<Untrusted>,
     },
 }
 
@@ -76,6 +77,7 @@ impl LimitBreach {
                 format!("{path} is {bytes} bytes, over the limit of {limit} for one file (max_file_bytes)")
             }
             LimitBreach::LinkOutside { path, target, escape, via } => {
+                let via: Vec<String> = via.iter().map(Untrusted::to_string).collect();
                 let through =
                     if via.is_empty() { String::new() } else { format!(" (through {})", via.join(", then ")) };
                 format!("{path} is a symbolic link to {target}, which {}{through}", escape.describe())
@@ -100,7 +102,7 @@ pub fn check(limits: &CandidateLimits, patch_bytes: Option<u64>, files: &[Change
     }
     for f in files {
         if let Some(bytes) = f.bytes.filter(|b| *b > limits.max_file_bytes) {
-            breaches.push(LimitBreach::FileBytes { path: f.path.clone(), bytes, limit: limits.max_file_bytes });
+            breaches.push(LimitBreach::FileBytes { path: f.path.as_str().into(), bytes, limit: limits.max_file_bytes });
         }
     }
     breaches
@@ -111,7 +113,12 @@ pub fn check(limits: &CandidateLimits, patch_bytes: Option<u64>, files: &[Change
 pub fn check_links(before: &Links, after: &Links) -> Vec<LimitBreach> {
     links::escaping(before, after)
         .into_iter()
-        .map(|(path, target, e)| LimitBreach::LinkOutside { path, target, escape: e.escape, via: e.via })
+        .map(|(path, target, e)| LimitBreach::LinkOutside {
+            path: path.into(),
+            target: target.into(),
+            escape: e.escape,
+            via: e.via.into_iter().map(Untrusted::from).collect(),
+        })
         .collect()
 }
 

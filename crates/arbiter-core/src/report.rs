@@ -57,8 +57,13 @@ pub fn review_heading(r: &crate::review::ReviewArtifact, winner: Option<&crate::
     }
 }
 
-/// Renders `final_report.md`.
+/// Renders `final_report.md`: every character that would drive a terminal or hide text
+/// (whoever `cat`s the report) is written out, whatever part of the report quoted it.
 pub fn render_markdown(r: &ReportInput<'_>) -> String {
+    crate::text::visible(&markdown(r))
+}
+
+fn markdown(r: &ReportInput<'_>) -> String {
     let s = r.state;
     let mut out = String::new();
     let _ = writeln!(out, "# arbiter run {}\n", s.run_id);
@@ -195,7 +200,7 @@ pub fn render_markdown(r: &ReportInput<'_>) -> String {
     let _ = writeln!(out, "## Candidates\n");
     for c in &r.ranking.candidates {
         let _ = writeln!(out, "### {} ({})\n", c.candidate_id, c.runner);
-        let _ = writeln!(out, "{}\n", capitalize(&c.reason));
+        let _ = writeln!(out, "{}\n", capitalize(&c.reason.to_string()));
         if let Some(e) = r.evidence.iter().find(|e| e.candidate_id == c.candidate_id) {
             let a = &e.agent;
             let _ = writeln!(

@@ -68,7 +68,7 @@ pub enum Violation {
     OverLimit { breach: crate::limits::LimitBreach },
     /// It changed the test machinery (`crate::test_machinery`) in a way the gates cannot put
     /// back as the base has it.
-    UnrestorableMachinery { path: String, why: String },
+    UnrestorableMachinery { path: crate::text::Untrusted, why: crate::text::Untrusted },
 }
 
 impl Violation {
@@ -227,8 +227,8 @@ pub struct RankedCandidate {
     pub cost: Option<Usd>,
     pub judge: Option<JudgeScore>,
     pub cross_tests: Option<CrossScore>,
-    /// Why it won, or why it lost.
-    pub reason: String,
+    /// Why it won, or why it lost (it quotes what candidates chose: file names, tests).
+    pub reason: crate::text::Untrusted,
 }
 
 /// Candidates that produced the same normalized patch.
@@ -245,7 +245,7 @@ pub struct Decision {
     pub winner: Option<CandidateId>,
     pub groups: Vec<AgreementGroup>,
     /// One sentence: why the winner won, or why there is none.
-    pub summary: String,
+    pub summary: crate::text::Untrusted,
 }
 
 /// Groups non-empty patches by normalized hash, largest group first.
@@ -408,7 +408,7 @@ pub fn decide(candidates: &[CandidateFacts], policy: Policy) -> Decision {
             cost: s.facts.cost,
             judge: s.facts.judge,
             cross_tests: s.facts.cross_tests,
-            reason,
+            reason: reason.into(),
         });
     }
     let winner = winner_idx.map(|i| scored[i].facts.id.clone());
@@ -426,7 +426,8 @@ pub fn decide(candidates: &[CandidateFacts], policy: Policy) -> Decision {
                 ))
                 .collect::<Vec<_>>()
                 .join("; ")
-        ),
+        )
+        .into(),
     };
     Decision { ranking, winner, groups, summary }
 }

@@ -2,6 +2,86 @@
 //! safe to show: control characters and the invisible characters that reorder or hide text
 //! (bidirectional overrides and isolates, zero-width characters — "Trojan Source") are
 //! written as escapes (`\u{1b}`, `\u{202e}`), so what a person reads is what the bytes say.
+//! Such text is an [`Untrusted`] wherever arbiter holds it to show; every place that shows
+//! text to a person (the printer, the logs, the report, the viewer, the dashboards) also
+//! passes what it writes through [`visible`], so a message that quoted such text as a
+//! plain string still cannot drive a terminal.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// Text that came from outside arbiter — a file name a candidate chose, a reason an agent
+/// gave, a test's name, a model's words, a plan's title, a worker's report — as a type of its
+/// own: shown (`{}`), it is one line with its control, bidirectional and invisible characters
+/// escaped, so no message that quotes it can forget to. Stored and sent as the plain string
+/// it is; [`Untrusted::raw`] is for what must use its bytes (a file to open), never for a
+/// person to read.
+#[derive(Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Untrusted(String);
+
+impl Untrusted {
+    pub fn new(text: impl Into<String>) -> Self {
+        Untrusted(text.into())
+    }
+
+    /// The text as it came, for what must use its bytes (never to show).
+    pub fn raw(&self) -> &str {
+        &self.0
+    }
+
+    /// Whether it holds `pattern`.
+    pub fn contains(&self, pattern: &str) -> bool {
+        self.0.contains(pattern)
+    }
+
+    /// Whether it says nothing but white space.
+    pub fn is_blank(&self) -> bool {
+        self.0.trim().is_empty()
+    }
+
+    /// Shown over several lines: line breaks and tabs kept, everything else escaped.
+    pub fn visible(&self) -> String {
+        visible(&self.0)
+    }
+}
+
+impl fmt::Display for Untrusted {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&one_line(&self.0))
+    }
+}
+
+impl fmt::Debug for Untrusted {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}", one_line(&self.0))
+    }
+}
+
+impl From<String> for Untrusted {
+    fn from(text: String) -> Self {
+        Untrusted(text)
+    }
+}
+
+impl From<&str> for Untrusted {
+    fn from(text: &str) -> Self {
+        Untrusted(text.to_string())
+    }
+}
+
+impl PartialEq<str> for Untrusted {
+    fn eq(&self, other: &str) -> bool {
+        self.0 == other
+    }
+}
+
+impl PartialEq<&str> for Untrusted {
+    fn eq(&self, other: &&str) -> bool {
+        self.0 == *other
+    }
+}
 
 /// Whether `c` changes how the text around it reads without showing itself.
 pub fn invisible(c: char) -> bool {
@@ -55,6 +135,21 @@ mod tests {
         assert_eq!(visible("if user == \u{202e}nimda\u{202c}"), "if user == \\u{202e}nimda\\u{202c}");
         assert_eq!(one_line("ad\u{200b}min"), "ad\\u{200b}min");
         assert_eq!(visible("plain ünïcode ✓"), "plain ünïcode ✓");
+    }
+
+    #[test]
+    fn untrusted_text_shows_escaped_and_keeps_its_bytes() {
+        let name = Untrusted::new("lnk\u{1b}]0;pwned\u{7}\u{1b}[2J\r\u{202e}txt.exe");
+        assert_eq!(name.to_string(), "lnk\\u{1b}]0;pwned\\u{7}\\u{1b}[2J\\r\\u{202e}txt.exe");
+        assert_eq!(format!("rejected: {name} is a link"), format!("rejected: {} is a link", one_line(name.raw())));
+        assert!(format!("{name:?}").contains("\\u{1b}"));
+        assert_eq!(name.raw(), "lnk\u{1b}]0;pwned\u{7}\u{1b}[2J\r\u{202e}txt.exe");
+        // The wire and the disk keep the text as it is.
+        let json = serde_json::to_string(&name).unwrap();
+        assert_eq!(serde_json::from_str::<Untrusted>(&json).unwrap(), name);
+        assert_eq!(json, serde_json::to_string(name.raw()).unwrap());
+        // Escaping is idempotent: a message made of shown text shows the same.
+        assert_eq!(Untrusted::new(name.to_string()).to_string(), name.to_string());
     }
 
     #[test]

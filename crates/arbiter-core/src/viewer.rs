@@ -14,8 +14,10 @@ use crate::ids::CandidateId;
 use crate::report::{ReportInput, exit_text};
 use crate::time::human_duration;
 
-/// Escapes text for HTML element content and attribute values.
+/// Escapes text for HTML element content and attribute values; control, bidirectional and
+/// invisible characters are written out too (every text the viewer shows passes here).
 pub fn escape(s: &str) -> String {
+    let s = crate::text::visible(s);
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         match c {
@@ -73,7 +75,7 @@ pub fn render_html(r: &ReportInput<'_>, patches: &[(CandidateId, String)], max_d
         h,
         "<section><h2>Decision <span class=\"tag {tag_class}\">{}</span></h2><p>{}</p>",
         escape(&tag),
-        escape(&r.selection.summary)
+        escape(&r.selection.summary.to_string())
     );
     if let Some(m) = &s.materialization {
         let _ = write!(h, "<p>Materialization: {}</p>", escape(&m.describe()));
@@ -126,7 +128,7 @@ pub fn render_html(r: &ReportInput<'_>, patches: &[(CandidateId, String)], max_d
             c.gates_total,
             c.votes,
             c.patch_weight,
-            escape(&c.reason),
+            escape(&c.reason.to_string()),
             id = escape(c.candidate_id.as_str()),
         );
     }
@@ -168,7 +170,7 @@ pub fn render_html(r: &ReportInput<'_>, patches: &[(CandidateId, String)], max_d
             h,
             "<section id=\"{id}\"><h2>{id} <small>({})</small></h2><p>{}</p>",
             escape(&c.runner),
-            escape(&c.reason),
+            escape(&c.reason.to_string()),
             id = escape(c.candidate_id.as_str())
         );
         if let Some(e) = r.evidence.iter().find(|e| e.candidate_id == c.candidate_id) {

@@ -268,12 +268,12 @@ pub fn read_evidence(run_dir: &Path, failure: &str) -> Option<Evidence> {
                 evidence.as_ref().map(|e| format!("{:?}", e.status)).unwrap_or_else(|| "no evidence".into())
             ),
             id,
-            reason,
+            reason: reason.to_string(),
             details,
         });
     }
     let failure = match &selection {
-        Some(s) if !s.summary.trim().is_empty() => format!("{failure} ({})", s.summary.trim()),
+        Some(s) if !s.summary.is_blank() => format!("{failure} ({})", s.summary.to_string().trim()),
         _ => failure.to_string(),
     };
     Some(Evidence {

@@ -472,7 +472,7 @@ mod tests {
         breaches
             .into_iter()
             .map(|b| match b {
-                LimitBreach::LinkOutside { path, escape, .. } => (path, escape.describe()),
+                LimitBreach::LinkOutside { path, escape, .. } => (path.raw().to_string(), escape.describe()),
                 other => panic!("another limit: {other:?}"),
             })
             .collect()

@@ -348,10 +348,10 @@ pub fn plan_outcome(view: &PlanView, runs_dir: &Path, spent: String) -> PlanOutc
             let winner = selection.as_ref().and_then(|s| s.winner.as_ref().map(|w| w.to_string()));
             let mut reasons = Vec::new();
             if let Some(s) = &selection {
-                if !s.summary.trim().is_empty() {
-                    reasons.push(s.summary.clone());
+                if !s.summary.is_blank() {
+                    reasons.push(s.summary.to_string());
                 }
-                for c in s.candidates.iter().filter(|c| !c.reason.trim().is_empty()) {
+                for c in s.candidates.iter().filter(|c| !c.reason.is_blank()) {
                     reasons.push(format!("{}{}: {}", c.candidate_id, if c.won { " (won)" } else { "" }, c.reason));
                 }
             }

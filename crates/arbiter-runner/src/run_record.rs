@@ -231,7 +231,7 @@ impl RunRecord {
                                 .collect()
                         })
                         .unwrap_or_default(),
-                    reason: ranked.map(|r| r.reason.clone()),
+                    reason: ranked.map(|r| r.reason.to_string()),
                 }
             })
             .collect();
@@ -243,7 +243,7 @@ impl RunRecord {
             started_at: s.started_at,
             finished_at: s.finished_at,
             winner: winner.map(|w| w.to_string()),
-            decision: self.selection.as_ref().map(|x| x.summary.clone()),
+            decision: self.selection.as_ref().map(|x| x.summary.to_string()),
             cost: self.cost.as_ref().map(|c| c.total.describe_cost()),
             candidates,
         }

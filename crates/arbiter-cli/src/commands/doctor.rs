@@ -93,7 +93,7 @@ fn print(checks: &[Check]) {
             Status::Fail => ("FAIL", "31"),
             Status::Absent => ("-   ", "2"),
         };
-        if colour { format!("\x1b[{code}m{text}\x1b[0m") } else { text.to_string() }
+        if colour { crate::output::paint(code, text) } else { text.to_string() }
     };
     let width = checks.iter().map(|c| c.name.len()).max().unwrap_or(0);
     let mut area = "";

@@ -457,7 +457,7 @@ fn candidates(o: &RunOutcome) -> Vec<CandidateDoc> {
                 candidate_id: r.candidate_id.to_string(),
                 runner: r.runner.clone(),
                 eligible: r.eligible,
-                reason: r.reason.clone(),
+                reason: r.reason.to_string(),
                 repair_rounds,
                 failing_gates: evidence
                     .map(|e| {

@@ -530,7 +530,7 @@ fn badge(status: TaskStatus, colour: bool) -> String {
         TaskStatus::Failed | TaskStatus::Cancelled => "31",
         TaskStatus::Blocked | TaskStatus::Skipped => "2",
     };
-    format!("\x1b[{code}m{text:<11}\x1b[0m")
+    crate::output::paint(code, &format!("{text:<11}"))
 }
 
 /// `plan show`: the tasks by depth (dependencies above their dependents), each with its

@@ -107,7 +107,8 @@ async fn propose_run(
     let (Some(winner), Some(rel)) = (selection.winner.clone(), selection.winner_patch.clone()) else {
         return Err(CliError::no_result(format!("run {id} has no winner to propose: {}", selection.summary)));
     };
-    let report_text = std::fs::read_to_string(dir.join(paths::REPORT)).unwrap_or_else(|_| selection.summary.clone());
+    let report_text =
+        std::fs::read_to_string(dir.join(paths::REPORT)).unwrap_or_else(|_| selection.summary.to_string());
     if text.title.trim().is_empty() {
         text.title = state.task.title();
     }

@@ -413,7 +413,7 @@ struct RunReport<'a> {
     run_id: String,
     status: RunStatus,
     winner: Option<String>,
-    summary: &'a str,
+    summary: &'a arbiter_core::text::Untrusted,
     materialization: Option<&'a arbiter_core::artifact::Materialization>,
     candidates: Vec<CandidateLine<'a>>,
     cost: CostLine,
@@ -432,7 +432,7 @@ struct CandidateLine<'a> {
     gates_passed: usize,
     gates_total: usize,
     votes: usize,
-    reason: &'a str,
+    reason: &'a arbiter_core::text::Untrusted,
 }
 
 #[derive(Serialize)]

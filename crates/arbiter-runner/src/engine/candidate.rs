@@ -299,7 +299,8 @@ pub(super) async fn skip_candidate(ctx: &RunCtx, index: usize, why: String) -> C
     run.status = CandidateStatus::Skipped;
     run.not_run = Some(why);
     ctx.set_candidate_status(&run.id, run.status, None).await;
-    let finished = CandidateFinished { reason: run.not_run.clone(), ..CandidateFinished::with_status(run.status) };
+    let finished =
+        CandidateFinished { reason: run.not_run.clone().map(Into::into), ..CandidateFinished::with_status(run.status) };
     ctx.events.emit(Some(&run.id), &finished).await;
     resume::save(ctx, &run);
     run
@@ -703,7 +704,7 @@ pub(super) async fn gate_candidate(
             _ => None,
         })
     {
-        disqualify(ctx, run, Violation::UnrestorableMachinery { path, why }).await;
+        disqualify(ctx, run, Violation::UnrestorableMachinery { path: path.into(), why: why.into() }).await;
         run.gates_skipped =
             Some(format!("it is disqualified: {}", run.violations.last().map(|v| v.describe()).unwrap_or_default()));
         return;

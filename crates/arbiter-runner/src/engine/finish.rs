@@ -171,7 +171,7 @@ pub(super) async fn finish(
             "the run was interrupted (Ctrl-C or SIGTERM) before it finished; nothing was selected or applied".into();
     } else if let Some(first) = baseline.cannot_run.first() {
         decision.winner = None;
-        decision.summary = format!("{}; no candidate can be judged, and nothing was applied", first.describe());
+        decision.summary = format!("{}; no candidate can be judged, and nothing was applied", first.describe()).into();
     }
     for rc in &decision.ranking {
         let r = runs.iter().find(|r| r.id == rc.candidate_id);
@@ -227,7 +227,7 @@ pub(super) async fn finish(
         s.finished_at = Some(finished);
         s.winner = decision.winner.clone();
         s.materialization = materialization.clone();
-        s.message = Some(decision.summary.clone());
+        s.message = Some(decision.summary.to_string());
         for c in s.candidates.iter_mut() {
             if let Some(e) = evidence.iter().find(|e| e.candidate_id == c.id) {
                 c.gates = e.gate_summary.as_ref().map(|g| g.describe());

@@ -126,7 +126,9 @@ impl<'a> Page<'a> {
     }
 }
 
-/// A rendered page as a response (never cached: it shows live state).
+/// A rendered page as a response (never cached: it shows live state). Every page passes
+/// here, so whatever text a page quoted without [`printable`], its control, bidirectional
+/// and invisible characters are written out all the same (arbiter's own markup has none).
 pub fn html_response(markup: Markup) -> Response {
     (
         [
@@ -139,7 +141,7 @@ pub fn html_response(markup: Markup) -> Response {
                 "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
             ),
         ],
-        markup.into_string(),
+        arbiter_core::text::visible(&markup.into_string()),
     )
         .into_response()
 }
@@ -320,5 +322,15 @@ mod tests {
     fn html_in_data_is_escaped() {
         let m = html! { p { (printable("<img src=x onerror=alert(1)>")) } };
         assert_eq!(m.into_string(), "<p>&lt;img src=x onerror=alert(1)&gt;</p>");
+    }
+
+    /// A page that quoted outside text as it is (no `printable`) still shows it escaped.
+    #[tokio::test]
+    async fn every_page_is_shown_with_its_hidden_characters_written_out() {
+        let name = "lnk\u{1b}]0;pwned\u{7}\r\u{202e}gpj";
+        let response = html_response(html! { p { (name) } });
+        let body = axum::body::to_bytes(response.into_body(), 1 << 20).await.unwrap();
+        let body = String::from_utf8(body.to_vec()).unwrap();
+        assert_eq!(body, "<p>lnk\\u{1b}]0;pwned\\u{7}\\r\\u{202e}gpj</p>");
     }
 }

@@ -136,7 +136,7 @@ pub fn render(r: &RunRecord, crumbs: Markup, now: Timestamp, live_only: bool) ->
         section.card #run-summary data-live {
             h2 { "Decision" }
             @match &r.selection {
-                Some(sel) => p { (printable(&sel.summary)) },
+                Some(sel) => p { (sel.summary) },
                 None => p.muted { "Not decided yet: the run is " (s.phase) "." },
             }
             table {
@@ -200,7 +200,7 @@ pub fn render(r: &RunRecord, crumbs: Markup, now: Timestamp, live_only: bool) ->
                                 td.num { (c.rank) }
                                 td.mono { (c.candidate_id.as_str()) }
                                 td { @if c.eligible { (word_badge("yes", Tone::Good)) } @else { (word_badge("no", Tone::Bad)) } }
-                                td { (printable(&c.reason)) }
+                                td { (c.reason) }
                             }
                         }
                     }
