@@ -4,7 +4,8 @@
 //! the default sandbox (`--sandbox auto`: Landlock, user, PID and mount namespaces) on a
 //! one-file project with a bug: one candidate fixes it, the other finds nothing. The fix must
 //! win — its gate passes in the sandbox — and the other lose for failing as the base did.
-//! Before the private `/tmp`, every candidate failed there, the fix included.
+//! Before the private `/tmp`, every candidate failed there, the fix included. Where the kernel
+//! refuses the candidate a mount namespace, `TMPDIR` and its cousins keep `cargo test` working.
 //!
 //! Tools: the `cargo` running these tests; Go at `ARBITER_GO` (default `go` on `PATH`);
 //! pytest from the venv at `ARBITER_PYTEST_VENV`; `node` on `PATH`. A missing tool skips its
@@ -46,9 +47,12 @@ fn tool(test: &str, name: &str, env: Option<&str>) -> Option<PathBuf> {
     found
 }
 
-/// The agent: the first candidate applies `fix` (a shell command), the second finds nothing.
+/// The agent: the first candidate applies `fix` (a shell command), the second writes notes
+/// and fixes nothing.
 fn agent(fix: &str) -> String {
-    format!("case \"$ARBITER_CANDIDATE_INDEX\" in\n  0) {fix} ;;\n  *) echo 'I could not find the problem.' ;;\nesac\n")
+    format!(
+        "case \"$ARBITER_CANDIDATE_INDEX\" in\n  0) {fix} ;;\n  *) echo 'I could not find the problem.' > NOTES.md ;;\nesac\n"
+    )
 }
 
 /// A repository holding `files` and the agent, committed.
@@ -63,8 +67,10 @@ fn project(files: &[(&str, &str)], fix: &str) -> TestRepo {
 }
 
 /// Runs the two candidates with `verify` in the sandbox; the fix wins, the other is rejected
-/// for its gates. Returns the run's directory.
-fn the_fix_wins(repo: &TestRepo, verify: &str, env: &[(&str, &str)]) -> PathBuf {
+/// for its gates. `view` is whether the run's sandbox gave them a private `/tmp` and
+/// `/proc` (`env` can make the probe report less). Returns the run's directory and the log
+/// of the fix's gate.
+fn the_fix_wins(repo: &TestRepo, verify: &str, env: &[(&str, &str)], view: bool) -> (PathBuf, String) {
     let mut cmd = repo.arbiter_cmd(&[
         "run",
         "--task",
@@ -86,13 +92,13 @@ fn the_fix_wins(repo: &TestRepo, verify: &str, env: &[(&str, &str)]) -> PathBuf 
     ]);
     cmd.envs(env.iter().copied());
     let run = Run::from_output(cmd.output().expect("run arbiter"));
+    run.assert_code(0);
     let dir = repo.run_dir();
     let log =
         |id: &str| std::fs::read_to_string(dir.join(format!("candidates/{id}/gates/verify-1.log"))).unwrap_or_default();
-    run.assert_code(0);
     assert_candidates_prepared(&dir);
     let state = read_json(&dir.join("state.json"));
-    assert_eq!(state["sandbox"]["mounts"], true, "{state:#}");
+    assert_eq!(state["sandbox"]["mounts"], view, "{state:#}");
     assert_eq!(state["sandbox"]["filesystem"], true, "{state:#}");
     let selection = read_json(&dir.join("selection.json"));
     assert_eq!(selection["winner"], "c01", "{selection:#}\nc01's gate:\n{}", log("c01"));
@@ -104,7 +110,7 @@ fn the_fix_wins(repo: &TestRepo, verify: &str, env: &[(&str, &str)]) -> PathBuf 
     assert_eq!(c02["rejection"]["code"], "gates_failed", "{ranking:#}");
     let passed = log("c01");
     assert!(!passed.contains("Permission denied"), "{passed}");
-    dir
+    (dir, passed)
 }
 
 /// The run: `arbiter run --verify 'cargo test'` on a one-file crate. The linker
@@ -114,22 +120,57 @@ fn cargo_test_verifies_a_rust_fix_in_the_sandbox() {
     if !sandbox_has_private_tmp("cargo_test_verifies_a_rust_fix_in_the_sandbox") {
         return;
     }
-    let repo = project(
+    let repo = rust_project(
+        "fn temporary_files_go_to_tmp() {\n        let dir = std::env::temp_dir();\n        assert_eq!(dir, std::path::Path::new(\"/tmp\"));\n        std::fs::write(dir.join(format!(\"calc-{}\", std::process::id())), \"x\").unwrap();\n    }",
+    );
+    let (_, log) = the_fix_wins(&repo, "cargo test", &[], true);
+    assert_cargo_passed(&log, "temporary_files_go_to_tmp");
+}
+
+/// A one-file crate whose `add` subtracts, tested by `adds` and by `temporary` (the text of a
+/// test function, from `fn` to its closing brace); the agent fixes `add`.
+fn rust_project(temporary: &str) -> TestRepo {
+    let lib = format!(
+        "pub fn add(a: i32, b: i32) -> i32 {{\n    a - b\n}}\n\n#[cfg(test)]\nmod tests {{\n    #[test]\n    fn adds() {{\n        assert_eq!(super::add(2, 3), 5);\n    }}\n\n    #[test]\n    {temporary}\n}}\n"
+    );
+    project(
         &[
             ("Cargo.toml", "[package]\nname = \"calc\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[workspace]\n"),
-            (
-                "src/lib.rs",
-                "pub fn add(a: i32, b: i32) -> i32 {\n    a - b\n}\n\n#[cfg(test)]\nmod tests {\n    #[test]\n    fn adds() {\n        assert_eq!(super::add(2, 3), 5);\n    }\n\n    #[test]\n    fn temporary_files_go_to_tmp() {\n        let dir = std::env::temp_dir();\n        assert_eq!(dir, std::path::Path::new(\"/tmp\"));\n        std::fs::write(dir.join(format!(\"calc-{}\", std::process::id())), \"x\").unwrap();\n    }\n}\n",
-            ),
+            ("src/lib.rs", &lib),
             (".gitignore", "target/\n"),
         ],
         "sed -i 's/a - b/a + b/' src/lib.rs",
+    )
+}
+
+/// Panics unless `cargo test`'s `log` shows `adds` and `temporary` passed.
+fn assert_cargo_passed(log: &str, temporary: &str) {
+    for test in ["adds", temporary] {
+        assert!(log.contains(&format!("test tests::{test} ... ok")), "{test}: {log}");
+    }
+}
+
+/// On a kernel that refuses the candidate a mount namespace (`ARBITER_SANDBOX_PROBE` makes
+/// arbiter believe it has no namespaces at all), `/tmp` is the machine's and not writable —
+/// the crate's test proves it — yet `cargo test` still verifies the fix: `TMPDIR` and its
+/// cousins name the candidate's own temporary directory, where the linker and the tests
+/// write. The run's report says what was not enforced.
+#[test]
+fn cargo_test_verifies_a_rust_fix_where_the_kernel_refuses_a_private_tmp() {
+    if !sandbox_has_private_tmp("cargo_test_verifies_a_rust_fix_where_the_kernel_refuses_a_private_tmp") {
+        return;
+    }
+    let repo = rust_project(
+        "fn temporary_files_go_to_tmpdir() {\n        let dir = std::env::temp_dir();\n        assert_eq!(Some(dir.as_os_str()), std::env::var_os(\"TMPDIR\").as_deref());\n        for name in [\"TMP\", \"TEMP\", \"TEMPDIR\"] {\n            assert_eq!(Some(dir.as_os_str()), std::env::var_os(name).as_deref(), \"{name}\");\n        }\n        assert!(dir.ends_with(\"tmp\") && dir != std::path::Path::new(\"/tmp\"), \"{}\", dir.display());\n        std::fs::write(dir.join(format!(\"calc-{}\", std::process::id())), \"x\").unwrap();\n        let machine = format!(\"/tmp/calc-{}\", std::process::id());\n        assert!(std::fs::write(&machine, \"x\").is_err(), \"the machine's /tmp is writable\");\n    }",
     );
-    let dir = the_fix_wins(&repo, "cargo test", &[]);
-    let log = std::fs::read_to_string(dir.join("candidates/c01/gates/verify-1.log")).expect("the gate's log");
+    let (dir, log) = the_fix_wins(&repo, "cargo test", &[("ARBITER_SANDBOX_PROBE", "no-namespaces")], false);
+    assert_cargo_passed(&log, "temporary_files_go_to_tmpdir");
+    let state = read_json(&dir.join("state.json"));
+    assert_eq!(state["sandbox"]["namespaces"], false, "{state:#}");
+    let report = std::fs::read_to_string(dir.join("final_report.md")).expect("final_report.md");
     assert!(
-        log.contains("test tests::adds ... ok") && log.contains("test tests::temporary_files_go_to_tmp ... ok"),
-        "{log}"
+        report.contains("NO private /tmp or /proc of its own: TMPDIR names the candidate's temporary directory"),
+        "{report}"
     );
 }
 
@@ -159,10 +200,12 @@ fn go_test_verifies_a_go_fix_in_the_sandbox() {
     repo.allow_writes(&gocache);
     let config = repo.arbiter_dir().join("config.toml");
     let text = std::fs::read_to_string(&config).expect("config.toml");
-    std::fs::write(&config, format!("[run]\nenv_passthrough = [\"GOCACHE\"]\n{text}")).expect("config.toml");
+    assert!(text.contains("\n[run]\n"), "{text}");
+    let text = text.replacen("\n[run]\n", "\n[run]\nenv_passthrough = [\"GOCACHE\"]\n", 1);
+    std::fs::write(&config, text).expect("config.toml");
     let gocache = gocache.display().to_string();
-    let dir = the_fix_wins(&repo, &format!("{} test -v ./...", go.display()), &[("GOCACHE", gocache.as_str())]);
-    let log = std::fs::read_to_string(dir.join("candidates/c01/gates/verify-1.log")).expect("the gate's log");
+    let (_, log) =
+        the_fix_wins(&repo, &format!("{} test -v ./...", go.display()), &[("GOCACHE", gocache.as_str())], true);
     assert!(log.contains("--- PASS: TestAdd") && log.contains("--- PASS: TestTempDir"), "{log}");
 }
 
@@ -185,8 +228,7 @@ fn pytest_tmp_path_works_in_the_sandbox() {
         ],
         "sed -i 's/a - b/a + b/' calc.py",
     );
-    let dir = the_fix_wins(&repo, &format!("{} -m pytest -v -p no:cacheprovider", python.display()), &[]);
-    let log = std::fs::read_to_string(dir.join("candidates/c01/gates/verify-1.log")).expect("the gate's log");
+    let (_, log) = the_fix_wins(&repo, &format!("{} -m pytest -v -p no:cacheprovider", python.display()), &[], true);
     assert!(log.contains("test_calc.py::test_tmp_path PASSED"), "{log}");
 }
 
@@ -208,7 +250,6 @@ fn node_os_tmpdir_works_in_the_sandbox() {
         ],
         "sed -i 's/a - b/a + b/' calc.js",
     );
-    let dir = the_fix_wins(&repo, &format!("{} --test", node.display()), &[]);
-    let log = std::fs::read_to_string(dir.join("candidates/c01/gates/verify-1.log")).expect("the gate's log");
+    let (_, log) = the_fix_wins(&repo, &format!("{} --test", node.display()), &[], true);
     assert!(log.contains("ok 2 - writes its temporary files"), "{log}");
 }
