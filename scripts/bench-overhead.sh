@@ -18,7 +18,7 @@
 #   Every candidate runs in the sandbox (--sandbox auto).
 #
 # Then, unless SANDBOX=0, the sandbox's own cost: starting `true` through the sandbox's
-# supervisor and init (Landlock rules for a realistic policy, user and PID namespaces)
+# supervisor and init (Landlock rules for a realistic policy, user, PID and mount namespaces)
 # against starting it directly, with hyperfine; the difference is the sandbox overhead per
 # sandboxed process (a candidate starts one for its agent and one per gate).
 #
@@ -48,7 +48,8 @@
 #   BENCH_DIR=target/bench   where the repository, floor.sh and the JSON results go
 #   EXTRA=1           also time `arbiter run ... --parallel 1` (sequential candidates, like
 #                     the floor, warm pool) — useful when analysing where arbiter's time goes
-#   SANDBOX=1         measure the sandbox's start-up overhead (0 to skip)
+#   SANDBOX=1         measure the sandbox's start-up overhead (0 to skip, `only` for nothing
+#                     else)
 #   QUIET_WAIT=120    before starting, wait up to this many seconds for the machine to be
 #                     idle; CPU used by other processes during each round is reported anyway
 #   SKIP_BUILD=1      do not run cargo build (use the existing target/release/arbiter)
@@ -148,6 +149,64 @@ if [ "$fstype" = ext4 ] && [ "$(cat "/sys/fs/ext4/$dev/journal_task" 2>/dev/null
   log "      expect long, noisy runs (BENCH_DIR=/dev/shm/arbiter-bench measures on tmpfs)"
 fi
 
+# --- the sandbox's own cost ----------------------------------------------------------------
+# `true` through the supervisor and init, against `true` directly. The policy is the one
+# arbiter gives a candidate whose workspace pool is in $BENCH_DIR: Landlock rules hiding the
+# repository, arbiter's directories and the home's credential stores, user and PID
+# namespaces, and — with an arbiter whose probe knows them (`mounts`) — the candidate's view
+# (a fresh /proc, a private /tmp) and every user's arbiter directories from /etc/passwd; it
+# then also times the same policy without the view (`sandboxed-no-view`).
+sandbox_cost() {
+  echo
+  local probe sb home hidden c view true_bin names
+  probe="$("$arbiter" __sandbox probe)" || true
+  echo "$probe" >&2
+  sb="$BENCH_DIR/sandbox"; rm -rf "$sb"; mkdir -p "$sb/tree" "$sb/home" "$sb/tmp" "$sb/input"
+  home="${HOME:-/root}"
+  hidden=("$repo/.git" "$repo/.arbiter" "$cache_warm" "$home/.config/arbiter")
+  for c in .ssh .gnupg .aws .azure .config/gcloud .kube .docker .netrc .git-credentials .config/gh .npmrc .pypirc; do
+    hidden+=("$home/$c")
+  done
+  view=false
+  if jq -e 'has("mounts")' <<<"$probe" >/dev/null 2>&1; then
+    view=true
+    # Every user's: all three in a home its user owns, those that exist in any other.
+    while IFS=: read -r _ _ uid _ _ h _; do
+      case "$h" in /*) ;; *) continue ;; esac
+      [ -d "$h" ] || continue
+      for c in .cache/arbiter .config/arbiter .local/share/arbiter; do
+        if [ "$(stat -c %u "$h")" = "$uid" ] || [ -e "$h/$c" ]; then hidden+=("$h/$c"); fi
+      done
+    done < /etc/passwd
+  fi
+  # policy VIEW: the candidate's policy, with the view (a private /tmp) or without.
+  policy() {
+    jq -cn --arg t "$sb/tree" --arg h "$sb/home" --arg m "$sb/tmp" --arg i "$sb/input" \
+      --arg o "$repo/.git/objects" --arg r "$sb/registry" --argjson view "$1" --argjson known "$view" \
+      '$ARGS.positional as $hidden | {hidden: $hidden, revealed: [$o, $i], landlock: true, namespaces: true, registry: $r} +
+      if $known then {writable: [$t, $h], tmp: $m, mounts: $view} else {writable: [$t, $h, $m]} end' \
+      --args "${hidden[@]}"
+  }
+  true_bin="$(command -v true)"
+  names=(-n direct "$true_bin" -n sandboxed "$arbiter __sandbox run --policy '$(policy "$view")' -- $true_bin")
+  if [ "$view" = true ]; then
+    names+=(-n sandboxed-no-view "$arbiter __sandbox run --policy '$(policy false)' -- $true_bin")
+  fi
+  ( cd "$sb/tree" && hyperfine --shell=none --style basic --warmup 20 --runs 300 --export-json "$sb/sandbox.json" \
+      "${names[@]}" >&2 )
+  printf 'Subject: %s; %s hidden paths\n' "$version" "${#hidden[@]}"
+  jq -r '(.results[] | select(.command == "direct") | .median) as $d | .results[] |
+    "\(.command): median \((.median * 1000 * 100 | round) / 100) ms (min \((.min * 1000 * 100 | round) / 100) ms)" +
+    (if .command != "direct" then " -> overhead \(((.median - $d) * 1000 * 100 | round) / 100) ms per sandboxed process (target < 20 ms)" else "" end)' \
+    "$sb/sandbox.json"
+}
+
+cache_warm="$BENCH_DIR/cache-warm"
+if [ "$SANDBOX" = only ]; then
+  sandbox_cost
+  exit 0
+fi
+
 # --- the floor -----------------------------------------------------------------------------
 floor="$BENCH_DIR/floor.sh"
 cat > "$floor" <<'SH'
@@ -172,7 +231,7 @@ chmod +x "$floor"
 # Each arbiter command has a cache of its own. The cold one starts by renaming its pool out
 # of the way (a rename: no time), and the removal of what it renamed happens in the --prepare
 # before every timed run, off the clock.
-cache_cold="$BENCH_DIR/cache-cold"; cache_warm="$BENCH_DIR/cache-warm"
+cache_cold="$BENCH_DIR/cache-cold"
 cold="$BENCH_DIR/cold.sh"
 cat > "$cold" <<'SH'
 #!/bin/sh
@@ -302,27 +361,7 @@ printf 'arbiter-warm / floor (medians) = %.2f  -> target <= 0.2x %s\n' "$warm" "
 awk -F'\t' '{ w += $2; f += $3 } END { printf "Other processes used %.1f CPU-seconds during %d s of timed rounds (%.0f%% of one core)\n", f, w, (w ? 100 * f / w : 0) }' "$raw/foreign.tsv"
 echo "JSON: $results (per-round hyperfine exports in $raw/)"
 
-# --- the sandbox's own cost ----------------------------------------------------------------
 if [ "$SANDBOX" = 1 ]; then
-  echo
-  "$arbiter" __sandbox probe >&2 || true
-  sb="$BENCH_DIR/sandbox"; rm -rf "$sb"; mkdir -p "$sb/tree" "$sb/home" "$sb/tmp" "$sb/input"
-  home="${HOME:-/root}"
-  hidden=("$repo/.git" "$repo/.arbiter" "$cache_warm" "$home/.config/arbiter")
-  for c in .ssh .gnupg .aws .azure .config/gcloud .kube .docker .netrc .git-credentials .config/gh .npmrc .pypirc; do
-    hidden+=("$home/$c")
-  done
-  policy="$(jq -cn --arg t "$sb/tree" --arg h "$sb/home" --arg m "$sb/tmp" --arg i "$sb/input" \
-    --arg o "$repo/.git/objects" --arg r "$sb/registry" '$ARGS.positional as $hidden |
-    {writable: [$t, $h, $m], hidden: $hidden, revealed: [$o, $i], landlock: true, namespaces: true, registry: $r}' \
-    --args "${hidden[@]}")"
-  true_bin="$(command -v true)"
-  ( cd "$sb/tree" && hyperfine --shell=none --style basic --warmup 20 --runs 300 --export-json "$sb/sandbox.json" \
-      -n direct "$true_bin" \
-      -n sandboxed "$arbiter __sandbox run --policy '$policy' -- $true_bin" >&2 )
-  jq -r '(.results[] | select(.command == "direct") | .median) as $d | .results[] |
-    "\(.command): median \((.median * 1000 * 100 | round) / 100) ms (min \((.min * 1000 * 100 | round) / 100) ms)" +
-    (if .command == "sandboxed" then " -> overhead \(((.median - $d) * 1000 * 100 | round) / 100) ms per sandboxed process (target < 20 ms)" else "" end)' \
-    "$sb/sandbox.json"
+  sandbox_cost
 fi
 exit "$bad"

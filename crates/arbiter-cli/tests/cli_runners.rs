@@ -252,7 +252,12 @@ fn every_cli_runs_through_arbiter_and_its_fix_lands() {
         let home = env["HOME"].as_str().expect("HOME");
         assert_eq!(Path::new(home).parent(), Path::new(cwd).parent(), "{home} beside {cwd}");
         assert!(home.ends_with("/home") && !home.starts_with(cwd), "{home}");
-        assert_eq!(env["TMPDIR"], format!("{home}/tmp"), "temporary files stay in the agent home");
+        // In the sandbox its temporary files go to its private /tmp (or, on a kernel without
+        // one, to its workspace's temporary directory), never to the machine's.
+        let slot_tmp = Path::new(home).with_file_name("tmp").display().to_string();
+        for name in ["TMPDIR", "TMP", "TEMP", "TEMPDIR"] {
+            assert!(env[name] == "/tmp" || env[name] == slot_tmp.as_str(), "{runner}: {name}={}", env[name]);
+        }
         assert!(!env.contains_key("DATABASE_URL"), "{runner} saw DATABASE_URL");
         let argv = rec["argv"].to_string();
         for secret in [DB_URL, OPENAI_KEY, ANTHROPIC_KEY, BACKEND_KEY] {

@@ -1434,6 +1434,7 @@ fn a_pooled_workspace_is_exactly_a_fresh_checkout_after_a_hostile_candidate() {
 }
 
 // ---------------------------------------------------------------------------------------
+<<<<<<< HEAD
 // 10. One way to the user's tree
 // ---------------------------------------------------------------------------------------
 
@@ -1610,6 +1611,165 @@ fn an_edited_run_directory_cannot_apply_a_link_out_of_the_repository() {
     assert!(proposed.stderr.contains("e is a symbolic link to sub/u/.."), "{}", proposed.stderr);
     assert!(repo.git(&["branch", "--list"]).lines().count() == 1, "{}", repo.git(&["branch", "--list"]));
     assert_same_files(&before, &user_files(&repo), "arbiter pr");
+=======
+// 10. What a candidate can see: processes, /tmp, arbiter's directories
+// ---------------------------------------------------------------------------------------
+
+/// `agent.sh M TAG SECRETS...`. Candidate 0 leaves a note in `/tmp` (`$M/honest-wrote` says
+/// when) and fixes the bug. Candidate 1, once the note is there, looks for it, for arbiter
+/// and every other process in `/proc`, reads each path of `SECRETS` (arbiter directories
+/// of the machine that this run does not use), tries to unmount its `/proc` and `/tmp` (in
+/// user and mount namespaces of its own, where it has every capability: never the
+/// machine's mounts), and plants a file in `/tmp` for the gates.
+const PEEK_AGENT: &str = r##"M="$1"; TAG="$2"; shift 2
+UNMOUNT='import ctypes, sys
+libc = ctypes.CDLL(None, use_errno=True)
+if libc.unshare(0x10000000 | 0x00020000) != 0:
+    sys.exit(1)
+sys.exit(0 if libc.umount2(sys.argv[1].encode(), 2) == 0 else 1)'
+
+if [ "$ARBITER_CANDIDATE_INDEX" = 0 ]; then
+  echo "honest-note-$TAG" > "/tmp/arbiter-note-$TAG" && touch "$M/honest-wrote"
+  sed -i 's/return a - b/return a + b/' calc.py
+  exit 0
+fi
+i=0; while [ ! -e "$M/honest-wrote" ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done
+[ -e "$M/honest-wrote" ] && touch "$M/waited"
+attempt read-note grep -q "honest-note-$TAG" "/tmp/arbiter-note-$TAG"
+attempt see-arbiter sh -c 'grep -l "Fix ad[d] in calc" /proc/[0-9]*/cmdline | grep -q .'
+attempt see-many-processes sh -c '[ "$(ls -d /proc/[0-9]* | wc -l)" -gt 20 ]'
+for f in "$@"; do attempt "read $f" grep -q SECRET "$f"; done
+attempt unmount-proc python3 -c "$UNMOUNT" /proc
+attempt unmount-tmp python3 -c "$UNMOUNT" /tmp
+attempt plant-for-gates sh -c "echo planted > /tmp/arbiter-planted-$TAG"
+ls -d /proc/[0-9]* > "$M/procs"
+echo "# looked" >> README.md
+"##;
+
+/// Creates `file` holding a secret, and removes it (and the directories made for it) when
+/// dropped: arbiter directories of the machine that a run does not use.
+struct Planted {
+    file: PathBuf,
+    made: Vec<PathBuf>,
+}
+
+impl Planted {
+    fn new(file: PathBuf) -> Planted {
+        let mut made = Vec::new();
+        let mut dir = file.parent().map(Path::to_path_buf);
+        while let Some(d) = dir.filter(|d| !d.exists()) {
+            made.push(d.clone());
+            dir = d.parent().map(Path::to_path_buf);
+        }
+        fs::create_dir_all(file.parent().expect("a parent")).expect("make the directory");
+        fs::write(&file, "SECRET of another arbiter\n").expect("plant the secret");
+        Planted { file, made }
+    }
+}
+
+impl Drop for Planted {
+    fn drop(&mut self) {
+        let _ = fs::remove_file(&self.file);
+        for d in &self.made {
+            let _ = fs::remove_dir(d);
+        }
+    }
+}
+
+/// The home directory `/etc/passwd` gives a user other than the one running the tests, that
+/// exists and is its user's own (`postgres`, on the CI machines).
+fn another_users_home() -> Option<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    let me = nix::unistd::getuid().as_raw();
+    let passwd = fs::read_to_string("/etc/passwd").ok()?;
+    passwd.lines().find_map(|line| {
+        let fields: Vec<&str> = line.split(':').collect();
+        let uid: u32 = fields.get(2)?.parse().ok()?;
+        let home = PathBuf::from(fields.get(5)?);
+        let meta = fs::metadata(&home).ok()?;
+        (uid != me && uid != 0 && meta.is_dir() && meta.uid() == uid).then_some(home)
+    })
+}
+
+/// Attack 10: a candidate looks around. In `/proc` it finds its own processes only — not
+/// arbiter, not its rival —; in `/tmp`, not the note its rival left there, and what it
+/// plants there for the gates never reaches them; it cannot unmount either to see what lies
+/// beneath; and none of the arbiter directories of the machine that the run does not use is
+/// readable: the user's `~/.local/share/arbiter` and `~/.config/arbiter`, the directory
+/// `$XDG_DATA_HOME` names, and another user's from `/etc/passwd`. The honest fix wins. With
+/// `--sandbox off` the very same looks find it all (the unmounts aside: what they would
+/// uncover is in plain view there).
+#[test]
+fn a_candidate_sees_only_its_own_processes_and_tmp_and_no_arbiter_directory_of_the_machine() {
+    let home = PathBuf::from(std::env::var("HOME").expect("HOME"));
+    let tag = format!("{}-{}", std::process::id(), repo_tag());
+    let xdg = tempfile::tempdir().expect("temp dir");
+    let mut planted = vec![
+        Planted::new(home.join(format!(".local/share/arbiter/hostile-{tag}"))),
+        Planted::new(home.join(format!(".config/arbiter/hostile-{tag}"))),
+        Planted::new(xdg.path().join(format!("arbiter/hostile-{tag}"))),
+    ];
+    match another_users_home() {
+        Some(other) => planted.push(Planted::new(other.join(format!(".cache/arbiter/hostile-{tag}")))),
+        None => assert!(std::env::var_os("CI").is_none(), "CI machines have another user with a home (postgres)"),
+    }
+    let secrets: Vec<String> = planted.iter().map(|p| p.file.display().to_string()).collect();
+    let run = |sandbox: &str| -> (TestRepo, tempfile::TempDir, Run) {
+        let repo = python_repo(&format!("{ATTEMPT_SH}{PEEK_AGENT}"));
+        let markers = tempfile::tempdir().expect("temp dir");
+        repo.allow_writes(markers.path());
+        let m = markers.path().display().to_string();
+        let command = format!("./agent.sh {m} {tag}-{sandbox} {}", secrets.join(" "));
+        let verify = format!(
+            "sh -c 'if [ -e /tmp/arbiter-planted-{tag}-{sandbox} ]; then touch {m}/gate-saw-planted; fi; {VERIFY_PY}'"
+        );
+        let out = repo
+            .arbiter_cmd(&run_args(
+                &command,
+                &["--candidates", "2", "--verify", &verify, "--apply", "none", "--sandbox", sandbox],
+            ))
+            .env("XDG_DATA_HOME", xdg.path())
+            .output()
+            .expect("run arbiter");
+        (repo, markers, Run::from_output(out))
+    };
+
+    let (repo, markers, guarded) = run("auto");
+    guarded.assert_code(0);
+    let dir = repo.run_dir();
+    assert_candidates_prepared(&dir);
+    assert_eq!(read_json(&dir.join("state.json"))["sandbox"]["mounts"], true);
+    assert!(markers.path().join("waited").exists(), "the looker never saw the honest candidate's note written");
+    let tried = attempts(markers.path());
+    assert_eq!(tried.len(), 6 + secrets.len(), "{tried:?}");
+    assert!(tried.iter().any(|(r, w)| r == "ok" && w == "plant-for-gates"), "{tried:?}");
+    let seen: Vec<_> = tried.iter().filter(|(r, w)| r == "ok" && w != "plant-for-gates").collect();
+    assert!(seen.is_empty(), "the candidate saw: {seen:?}");
+    let procs = fs::read_to_string(markers.path().join("procs")).expect("the looker's /proc");
+    assert!(procs.lines().count() <= 10, "{procs}");
+    assert!(!markers.path().join("gate-saw-planted").exists(), "a gate saw what the candidate planted in /tmp");
+    for leftover in [format!("/tmp/arbiter-note-{tag}-auto"), format!("/tmp/arbiter-planted-{tag}-auto")] {
+        assert!(!Path::new(&leftover).exists(), "{leftover} reached the machine's /tmp");
+    }
+    assert_eq!(read_json(&dir.join("selection.json"))["winner"], "c01");
+
+    // Contrast: without the sandbox the same looks find everything.
+    let (_repo, markers, open) = run("off");
+    let _remove = [format!("/tmp/arbiter-note-{tag}-off"), format!("/tmp/arbiter-planted-{tag}-off")]
+        .map(|f| Planted { file: PathBuf::from(f), made: Vec::new() });
+    open.assert_code(0);
+    let tried = attempts(markers.path());
+    let contrasted = |what: &str| !["see-many-processes", "unmount-proc", "unmount-tmp"].contains(&what);
+    let denied: Vec<_> = tried.iter().filter(|(r, w)| r != "ok" && contrasted(w)).collect();
+    assert!(denied.is_empty(), "--sandbox off: {denied:?}");
+    assert!(markers.path().join("gate-saw-planted").exists(), "--sandbox off: the gate did not see the planted file");
+}
+
+/// A tag no other test run shares (for names in the machine's `/tmp`).
+fn repo_tag() -> String {
+    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+    format!("{:x}", t & 0xffff_ffff)
+>>>>>>> sandbox
 }
 
 // ---------------------------------------------------------------------------------------

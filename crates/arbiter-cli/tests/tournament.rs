@@ -278,6 +278,7 @@ sleep 300
         panic!("the agents did not all start\nstderr:\n{stderr}\nranking: {ranking:?}");
     }
     let agents: Vec<i32> = pid_files.iter().map(|p| read_pid(p)).collect();
+    assert!(agents.iter().all(|pid| !pid_gone(*pid)), "the agents are not running: {agents:?}");
 
     kill(Pid::from_raw(child.id() as i32), Signal::SIGINT).expect("send SIGINT");
     let mut status = None;

@@ -11,6 +11,10 @@ pub struct Capabilities {
     pub landlock_abi: Option<u32>,
     /// New user and PID namespaces can be created (and a process started in them).
     pub namespaces: bool,
+    /// In those, a process can have a mount namespace of its own: a fresh `/proc` and a
+    /// private `/tmp` (refused inside some containers, which forbid mounting `/proc`).
+    #[serde(default)]
+    pub mounts: bool,
     /// Why something is missing.
     pub detail: Option<String>,
 }
@@ -62,6 +66,7 @@ impl SandboxMode {
                 landlock_abi: caps.landlock_abi,
                 filesystem: landlock,
                 namespaces: caps.namespaces,
+                mounts: caps.namespaces && caps.mounts,
                 scoped_signals: caps.landlock_abi.is_some_and(|abi| abi >= 6),
             }),
         }
@@ -85,6 +90,11 @@ pub struct Enforcement {
     pub filesystem: bool,
     /// User and PID namespaces: nothing a candidate starts outlives it.
     pub namespaces: bool,
+    /// A mount namespace: a fresh `/proc` listing only the candidate's own processes, and a
+    /// private `/tmp` (without it, `TMPDIR` and its cousins name the candidate's temporary
+    /// directory, and `/tmp` and `/proc` are the machine's).
+    #[serde(default)]
+    pub mounts: bool,
     /// Signals to processes outside the sandbox are refused (Landlock ABI 6).
     pub scoped_signals: bool,
 }
@@ -120,6 +130,14 @@ impl Enforcement {
         } else {
             "no PID namespace (leftover processes are killed through a subreaper)".into()
         });
+        parts.push(match (self.mounts, self.namespaces) {
+            (true, _) => "a private /tmp and a /proc of its own processes only".into(),
+            (false, namespaces) => format!(
+                "NO private /tmp or /proc of its own{}: TMPDIR names the candidate's temporary directory, and /proc \
+                 lists every process of the machine",
+                if namespaces { " (this kernel refuses mounts in a user namespace)" } else { "" }
+            ),
+        });
         format!("sandbox {}: {}", self.mode, parts.join("; "))
     }
 }
@@ -140,7 +158,7 @@ mod tests {
 
     #[test]
     fn require_refuses_a_kernel_without_landlock_and_auto_says_what_it_has() {
-        let none = Capabilities { landlock_abi: None, namespaces: false, detail: Some("ENOSYS".into()) };
+        let none = Capabilities { landlock_abi: None, namespaces: false, mounts: false, detail: Some("ENOSYS".into()) };
         let err = SandboxMode::Require.decide(&none).expect_err("require without landlock");
         let text = err.to_string();
         assert!(text.contains("Landlock is not available (ENOSYS)"), "{text}");
@@ -149,10 +167,21 @@ mod tests {
         assert!(!auto.any());
         assert!(auto.describe().contains("NOT ENFORCED"), "{}", auto.describe());
 
-        let full = Capabilities { landlock_abi: Some(7), namespaces: true, detail: None };
+        let full = Capabilities { landlock_abi: Some(7), namespaces: true, mounts: true, detail: None };
         let e = SandboxMode::Require.decide(&full).expect("require with landlock");
-        assert!(e.filesystem && e.namespaces && e.scoped_signals);
+        assert!(e.filesystem && e.namespaces && e.mounts && e.scoped_signals);
         assert!(e.describe().contains("Landlock (ABI 7, signals scoped)"), "{}", e.describe());
+        assert!(e.describe().ends_with("a private /tmp and a /proc of its own processes only"), "{}", e.describe());
+
+        // A container that refuses mounts in a user namespace: the rest holds, and the report
+        // says what is missing.
+        let no_mounts = Capabilities { mounts: false, ..full.clone() };
+        let e = SandboxMode::Auto.decide(&no_mounts).expect("auto");
+        assert!(e.namespaces && !e.mounts);
+        assert!(e.describe().contains("NO private /tmp or /proc of its own"), "{}", e.describe());
+        // Mounts come with the namespaces or not at all.
+        let no_namespaces = Capabilities { namespaces: false, ..full.clone() };
+        assert!(!SandboxMode::Auto.decide(&no_namespaces).expect("auto").mounts);
         let off = SandboxMode::Off.decide(&full).expect("off");
         assert!(!off.any());
         assert!(off.describe().contains("sandbox OFF"), "{}", off.describe());

@@ -559,7 +559,8 @@ impl AgentRunner for CliRunner {
             env.push((name.clone(), value.clone()));
         }
         // Temporary files too stay in the agent home and go with it (gemini writes error
-        // reports to the temporary directory, for one).
+        // reports to the temporary directory, for one) — unless the sandbox gives the agent a
+        // temporary directory of its own, which then wins (see arbiter_sandbox::init).
         let tmp = home.join("tmp");
         std::fs::create_dir_all(&tmp)?;
         env.retain(|(k, _)| k != "TMPDIR");

@@ -5,10 +5,12 @@
 //! the sandbox), arbiter's own directories, and what the kernel offers (probed once).
 //! [`Confinement`] belongs to a run: what its mode enforces here, and what every candidate
 //! process may not read — the repository's `.arbiter/` and git directories (their objects
-//! excepted: workspaces borrow them read-only), arbiter's cache (every other workspace) and
-//! configuration (secrets, tokens), and the usual credential stores in the home directory.
-//! [`Confinement::jail`] turns that into the policy of one workspace: write its tree, its
-//! home and its temporary directory; read its input.
+//! excepted: workspaces borrow them read-only), arbiter's cache (every other workspace),
+//! configuration (secrets, tokens) and data — every user's, not only the ones in use
+//! ([`UserDirs::everywhere_on_this_machine`]) —, and the usual credential stores in the home
+//! directory. [`Confinement::jail`] turns that into the policy of one workspace: write its
+//! tree, its home and its temporary directory (which `TMPDIR` and its cousins name, or a
+//! private `/tmp` where the kernel allows one); read its input.
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -79,6 +81,7 @@ impl Sandboxing {
             arbiter_sandbox::probe(&self.launcher).unwrap_or_else(|e| Capabilities {
                 landlock_abi: None,
                 namespaces: false,
+                mounts: false,
                 detail: Some(e.to_string()),
             })
         })
@@ -108,6 +111,7 @@ impl Sandboxing {
         let mut hidden = repo_hidden;
         hidden.push(self.dirs.cache.clone());
         hidden.push(self.dirs.config.clone());
+        hidden.extend(UserDirs::everywhere_on_this_machine());
         if let Some(home) = home {
             hidden.extend(CREDENTIAL_STORES.iter().map(|rel| home.join(rel)));
         }
@@ -168,14 +172,13 @@ impl Confinement {
         Some(Jail {
             launcher: self.launcher.clone(),
             policy: Policy {
-                writable: [slot.tree(), slot.home(), slot.tmp()]
-                    .into_iter()
-                    .chain(self.writable.iter().cloned())
-                    .collect(),
+                writable: [slot.tree(), slot.home()].into_iter().chain(self.writable.iter().cloned()).collect(),
                 hidden: self.hidden.clone(),
                 revealed,
                 landlock: self.enforcement.filesystem,
                 namespaces: self.enforcement.namespaces,
+                mounts: self.enforcement.mounts,
+                tmp: Some(slot.tmp()),
                 registry: Some(self.registry.clone()),
             },
         })

@@ -12,7 +12,7 @@
 
 use std::collections::BTreeSet;
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 
 use landlock::{
     ABI, Access, AccessFs, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd, RestrictionStatus, Ruleset,
@@ -42,10 +42,77 @@ pub enum FilesystemError {
     NotEnforced(RulesetStatus),
     #[error("cannot open {path} for a rule: {detail}")]
     Path { path: String, detail: String },
+    #[error(
+        "{path} is reached through the symbolic link {link}, inside a writable directory: a candidate may have planted it there, and the sandbox does not follow it (name the link's target in the policy instead)"
+    )]
+    Link { path: String, link: String },
 }
 
-/// Enforces `policy`'s filesystem rules on this process (and its future children).
-pub fn enforce(policy: &Policy) -> Result<RestrictionStatus, FilesystemError> {
+/// The hierarchies a policy grants, free of symbolic links (see [`granted`]).
+pub(crate) struct Granted {
+    /// What it may write: its writable paths and temporary directory, and a private `/tmp`.
+    pub(crate) writable: Vec<PathBuf>,
+    /// What it may read inside hidden hierarchies.
+    pub(crate) revealed: Vec<PathBuf>,
+}
+
+/// What `policy` grants, with `private_tmp` writable too. A path listed beneath a writable
+/// one is resolved without following a symbolic link found inside that writable one: the
+/// candidate may have planted it there, for the grant to land on a hidden place.
+pub(crate) fn granted(policy: &Policy, private_tmp: Option<&Path>) -> Result<Granted, FilesystemError> {
+    let mut listed: Vec<&Path> = policy.writable_paths().map(PathBuf::as_path).chain(private_tmp).collect();
+    listed.retain(|p| p.is_absolute());
+    // Outer ones first: a nested path is checked against them.
+    listed.sort_by_key(|p| p.components().count());
+    let mut writable: Vec<PathBuf> = Vec::with_capacity(listed.len());
+    for path in listed {
+        let resolved = canonical_beside(path, &writable)?;
+        writable.push(resolved);
+    }
+    let mut revealed = Vec::with_capacity(policy.revealed.len());
+    for path in policy.revealed.iter().filter(|p| p.is_absolute()) {
+        revealed.push(canonical_beside(path, &writable)?);
+    }
+    for list in [&mut writable, &mut revealed] {
+        list.sort();
+        list.dedup();
+    }
+    Ok(Granted { writable, revealed })
+}
+
+/// `path` (absolute) free of symbolic links as far as it exists, refusing a link that lies
+/// inside one of `writable`.
+fn canonical_beside(path: &Path, writable: &[PathBuf]) -> Result<PathBuf, FilesystemError> {
+    let mut resolved = PathBuf::from("/");
+    for part in path.components() {
+        match part {
+            Component::Normal(name) => {
+                let next = resolved.join(name);
+                if fs::symlink_metadata(&next).is_ok_and(|m| m.file_type().is_symlink()) {
+                    if writable.iter().any(|w| resolved.starts_with(w)) {
+                        return Err(FilesystemError::Link {
+                            path: path.display().to_string(),
+                            link: next.display().to_string(),
+                        });
+                    }
+                    resolved = canonical(&next);
+                } else {
+                    resolved = next;
+                }
+            }
+            Component::ParentDir => {
+                resolved.pop();
+            }
+            Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
+        }
+    }
+    Ok(resolved)
+}
+
+/// Enforces `policy`'s filesystem rules on this process (and its future children);
+/// `private_tmp`, the private `/tmp` of the candidate's view ([`crate::view`]), is writable
+/// too.
+pub fn enforce(policy: &Policy, private_tmp: Option<&Path>) -> Result<RestrictionStatus, FilesystemError> {
     let abi = TARGET_ABI;
     let read = AccessFs::from_read(abi);
     let all = AccessFs::from_all(abi);
@@ -55,9 +122,11 @@ pub fn enforce(policy: &Policy) -> Result<RestrictionStatus, FilesystemError> {
         .scope(Scope::from_all(abi))?
         .create()?;
 
-    let hidden = canonical_all(&policy.hidden);
-    let writable = canonical_all(&policy.writable);
-    let revealed = canonical_all(&policy.revealed);
+    let Granted { writable, revealed } = granted(policy, private_tmp)?;
+    // A rule grants everything beneath its path: a hidden path beneath a writable one is
+    // not Landlock's to hide (under a private /tmp, the view's mounts hide it).
+    let mut hidden = canonical_all(&policy.hidden);
+    hidden.retain(|h| !writable.iter().any(|w| h.starts_with(w)));
     for root in readable_roots(&hidden) {
         created = add(created, &root, read)?;
     }
@@ -98,7 +167,7 @@ fn add(
     Ok(created.add_rule(PathBeneath::new(fd, access))?)
 }
 
-/// `paths` made absolute and free of symbolic links as far as they exist (a hidden path
+/// `paths` (the absolute ones) free of symbolic links as far as they exist (a hidden path
 /// that does not exist yet keeps its missing tail).
 fn canonical_all(paths: &[PathBuf]) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = paths.iter().filter(|p| p.is_absolute()).map(|p| canonical(p)).collect();
@@ -107,7 +176,8 @@ fn canonical_all(paths: &[PathBuf]) -> Vec<PathBuf> {
     out
 }
 
-fn canonical(path: &Path) -> PathBuf {
+/// `path` free of symbolic links as far as it exists (a missing tail is kept as it is).
+pub(crate) fn canonical(path: &Path) -> PathBuf {
     if let Ok(c) = path.canonicalize() {
         return c;
     }

@@ -10,6 +10,9 @@
 //!   stores). Landlock also keeps it from tracing, or reading `/proc/<pid>/environ` of, any
 //!   process outside its domain (arbiter itself), and — from Landlock ABI 6 — from signalling
 //!   them;
+//! - **a view of its own** ([`view`]): a mount namespace with a fresh `/proc` (only its own
+//!   processes) and a private `/tmp` (`TMPDIR` and its cousins name it); without one, those
+//!   variables name its temporary directory;
 //! - **a process boundary** ([`supervisor`]): a user and a PID namespace, whose first process
 //!   is a small init ([`init`]); when the candidate's main process ends, the init ends and
 //!   the kernel kills every process left in the namespace, `setsid` daemons included. Every
@@ -33,9 +36,10 @@ pub mod policy;
 pub mod probe;
 pub mod registry;
 pub mod supervisor;
+pub mod view;
 
 pub use arbiter_core::sandbox::{Capabilities, Enforcement, SandboxMode, SandboxUnavailable};
-pub use policy::{Jail, Policy, ProbeError};
+pub use policy::{Jail, Policy, ProbeError, TEMP_VARIABLES};
 pub use probe::probe;
 
 /// The first argument that makes the launcher act as the sandbox.
@@ -58,6 +62,8 @@ pub fn entry(args: Vec<OsString>) -> i32 {
         "run" => supervisor::main(rest),
         "init" => init::main(rest),
         "probe" => probe::main(),
+        "probe-mounts" => probe::mounts_main(),
+        "probe-view" => probe::view_main(),
         "noop" => 0,
         other => {
             eprintln!("{MESSAGE_PREFIX} unknown role '{other}' (this entry point is internal to arbiter)");

@@ -20,8 +20,28 @@ pub struct Policy {
     pub landlock: bool,
     /// Run it in new user and PID namespaces; the sandbox refuses to start when it cannot.
     pub namespaces: bool,
+    /// Give it a mount namespace of its own (with `namespaces` only): a fresh `/proc` that
+    /// lists the processes of its PID namespace alone, and a private `/tmp` (see
+    /// [`crate::view`]); the sandbox refuses to start when it cannot.
+    #[serde(default)]
+    pub mounts: bool,
+    /// Its temporary directory: writable, and what `TMPDIR` and its cousins
+    /// ([`TEMP_VARIABLES`]) name when `/tmp` is not private (with `mounts`, they name `/tmp`).
+    #[serde(default)]
+    pub tmp: Option<PathBuf>,
     /// Where the supervisor records the init it started (see [`crate::registry`]).
     pub registry: Option<PathBuf>,
+}
+
+/// The variables programs read their temporary directory from (`TMPDIR` by POSIX, the
+/// others by Python's `tempfile`, Perl, Java tools and Windows-minded ports).
+pub const TEMP_VARIABLES: [&str; 4] = ["TMPDIR", "TMP", "TEMP", "TEMPDIR"];
+
+impl Policy {
+    /// Every hierarchy it may write: [`Policy::writable`] and its temporary directory.
+    pub fn writable_paths(&self) -> impl Iterator<Item = &PathBuf> {
+        self.writable.iter().chain(&self.tmp)
+    }
 }
 
 /// Why the sandbox cannot be probed.

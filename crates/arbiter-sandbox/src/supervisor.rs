@@ -5,8 +5,9 @@
 //!    parent that died before the call is noticed);
 //! 2. enters new user and PID namespaces when the policy asks for them — the next process
 //!    it starts, the init, is PID 1 there, and everything the candidate starts lives and
-//!    dies in that namespace — or else becomes a child subreaper, so that orphans of the
-//!    candidate (double-forked daemons) are re-parented to it rather than to the system;
+//!    dies in that namespace; the init builds the candidate's mount namespace ([`crate::view`])
+//!    — or else becomes a child subreaper, so that orphans of the candidate (double-forked
+//!    daemons) are re-parented to it rather than to the system;
 //! 3. starts the init (`__sandbox init`, the launcher again), records it in the registry,
 //!    and waits for it, taking SIGTERM and friends without dying (the candidate's process
 //!    group receives them directly; arbiter's SIGKILL after the grace period ends it all);
@@ -59,21 +60,17 @@ pub(crate) fn die_with_parent(expected: Option<i32>) -> Result<(), String> {
     Ok(())
 }
 
-/// Enters new user and PID namespaces (this process must be single-threaded): the user
-/// keeps its uid and gid inside; the next child is PID 1 of the new PID namespace.
-pub fn enter_namespaces() -> Result<(), String> {
+/// Enters new user and PID namespaces (this process must be single-threaded); the next
+/// child is PID 1 of the new PID namespace. The user keeps its uid and gid inside, unless
+/// `as_root`: then it is root there (with no power outside), so that the init — whose
+/// capabilities would not survive its `exec` otherwise — can build the candidate's mount
+/// namespace before it gives the user back its ids ([`crate::view::become_user`]).
+pub fn enter_namespaces(as_root: bool) -> Result<(), String> {
     let (uid, gid) = (getuid(), getgid());
     unshare(CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWPID)
         .map_err(|e| format!("unshare(CLONE_NEWUSER | CLONE_NEWPID) failed: {e}"))?;
-    let write = |file: &str, text: String| {
-        std::fs::write(format!("/proc/self/{file}"), &text).map_err(|e| format!("cannot write {file} ({text}): {e}"))
-    };
-    // A process may map only its own ids into the namespace it has just entered: the
-    // user keeps its uid and gid there (root stays root, with no power outside).
-    write("setgroups", "deny".into())?;
-    write("uid_map", format!("{uid} {uid} 1"))?;
-    write("gid_map", format!("{gid} {gid} 1"))?;
-    Ok(())
+    let (inside_uid, inside_gid) = if as_root { (0, 0) } else { (uid.as_raw(), gid.as_raw()) };
+    crate::view::map_ids(inside_uid, uid.as_raw(), inside_gid, gid.as_raw())
 }
 
 /// The `run` role.
@@ -90,7 +87,7 @@ pub(crate) fn main(args: Vec<OsString>) -> i32 {
         Err(e) => return setup_failed(e),
     };
     if role.policy.namespaces {
-        if let Err(e) = enter_namespaces() {
+        if let Err(e) = enter_namespaces(role.policy.mounts) {
             return setup_failed(format!("the policy asks for namespaces and {e}"));
         }
     } else if let Err(e) = prctl::set_child_subreaper(true) {

@@ -337,10 +337,30 @@ pub fn wait_pid_gone(pid: i32) -> bool {
     wait_until(Duration::from_secs(10), || pid_gone(pid))
 }
 
-/// A shell expression for the shell's own pid as the host sees it. A candidate runs in a
-/// PID namespace, where `$$` is a small number of that namespace; `/proc` is the host's, and
-/// the parent of `cut` (the shell) is named there by its host pid.
-pub const HOST_PID: &str = "$(cut -d\" \" -f4 /proc/self/stat)";
+/// A shell expression for the shell's own identity as the host can find it: its pid in its
+/// PID namespace and that namespace (`2@pid:[4026532…]`). A candidate's `/proc` lists its
+/// own namespace only, so its pid on the host is not there to read: [`read_pid`] finds it on
+/// the host's side.
+pub const HOST_PID: &str = "$$@$(readlink /proc/self/ns/pid)";
+
+/// The host pid of the live process whose identity [`HOST_PID`] wrote (`pid@namespace`), or
+/// `None` when none lives: the pid its namespace gives it and the namespace both match.
+pub fn host_pid_of(identity: &str) -> Option<i32> {
+    let (inner, namespace) = identity.trim().split_once('@').unwrap_or_default();
+    assert!(
+        inner.parse::<i32>().is_ok() && namespace.starts_with("pid:["),
+        "not a pid@namespace identity: {identity:?}"
+    );
+    fs::read_dir("/proc").ok()?.flatten().filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok()).find(|pid| {
+        let same_namespace =
+            fs::read_link(format!("/proc/{pid}/ns/pid")).is_ok_and(|l| l.to_string_lossy() == namespace);
+        same_namespace
+            && fs::read_to_string(format!("/proc/{pid}/status")).is_ok_and(|status| {
+                status.lines().find_map(|l| l.strip_prefix("NSpid:")).and_then(|ids| ids.split_whitespace().last())
+                    == Some(inner)
+            })
+    })
+}
 
 /// Processes whose command line holds `marker` (as the host sees them).
 pub fn processes_with(marker: &str) -> Vec<i32> {
@@ -357,9 +377,13 @@ pub fn processes_with(marker: &str) -> Vec<i32> {
         .collect()
 }
 
-/// Reads a PID written by a fake agent.
+/// The host pid of the process whose [`HOST_PID`] a fake agent wrote to `path` (or of a plain
+/// pid it wrote); a process that has ended gets a pid no process has (`i32::MAX`).
 pub fn read_pid(path: &Path) -> i32 {
     let text = fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+    if text.contains('@') {
+        return host_pid_of(&text).unwrap_or(i32::MAX);
+    }
     text.trim().parse().unwrap_or_else(|e| panic!("{}: not a pid ({e}): {text:?}", path.display()))
 }
 
