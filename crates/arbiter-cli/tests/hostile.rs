@@ -1434,7 +1434,6 @@ fn a_pooled_workspace_is_exactly_a_fresh_checkout_after_a_hostile_candidate() {
 }
 
 // ---------------------------------------------------------------------------------------
-<<<<<<< HEAD
 // 10. One way to the user's tree
 // ---------------------------------------------------------------------------------------
 
@@ -1611,8 +1610,10 @@ fn an_edited_run_directory_cannot_apply_a_link_out_of_the_repository() {
     assert!(proposed.stderr.contains("e is a symbolic link to sub/u/.."), "{}", proposed.stderr);
     assert!(repo.git(&["branch", "--list"]).lines().count() == 1, "{}", repo.git(&["branch", "--list"]));
     assert_same_files(&before, &user_files(&repo), "arbiter pr");
-=======
-// 10. What a candidate can see: processes, /tmp, arbiter's directories
+}
+
+// ---------------------------------------------------------------------------------------
+// 11. What a candidate can see: processes, /tmp, arbiter's directories
 // ---------------------------------------------------------------------------------------
 
 /// `agent.sh M TAG SECRETS...`. Candidate 0 leaves a note in `/tmp` (`$M/honest-wrote` says
@@ -1769,7 +1770,6 @@ fn a_candidate_sees_only_its_own_processes_and_tmp_and_no_arbiter_directory_of_t
 fn repo_tag() -> String {
     let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
     format!("{:x}", t & 0xffff_ffff)
->>>>>>> sandbox
 }
 
 // ---------------------------------------------------------------------------------------
