@@ -23,8 +23,8 @@ impl Drop for Killed {
 #[test]
 fn the_dashboard_follows_a_running_plan_in_a_terminal() {
     let repo = initialized_repo("# dashboard\n", TASK_FILE_AGENT);
-    // B waits for a file the test writes (outside the repository, which candidates cannot see), so the plan is seen running.
-    let signal = tempfile::tempdir().unwrap();
+    // B waits for a file the test writes (outside the repository, which candidates cannot see, and outside /tmp: see holds_dir), so the plan is seen running.
+    let signal = holds_dir();
     let go = signal.path().join("go");
     repo.write_agent(
         "agent.sh",
@@ -107,7 +107,7 @@ fn the_dashboard_of_a_plan_on_a_control_plane_names_its_workers() {
         "task=$(sed -n 's/^(Task \\([^ ]*\\) of plan.*/\\1/p' \"$ARBITER_PROMPT_FILE\")\nwhile [ -e \"$1/$task\" ]; do sleep 0.1; done\necho \"$task\" > \"$task.txt\"\n",
     );
     repo.commit_all("agent");
-    let holds = tempfile::tempdir().unwrap();
+    let holds = holds_dir();
     std::fs::write(holds.path().join("A"), "").unwrap();
     let plan = json!({"id": "far", "name": "Plan far away", "repository": repo.path().display().to_string(),
         "defaults": {"runners": "command", "command": format!("./agent.sh {}", holds.path().display()), "candidates": 1},

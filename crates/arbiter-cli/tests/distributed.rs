@@ -152,7 +152,7 @@ async fn three_workers_run_a_diamond_and_thirty_tasks(pg: Option<PgDatabase>) {
     let serve = Serve::start(&["--lease-seconds", "5"], pg);
     let needs: Vec<(&str, &[&str])> = vec![("B", &["A"]), ("C", &["A"]), ("D", &["B", "C"])];
     let repo = plan_repo(&needs);
-    let holds = tempfile::tempdir().unwrap();
+    let holds = holds_dir();
     let mut tasks = vec![task("A", &[], 2), task("B", &["A"], 2), task("C", &["A"], 2), task("D", &["B", "C"], 3)];
     tasks.extend((1..=30).map(|i| task(&format!("T{i:02}"), &[], 1)));
     let plan = plan_json("many", repo.path(), holds.path(), tasks);
@@ -251,7 +251,7 @@ fn worker_names(serve: &Serve) -> BTreeMap<String, String> {
 async fn a_tournament_spreads_over_workers_that_have_its_runner() {
     let serve = Serve::start(&["--lease-seconds", "5"], None);
     let repo = plan_repo(&[]);
-    let holds = tempfile::tempdir().unwrap();
+    let holds = holds_dir();
     let plan = plan_json("spread", repo.path(), holds.path(), vec![task("S", &[], 4)]);
     let store = store_of(&serve, None).await;
     // Held until every candidate is claimed: no worker can finish one and take another.
@@ -299,7 +299,7 @@ async fn a_tournament_spreads_over_workers_that_have_its_runner() {
 async fn a_killed_worker_s_candidates_are_run_again_by_another() {
     let serve = Serve::start(&["--lease-seconds", "3"], None);
     let repo = plan_repo(&[]);
-    let holds = tempfile::tempdir().unwrap();
+    let holds = holds_dir();
     let plan = plan_json("killed", repo.path(), holds.path(), vec![task("K", &[], 2)]);
     let store = store_of(&serve, None).await;
     std::fs::write(holds.path().join("K"), "").unwrap();
@@ -361,7 +361,7 @@ async fn a_killed_worker_s_candidates_are_run_again_by_another() {
 async fn a_worker_whose_git_cannot_reach_the_server_refuses_its_units_and_goes_on() {
     let serve = Serve::start(&["--lease-seconds", "5"], None);
     let repo = plan_repo(&[]);
-    let holds = tempfile::tempdir().unwrap();
+    let holds = holds_dir();
     let plan = plan_json("refused", repo.path(), holds.path(), vec![task("R", &[], 3)]);
     let store = store_of(&serve, None).await;
     // The broken worker's git: the real one, but for talking to the server.
@@ -443,7 +443,7 @@ async fn the_plan_survives_a_killed_server(pg: Option<PgDatabase>) {
     // On a fixed port, so the workers find it again after the restart.
     let mut serve = Serve::start_on(&format!("127.0.0.1:{}", free_port()), &["--lease-seconds", "5"], pg);
     let repo = plan_repo(&[("Q", &["P"])]);
-    let holds = tempfile::tempdir().unwrap();
+    let holds = holds_dir();
     let mut tasks: Vec<Value> = (1..=6).map(|i| task(&format!("R{i}"), &[], 1)).collect();
     tasks.extend([task("P", &[], 1), task("Q", &["P"], 2)]);
     let plan = plan_json("crash", repo.path(), holds.path(), tasks);
@@ -517,7 +517,7 @@ fn raw_request(url: &str, head: &str) -> String {
 async fn hostile_clients_of_the_work_protocol_are_refused() {
     let serve = Serve::start(&["--lease-seconds", "2", "--max-artifact-mib", "1"], None);
     let repo = plan_repo(&[]);
-    let holds = tempfile::tempdir().unwrap();
+    let holds = holds_dir();
     let plan = plan_json("hostile", repo.path(), holds.path(), vec![task("H", &[], 1), task("I", &[], 1)]);
     let store = store_of(&serve, None).await;
     import(&*store, &plan).await;

@@ -225,6 +225,15 @@ pub fn arbiter_cmd_in(dir: &Path, args: &[&str]) -> Command {
     cmd
 }
 
+/// A directory a test holds its fake agents back through (a file there the agent waits on,
+/// which the test removes to let it go). Not under the machine's `/tmp`: a candidate sees
+/// `/tmp` through an overlay, which keeps showing a file of the machine's `/tmp` it has looked
+/// at once, so a hold removed later would hold it forever (docs/security.md, "What a candidate
+/// can see").
+pub fn holds_dir() -> TempDir {
+    tempfile::Builder::new().prefix("holds-").tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("create a holds dir")
+}
+
 /// Where the tests' arbiter keeps its cache and configuration.
 pub fn test_dirs() -> PathBuf {
     std::env::temp_dir().join("arbiter-tests")
