@@ -95,7 +95,7 @@ pub struct GrantedLeases {
 pub struct GrantedAssignment {
     pub lease: GrantedLease,
     #[serde(default)]
-    pub unit: Option<UnitRef>,
+    pub unit: Option<GrantedUnit>,
 }
 
 /// See [`GrantedLeases`].
@@ -107,6 +107,14 @@ pub struct GrantedLease {
     pub worker: String,
 }
 
+/// See [`GrantedLeases`]: a [`WireUnit`] read for its name and fence only (a
+/// [`UnitRef`], which refuses the unit's other fields, would not read it).
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+pub struct GrantedUnit {
+    pub name: String,
+    pub fence: i64,
+}
+
 impl GrantedAssignment {
     /// The leases as the worker names them in a report.
     pub fn lease_ref(&self) -> LeaseRef {
@@ -115,7 +123,7 @@ impl GrantedAssignment {
             task_id: self.lease.task_id.clone(),
             fence: self.lease.fence,
             worker: self.lease.worker.clone(),
-            unit: self.unit.clone(),
+            unit: self.unit.as_ref().map(|u| UnitRef { name: u.name.clone(), fence: u.fence }),
         }
     }
 
@@ -391,5 +399,21 @@ mod tests {
         assert!(!text.contains("\\u0000"), "{text}");
         let back: WireVerdict = crate::error::parse_json(text.as_bytes()).unwrap();
         assert!(matches!(back, WireVerdict::Failed { reason, .. } if reason == "exit 1: a\\u{0}b"));
+    }
+
+    /// A worker that cannot read a unit's assignment refuses the unit by name and fence: the
+    /// unit on the wire has more fields than the refusal names it by.
+    #[test]
+    fn an_unreadable_unit_is_refused_by_its_name_and_fence() {
+        let answer = serde_json::json!({"status": "assigned", "assignment": {
+            "lease": {"plan_id": "p", "task_id": "t", "attempt": 1, "max_attempts": 2, "fence": 3,
+                      "worker": "w:1", "expires": 0, "reserved": "1", "retry_backoff_seconds": 5},
+            "unit": {"name": "c02", "kind": "candidate", "fence": 7, "expires": 0, "run_id": "r", "base": "b"},
+            "work": {"kind": "from_a_newer_server"}}});
+        assert!(serde_json::from_value::<ClaimResponse>(answer.clone()).is_err());
+        let granted = serde_json::from_value::<GrantedLeases>(answer).unwrap().assignment;
+        assert_eq!(granted.unit_name(), "c02");
+        let named = granted.lease_ref();
+        assert_eq!((named.fence, named.unit), (3, Some(UnitRef { name: "c02".into(), fence: 7 })));
     }
 }
