@@ -25,6 +25,7 @@ use crate::protect::glob_match;
 
 /// How tests matching `pattern` are run; `command` is a template (see [`expand`]).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 #[serde(deny_unknown_fields)]
 pub struct CrossTestRule {
     pub pattern: String,

@@ -13,6 +13,7 @@ use crate::links::{self, Escape, Links};
 
 /// The limits of one run (`[run] max_patch_bytes`, `max_patch_files`, `max_file_bytes`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct CandidateLimits {
     pub max_patch_bytes: u64,
     pub max_patch_files: u64,

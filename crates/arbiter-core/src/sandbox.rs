@@ -21,6 +21,7 @@ pub struct Capabilities {
 
 /// How much sandboxing a run asks for (`--sandbox`, `[run] sandbox`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 #[serde(rename_all = "snake_case")]
 pub enum SandboxMode {
     /// Use what the kernel offers, and say in the evidence what was enforced.

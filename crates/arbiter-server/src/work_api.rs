@@ -20,6 +20,7 @@ pub const MAX_CLAIM_WAIT_MS: u64 = 30_000;
 
 /// `POST /api/v1/work/claim`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 #[serde(deny_unknown_fields)]
 pub struct ClaimRequest {
     /// Which of the worker's slots claims (1 to 32 of letters, digits, '.', '_', '-'): the
@@ -35,6 +36,7 @@ pub struct ClaimRequest {
 
 /// The answer to a claim.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 #[serde(tag = "status", rename_all = "snake_case")]
 pub enum ClaimResponse {
     Assigned {
@@ -48,6 +50,7 @@ pub enum ClaimResponse {
 
 /// A unit's lease on the wire (its attempt's lease is the assignment's).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct WireUnit {
     pub name: String,
     pub kind: UnitKind,
@@ -59,6 +62,7 @@ pub struct WireUnit {
 
 /// What an assignment asks of the worker.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum WireWork {
     Tournament,
@@ -76,9 +80,11 @@ pub enum WireWork {
 
 /// A candidate of an evaluation that left no result, and why.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 #[serde(deny_unknown_fields)]
 pub struct LostCandidate {
     pub index: usize,
+    #[cfg_attr(feature = "arbitrary", proptest(strategy = "arbiter_core::arbitrary::text()"))]
     pub reason: String,
 }
 
@@ -135,6 +141,7 @@ impl GrantedAssignment {
 
 /// An assignment on the wire.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct WireAssignment {
     pub lease: Lease,
     pub unit: Option<WireUnit>,
@@ -213,6 +220,7 @@ impl WireAssignment {
 
 /// `POST /api/v1/work/heartbeat`: renews every lease the worker names.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 #[serde(deny_unknown_fields)]
 pub struct HeartbeatRequest {
     pub leases: Vec<LeaseRef>,
@@ -220,12 +228,14 @@ pub struct HeartbeatRequest {
 
 /// Whether each lease (in the request's order) is still held.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct HeartbeatResponse {
     pub renewed: Vec<bool>,
 }
 
 /// `POST /api/v1/work/charge`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 #[serde(deny_unknown_fields)]
 pub struct ChargeRequest {
     pub lease: LeaseRef,
@@ -234,6 +244,7 @@ pub struct ChargeRequest {
 
 /// When a failed attempt may be retried.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 #[serde(rename_all = "snake_case")]
 pub enum WireRetry {
     AfterBackoff,
@@ -263,6 +274,7 @@ impl From<WireRetry> for Retry {
 
 /// How the work ended, on the wire.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 #[serde(tag = "outcome", rename_all = "snake_case", deny_unknown_fields)]
 pub enum WireVerdict {
     /// The winner's patch is the uploaded `candidates/<winner>/patch.diff` of run `run_id`.
@@ -274,15 +286,18 @@ pub enum WireVerdict {
         status: CandidateStatus,
     },
     Failed {
+        #[cfg_attr(feature = "arbitrary", proptest(strategy = "arbiter_core::arbitrary::text()"))]
         reason: String,
         retry: WireRetry,
         run_id: Option<String>,
     },
     Released {
+        #[cfg_attr(feature = "arbitrary", proptest(strategy = "arbiter_core::arbitrary::text()"))]
         reason: String,
     },
     /// The worker could not run (or read) the work: see `Verdict::Refused`.
     Refused {
+        #[cfg_attr(feature = "arbitrary", proptest(strategy = "arbiter_core::arbitrary::text()"))]
         reason: String,
     },
 }
@@ -306,6 +321,7 @@ impl WireVerdict {
 
 /// A file of the work's results, uploaded as an artifact first.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 #[serde(deny_unknown_fields)]
 pub struct RunFile {
     /// Relative to the run directory (`candidates/c02/patch.diff`).
@@ -316,6 +332,7 @@ pub struct RunFile {
 
 /// `POST /api/v1/work/report`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 #[serde(deny_unknown_fields)]
 pub struct ReportRequest {
     pub lease: LeaseRef,
@@ -330,6 +347,7 @@ pub struct ReportRequest {
 
 /// What a report did (a stale lease is a 409 instead).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 #[serde(tag = "reported", rename_all = "snake_case")]
 pub enum ReportResponse {
     Done { commit: String, recovered: bool },
@@ -366,6 +384,7 @@ impl ReportResponse {
 /// `POST /api/v1/work/report-and-claim`: a report, then the next claim of a slot (a busy
 /// worker's one round trip per unit).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 #[serde(deny_unknown_fields)]
 pub struct ReportAndClaimRequest {
     pub report: ReportRequest,
@@ -374,6 +393,7 @@ pub struct ReportAndClaimRequest {
 
 /// What the report did, and what the claim found.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct ReportAndClaimResponse {
     pub report: ReportResponse,
     pub claim: ClaimResponse,
@@ -381,6 +401,7 @@ pub struct ReportAndClaimResponse {
 
 /// `GET /api/v1/work/runs/{run_id}/files?plan=ID`: the files of a run the server holds.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct RunFiles {
     pub files: Vec<RunFile>,
 }
