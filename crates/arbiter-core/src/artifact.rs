@@ -278,8 +278,16 @@ pub struct RunnerSummary {
     /// What an agent CLI reported, secrets redacted: its invocation, session id, usage, cost
     /// (its own and tokens × the backend's price), commands with exit codes, files touched
     /// and final status (see docs/runners.md).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
     pub agent_cli: Option<serde_json::Value>,
+}
+
+/// Reads an optional JSON value that is left out when absent (with `#[serde(default,
+/// skip_serializing_if = "Option::is_none", deserialize_with = "present")]`): a value
+/// that is there is `Some`, `null` included (`Some(Value::Null)`, which serde's own `Option`
+/// reads as `None`).
+pub fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<serde_json::Value>, D::Error> {
+    serde_json::Value::deserialize(d).map(Some)
 }
 
 /// `comparisons/ranking.json`.
