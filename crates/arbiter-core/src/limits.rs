@@ -38,6 +38,7 @@ pub struct ChangedFile {
 
 /// A limit a patch broke.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 #[serde(tag = "breach", rename_all = "snake_case")]
 pub enum LimitBreach {
     /// `bytes`: as far as it was read (a patch over the limit is not read to its end).

@@ -82,6 +82,7 @@ impl std::fmt::Display for SandboxMode {
 
 /// What a run's sandbox enforces (recorded in its evidence).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct Enforcement {
     pub mode: SandboxMode,
     /// The Landlock ABI of the kernel, when it has Landlock.
