@@ -99,6 +99,49 @@ round_trips! {
     lease: arbiter_store::plans::Lease,
 }
 
+/// One property test per request body (`name: Type`): the server's own reading of a body
+/// (`ApiJson`: serde_path_to_error over the bytes, then the NUL check) gives back what the
+/// client sent, or refuses a NUL character (which no store keeps) by name.
+macro_rules! requests {
+    ($($name:ident: $ty:ty,)*) => {
+        $(
+            #[test]
+            fn $name() {
+                property(any::<$ty>, |v| server_reads(&v));
+            }
+        )*
+    };
+}
+
+fn server_reads<T>(v: &T) -> Result<(), TestCaseError>
+where
+    T: Serialize + DeserializeOwned + PartialEq + Debug,
+{
+    let body = serde_json::to_vec(v).map_err(|e| TestCaseError::fail(e.to_string()))?;
+    let text = String::from_utf8_lossy(&body);
+    match arbiter_server::error::parse_json::<T>(&body) {
+        Ok(back) => prop_assert_eq!(&back, v, "{}", text),
+        Err(e) => prop_assert!(text.contains("\\u0000") && e.message.contains("NUL"), "{:?}: {}", e, text),
+    }
+    Ok(())
+}
+
+requests! {
+    server_reads_claim_request: arbiter_server::work_api::ClaimRequest,
+    server_reads_heartbeat_request: arbiter_server::work_api::HeartbeatRequest,
+    server_reads_charge_request: arbiter_server::work_api::ChargeRequest,
+    server_reads_report_request: arbiter_server::work_api::ReportRequest,
+    server_reads_report_and_claim_request: arbiter_server::work_api::ReportAndClaimRequest,
+    server_reads_import_request: arbiter_server::plan_api::ImportRequest,
+    server_reads_create_request: arbiter_server::plan_api::CreateRequest,
+    server_reads_budget_request: arbiter_server::plan_api::BudgetRequest,
+    server_reads_reset_request: arbiter_server::plan_api::ResetRequest,
+    server_reads_retry_request: arbiter_server::plan_api::RetryRequest,
+    server_reads_push_request: arbiter_server::plan_api::PushRequest,
+    server_reads_register_request: arbiter_server::api::RegisterRequest,
+    server_reads_token_request: arbiter_server::api::TokenRequest,
+}
+
 // What an assignment carries: the task, the plan's header and the run settings.
 round_trips! {
     task_spec: arbiter_core::plan::TaskSpec,
