@@ -76,6 +76,7 @@ pub mod paths {
 
 /// The settings a run used, as recorded in `state.json`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct SettingsSnapshot {
     pub candidates: u32,
     pub parallel: u32,
@@ -111,6 +112,7 @@ impl From<&RunSettings> for SettingsSnapshot {
 
 /// `settings.json`: every resolved setting of the run, with its origin.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct SettingsArtifact {
     pub schema_version: u32,
     pub settings: RunSettings,
@@ -118,6 +120,7 @@ pub struct SettingsArtifact {
 
 /// A candidate's line in `state.json`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct CandidateState {
     pub id: CandidateId,
     pub index: usize,
@@ -131,6 +134,7 @@ pub struct CandidateState {
 
 /// What was done with the winner.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct Materialization {
     pub mode: ApplyMode,
     pub applied: bool,
@@ -155,6 +159,7 @@ impl Materialization {
 
 /// `state.json`: the canonical state of a run, rewritten atomically at every step.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct RunState {
     pub schema_version: u32,
     pub run_id: RunId,
@@ -181,6 +186,7 @@ pub struct RunState {
 
 /// `baseline.json`: the verify commands on the base commit.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct Baseline {
     pub schema_version: u32,
     pub base_commit: String,
@@ -195,6 +201,7 @@ pub struct Baseline {
 
 /// How the agent process ended.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct AgentOutcome {
     pub exit_code: Option<i32>,
     pub signal: Option<i32>,
@@ -214,6 +221,7 @@ pub struct AgentOutcome {
 
 /// The patch part of `evidence.json`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct PatchEvidence {
     /// Relative to the candidate's directory.
     pub path: String,
@@ -227,6 +235,7 @@ pub struct PatchEvidence {
 
 /// `candidates/<id>/evidence.json`: everything arbiter itself observed about a candidate.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct Evidence {
     pub schema_version: u32,
     pub candidate_id: CandidateId,
@@ -258,6 +267,7 @@ pub struct Evidence {
 
 /// `candidates/<id>/runner_summary.json`: how the runner was invoked and how it ended.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct RunnerSummary {
     pub schema_version: u32,
     pub candidate_id: CandidateId,
@@ -278,12 +288,22 @@ pub struct RunnerSummary {
     /// What an agent CLI reported, secrets redacted: its invocation, session id, usage, cost
     /// (its own and tokens × the backend's price), commands with exit codes, files touched
     /// and final status (see docs/runners.md).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
+    #[cfg_attr(feature = "arbitrary", proptest(strategy = "crate::arbitrary::json_option()"))]
     pub agent_cli: Option<serde_json::Value>,
+}
+
+/// Reads an optional JSON value that is left out when absent (with `#[serde(default,
+/// skip_serializing_if = "Option::is_none", deserialize_with = "present")]`): a value
+/// that is there is `Some`, `null` included (`Some(Value::Null)`, which serde's own `Option`
+/// reads as `None`).
+pub fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<serde_json::Value>, D::Error> {
+    serde_json::Value::deserialize(d).map(Some)
 }
 
 /// `comparisons/ranking.json`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct RankingArtifact {
     pub schema_version: u32,
     /// The criteria, in the order they decide.
@@ -293,6 +313,7 @@ pub struct RankingArtifact {
 
 /// `comparisons/agreement.json`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct AgreementArtifact {
     pub schema_version: u32,
     /// `same_patch` (every non-empty patch identical), `partial` (some agree), `none`.
@@ -302,6 +323,7 @@ pub struct AgreementArtifact {
 
 /// One candidate's line in `selection.json`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct SelectionEntry {
     pub candidate_id: CandidateId,
     pub rank: usize,
@@ -313,6 +335,7 @@ pub struct SelectionEntry {
 
 /// How a candidate of the run was produced and what it cost, in the order it was tried.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct SpendingLine {
     pub candidate_id: CandidateId,
     pub runner: String,
@@ -325,6 +348,7 @@ pub struct SpendingLine {
 
 /// What the budget did to the run.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct BudgetOutcome {
     pub limit: Usd,
     pub spent: Usd,
@@ -341,6 +365,7 @@ pub struct BudgetOutcome {
 
 /// How the run spent its candidates and its money (`selection.json` → `spending`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct SpendingReport {
     pub strategy: crate::strategy::Strategy,
     pub candidates: Vec<SpendingLine>,
@@ -448,6 +473,7 @@ fn ids(list: &[CandidateId]) -> String {
 
 /// `selection.json`: the decision and a reason for every candidate.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct SelectionArtifact {
     pub schema_version: u32,
     pub run_id: RunId,
@@ -465,6 +491,7 @@ pub struct SelectionArtifact {
 
 /// `apply.json`: the last `arbiter apply` of this run.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct ApplyRecord {
     pub schema_version: u32,
     pub run_id: RunId,

@@ -12,6 +12,7 @@ use crate::money::Usd;
 
 /// A budget's state.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct Budget {
     /// `None`: no limit.
     pub limit: Option<Usd>,

@@ -16,6 +16,7 @@ use crate::gate::CommandOutcome;
 
 /// A verify command that cannot run on this machine.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct CannotRun {
     pub command: String,
     /// The line of its output that says why.

@@ -11,6 +11,7 @@ use crate::money::Usd;
 
 /// One call (an LLM request, or an agent run that reports its usage as a whole).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct CallRecord {
     pub role: String,
     pub backend: Option<String>,
@@ -27,6 +28,7 @@ pub struct CallRecord {
 
 /// Totals of one bucket.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct CostBucket {
     pub calls: u64,
     pub input_tokens: u64,
@@ -81,6 +83,7 @@ impl CostBucket {
 
 /// `cost_summary.json`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct CostSummary {
     pub schema_version: u32,
     pub currency: String,

@@ -25,6 +25,7 @@ use crate::protect::glob_match;
 
 /// How tests matching `pattern` are run; `command` is a template (see [`expand`]).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 #[serde(deny_unknown_fields)]
 pub struct CrossTestRule {
     pub pattern: String,
@@ -108,6 +109,7 @@ pub struct AuthoredTest {
 
 /// One test of the pool: a path and content, with every candidate that wrote exactly it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct PooledTest {
     /// `t1`, `t2`, … in pool order.
     pub id: String,
@@ -117,7 +119,9 @@ pub struct PooledTest {
     pub authors: Vec<CandidateId>,
     /// The command, expanded for this path.
     pub command: String,
+    // Never written (the pool keeps it to run the test), so never generated.
     #[serde(skip)]
+    #[cfg_attr(feature = "arbitrary", proptest(value = "Vec::new()"))]
     pub content: Vec<u8>,
 }
 
@@ -185,6 +189,7 @@ pub fn expand(template: &str, path: &str, verify: &[String]) -> String {
 
 /// One pooled test run in one tree.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct CrossTestResult {
     pub passed: bool,
     /// `None` when the command was killed (timeout, interrupt) or could not start.
@@ -197,6 +202,7 @@ pub struct CrossTestResult {
 
 /// A pooled test and its result in every tree.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct CrossTestRow {
     #[serde(flatten)]
     pub test: PooledTest,
@@ -233,6 +239,7 @@ pub const BASE: &str = "base";
 
 /// A candidate's standing on the discriminating tests.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct CrossScore {
     /// Discriminating tests it passes.
     pub passed: usize,
@@ -249,6 +256,7 @@ impl CrossScore {
 
 /// `comparisons/cross_tests.json`: the test × tree matrix, or why it was not built.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct CrossTestMatrix {
     pub schema_version: u32,
     pub ran: bool,

@@ -8,6 +8,7 @@ use crate::time::Timestamp;
 
 /// What happened.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 #[serde(rename_all = "snake_case")]
 pub enum EventKind {
     RunStarted,
@@ -93,6 +94,7 @@ impl EventKind {
 
 /// One event of one run.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct Event {
     /// Monotonic within the run, from 1.
     pub seq: u64,
@@ -102,6 +104,7 @@ pub struct Event {
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub candidate: Option<CandidateId>,
     #[serde(default)]
+    #[cfg_attr(feature = "arbitrary", proptest(strategy = "crate::arbitrary::json()"))]
     pub data: serde_json::Value,
 }
 
@@ -121,6 +124,7 @@ pub trait EventData: Serialize + serde::de::DeserializeOwned {
 
 /// `candidate_queued`: a candidate waits for a place in the pool.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct CandidateQueued {
     /// Its runner's label (`codex/gpt`, `command`).
     pub runner: String,
@@ -132,6 +136,7 @@ impl EventData for CandidateQueued {
 
 /// `agent_finished`: how the candidate's agent process ended.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct AgentFinished {
     pub exit_code: Option<i32>,
     /// The signal that killed it (`exit_code` is then `None`).
@@ -157,6 +162,7 @@ impl EventData for AgentFinished {
 
 /// `gate_finished`: one verify command on a candidate.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct GateFinished {
     pub command: String,
     pub passed: bool,
@@ -177,6 +183,7 @@ impl EventData for GateFinished {
 
 /// One verify command on the base, in `baseline_finished`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct BaselineResult {
     pub command: String,
     pub passed: bool,
@@ -186,6 +193,7 @@ pub struct BaselineResult {
 
 /// `baseline_finished`: the verify commands on the base commit.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct BaselineFinished {
     /// Why it could not run at all.
     #[serde(default)]
@@ -202,6 +210,7 @@ impl EventData for BaselineFinished {
 /// started (`reason`), never reached its agent (`error`), or evaluated (its patch and
 /// gates). One shape for every way; what does not apply is absent.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct CandidateFinished {
     pub status: crate::status::CandidateStatus,
     /// Why it never started.
@@ -245,6 +254,7 @@ impl EventData for CandidateFinished {
 
 /// `run_started`: what the run is, as it starts.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct RunStarted {
     pub task: String,
     pub base_ref: String,
@@ -271,6 +281,7 @@ impl EventData for RunStarted {
 
 /// `leftovers_pruned`: the workspaces of crashed runs taken back.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct LeftoversPruned {
     pub runs: Vec<String>,
 }
@@ -282,6 +293,7 @@ impl EventData for LeftoversPruned {
 /// `candidate_preparing`: a candidate's workspace is being made ready; for a resumed
 /// candidate, whether it continues in its own workspace and session.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct CandidatePreparing {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runner: Option<String>,
@@ -299,6 +311,7 @@ impl EventData for CandidatePreparing {
 
 /// `setup_finished`: the setup command in a fresh workspace.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct SetupFinished {
     pub exit_code: Option<i32>,
     #[serde(default)]
@@ -313,6 +326,7 @@ impl EventData for SetupFinished {
 
 /// `model_fallback`: a backend failed and the next of the chain was tried (`to`: none left).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct ModelFallback {
     pub from: String,
     pub to: Option<String>,
@@ -325,6 +339,7 @@ impl EventData for ModelFallback {
 
 /// `patch_captured`: the candidate's patch (absent when none could be captured).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct PatchCaptured {
     pub empty: Option<bool>,
     pub applies_cleanly: Option<bool>,
@@ -338,6 +353,7 @@ impl EventData for PatchCaptured {
 
 /// `selection_made`: the decision.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct SelectionMade {
     pub winner: Option<CandidateId>,
     pub summary: crate::text::Untrusted,
@@ -351,6 +367,7 @@ impl EventData for SelectionMade {
 
 /// `materialized`: what was done with the winner.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct Materialized {
     pub mode: String,
     pub applied: bool,
@@ -366,6 +383,7 @@ impl EventData for Materialized {
 
 /// `materialize_failed`: the winner could not be applied (the same fields, `error` set).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 #[serde(transparent)]
 pub struct MaterializeFailed(pub Materialized);
 
@@ -375,6 +393,7 @@ impl EventData for MaterializeFailed {
 
 /// `warning`: something the user should know that stopped nothing.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct Warning {
     /// It may quote what a candidate or a repository chose (a file name).
     pub message: crate::text::Untrusted,
@@ -409,6 +428,7 @@ impl EventData for Warning {
 
 /// `worktree_created`: a workspace is ready at `path`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct WorktreeCreated {
     pub path: String,
 }
@@ -420,6 +440,7 @@ impl EventData for WorktreeCreated {
 /// `include_copied`: the ignored files copied into a workspace, and the entries that matched
 /// nothing.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct IncludeCopied {
     pub copied: Vec<String>,
     #[serde(default)]
@@ -432,6 +453,7 @@ impl EventData for IncludeCopied {
 
 /// `baseline_started`: the verify commands about to run on the base.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct BaselineStarted {
     pub commands: Vec<String>,
 }
@@ -442,6 +464,7 @@ impl EventData for BaselineStarted {
 
 /// `agent_started`: the candidate's agent is running.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct AgentStarted {
     pub runner: String,
     pub kind: String,
@@ -453,6 +476,7 @@ impl EventData for AgentStarted {
 
 /// `gates_sealed`: the tests a candidate added, taken out of its tree for its gates.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct GatesSealed {
     pub own_tests_taken_out: Vec<String>,
 }
@@ -464,6 +488,7 @@ impl EventData for GatesSealed {
 /// `repair_round`: a candidate's gates ran in its tree after its agent; the failing ones
 /// went back to the agent (none failing ends the loop).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct RepairRound {
     pub round: u32,
     pub of: u32,
@@ -477,6 +502,7 @@ impl EventData for RepairRound {
 
 /// `cross_tests`: whether the pooled tests ran, how many, and the scores.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct CrossTests {
     pub ran: bool,
     /// Why they did not run.
@@ -496,6 +522,7 @@ impl EventData for CrossTests {
 /// `judge_decision`: whether the pairwise judge ran, and why (or why not); what it did when
 /// it ran.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct JudgeDecision {
     pub ran: bool,
     pub reason: Option<String>,
@@ -532,6 +559,7 @@ impl EventData for JudgeDecision {
 
 /// `review_decision`: whether the survivors got their risk reviews, and why not.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct ReviewDecision {
     pub ran: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -548,6 +576,7 @@ impl EventData for ReviewDecision {
 
 /// `escalation_stopped`: an escalating run stopped at a candidate that passed its gates.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct EscalationStopped {
     pub candidate: CandidateId,
     pub runner: String,
@@ -560,6 +589,7 @@ impl EventData for EscalationStopped {
 
 /// One candidate a resumed run starts again, in `run_resumed`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct Restarting {
     pub candidate: String,
     pub reuses_worktree: bool,
@@ -568,6 +598,7 @@ pub struct Restarting {
 
 /// `run_resumed`: what a resumed run kept, and what it starts again.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct RunResumed {
     pub kept: Vec<String>,
     pub restarting: Vec<Restarting>,
@@ -581,6 +612,7 @@ impl EventData for RunResumed {
 
 /// `budget_exceeded`: the run's budget is spent (once per run).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct BudgetExceeded {
     pub limit: Option<crate::money::Usd>,
     pub spent: crate::money::Usd,
@@ -594,6 +626,7 @@ impl EventData for BudgetExceeded {
 
 /// `worktrees_removed`: the workspaces went back to the pool, but for those kept.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct WorktreesRemoved {
     pub kept: Vec<String>,
 }
@@ -604,6 +637,7 @@ impl EventData for WorktreesRemoved {
 
 /// `run_finished`: the run's end (`run_interrupted` carries the same).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct RunFinished {
     pub status: crate::status::RunStatus,
     pub winner: Option<CandidateId>,
@@ -616,6 +650,7 @@ impl EventData for RunFinished {
 
 /// `run_interrupted`: the run ended on Ctrl-C or SIGTERM.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 #[serde(transparent)]
 pub struct RunInterrupted(pub RunFinished);
 

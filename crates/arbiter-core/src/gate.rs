@@ -11,6 +11,7 @@ use crate::test_output::TestDelta;
 
 /// One verify command run once, in one tree.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct CommandOutcome {
     pub command: String,
     /// `None` when the command was killed (timeout or interrupt) or could not start.
@@ -53,6 +54,7 @@ impl CommandOutcome {
 
 /// One verify command on a candidate, next to its baseline result.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct GateResult {
     #[serde(flatten)]
     pub outcome: CommandOutcome,
@@ -67,6 +69,7 @@ pub struct GateResult {
 
 /// The meaning of one gate result against the baseline.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 #[serde(rename_all = "snake_case")]
 pub enum GateVerdict {
     /// Passed before and after.
@@ -98,6 +101,7 @@ impl GateVerdict {
 
 /// Totals over a candidate's gates.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct GateSummary {
     pub total: usize,
     pub passed: usize,

@@ -41,6 +41,8 @@
 
 #![forbid(unsafe_code)]
 
+#[cfg(feature = "arbitrary")]
+pub mod arbitrary;
 pub mod artifact;
 pub mod backends;
 pub mod budget;

@@ -13,6 +13,7 @@ use crate::links::{self, Escape, Links};
 
 /// The limits of one run (`[run] max_patch_bytes`, `max_patch_files`, `max_file_bytes`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct CandidateLimits {
     pub max_patch_bytes: u64,
     pub max_patch_files: u64,
@@ -37,6 +38,7 @@ pub struct ChangedFile {
 
 /// A limit a patch broke.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 #[serde(tag = "breach", rename_all = "snake_case")]
 pub enum LimitBreach {
     /// `bytes`: as far as it was read (a patch over the limit is not read to its end).

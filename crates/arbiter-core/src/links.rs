@@ -55,6 +55,7 @@ impl<P: Into<String>, T: Into<String>> FromIterator<(P, T)> for Links {
 
 /// Why a link may not stay in the user's tree.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 #[serde(tag = "why", content = "name", rename_all = "snake_case")]
 pub enum Escape {
     /// Its resolution goes above the repository's root.

@@ -26,6 +26,7 @@ pub fn is_sealed(rel: &str) -> bool {
 
 /// One file as it was sealed (or as it is found).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct FileDigest {
     /// Relative to the run directory, `/` separators.
     pub path: String,
@@ -36,6 +37,7 @@ pub struct FileDigest {
 
 /// `manifest.json`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct Manifest {
     pub schema_version: u32,
     pub run_id: RunId,

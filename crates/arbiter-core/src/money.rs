@@ -39,10 +39,13 @@ impl Usd {
         if !int.bytes().all(|b| b.is_ascii_digit()) || !frac.bytes().all(|b| b.is_ascii_digit()) {
             return None;
         }
-        let int: i64 = if int.is_empty() { 0 } else { int.parse().ok()? };
-        let frac_val: i64 = if frac.is_empty() { 0 } else { format!("{frac:0<12}").parse().ok()? };
-        let pico = int.checked_mul(PICO_PER_USD)?.checked_add(frac_val)?;
-        Some(Usd { pico: if neg { -pico } else { pico } })
+        // In i128, then narrowed: the most negative amount (`i64::MIN` picodollars) has a
+        // magnitude one more than the largest positive one.
+        let int: i128 = if int.is_empty() { 0 } else { int.parse().ok()? };
+        let frac_val: i128 = if frac.is_empty() { 0 } else { format!("{frac:0<12}").parse().ok()? };
+        let pico = int.checked_mul(PICO_PER_USD as i128)?.checked_add(frac_val)?;
+        let pico = i64::try_from(if neg { -pico } else { pico }).ok()?;
+        Some(Usd { pico })
     }
 
     /// The cost of `tokens` at `per_million` dollars per million tokens, exact.
@@ -154,6 +157,20 @@ mod tests {
         assert_eq!(Usd::parse("3").unwrap().decimal(), "3");
         assert!(Usd::parse("1.2.3").is_none());
         assert!(Usd::parse("abc").is_none());
+    }
+
+    /// Every amount reads back from its decimal, the extremes too (the most negative one's
+    /// magnitude does not fit an `i64`).
+    #[test]
+    fn every_amount_reads_back_from_its_decimal() {
+        for pico in [i64::MIN, i64::MIN + 1, -1, 0, 1, i64::MAX] {
+            let amount = Usd::from_pico(pico);
+            assert_eq!(Usd::parse(&amount.decimal()), Some(amount), "{}", amount.decimal());
+        }
+        assert_eq!(Usd::parse("-9223372.036854775808"), Some(Usd::from_pico(i64::MIN)));
+        assert_eq!(Usd::parse("9223372.036854775808"), None, "one past the largest");
+        assert_eq!(Usd::parse("-9223372.036854775809"), None, "one past the smallest");
+        assert_eq!(Usd::parse("99999999999999999999999999999999999999999"), None);
     }
 
     #[test]

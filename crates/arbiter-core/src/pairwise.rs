@@ -14,6 +14,7 @@ use crate::ids::CandidateId;
 
 /// What one order of a comparison preferred, by slot.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 #[serde(rename_all = "snake_case")]
 pub enum SlotVerdict {
     First,
@@ -23,6 +24,7 @@ pub enum SlotVerdict {
 
 /// The outcome of a pair after both orders.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 #[serde(tag = "result", rename_all = "snake_case")]
 pub enum PairOutcome {
     Win { winner: CandidateId, loser: CandidateId },
@@ -31,6 +33,7 @@ pub enum PairOutcome {
 
 /// One order of one pair.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct OrderVerdict {
     pub first: CandidateId,
     pub second: CandidateId,
@@ -59,6 +62,7 @@ impl OrderVerdict {
 
 /// A pair judged in both orders: `comparisons/pairwise.json` holds a list of these.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct PairRecord {
     pub a: CandidateId,
     pub b: CandidateId,

@@ -9,6 +9,7 @@ use sha2::{Digest, Sha256};
 
 /// Counts taken from a patch.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct PatchStats {
     pub files_changed: usize,
     pub lines_added: usize,

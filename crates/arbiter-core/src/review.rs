@@ -9,17 +9,23 @@ use crate::ids::CandidateId;
 
 /// Scores in 0..1.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct ReviewScores {
+    #[cfg_attr(feature = "arbitrary", proptest(strategy = "crate::arbitrary::finite_f64()"))]
     pub correctness: f64,
+    #[cfg_attr(feature = "arbitrary", proptest(strategy = "crate::arbitrary::finite_f64()"))]
     pub risk: f64,
+    #[cfg_attr(feature = "arbitrary", proptest(strategy = "crate::arbitrary::finite_f64()"))]
     pub minimality: f64,
 }
 
 /// A validated review.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct Review {
     pub summary: String,
     pub likely_correct: bool,
+    #[cfg_attr(feature = "arbitrary", proptest(strategy = "crate::arbitrary::finite_f64()"))]
     pub confidence: f64,
     pub risks: Vec<String>,
     pub evidence_gaps: Vec<String>,
@@ -28,6 +34,7 @@ pub struct Review {
 
 /// `reviews/<id>.json`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct ReviewArtifact {
     pub schema_version: u32,
     pub candidate_id: CandidateId,

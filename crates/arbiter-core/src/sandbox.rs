@@ -21,6 +21,7 @@ pub struct Capabilities {
 
 /// How much sandboxing a run asks for (`--sandbox`, `[run] sandbox`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 #[serde(rename_all = "snake_case")]
 pub enum SandboxMode {
     /// Use what the kernel offers, and say in the evidence what was enforced.
@@ -81,6 +82,7 @@ impl std::fmt::Display for SandboxMode {
 
 /// What a run's sandbox enforces (recorded in its evidence).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct Enforcement {
     pub mode: SandboxMode,
     /// The Landlock ABI of the kernel, when it has Landlock.

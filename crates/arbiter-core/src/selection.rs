@@ -56,6 +56,7 @@ pub struct CandidateFacts {
 
 /// Something a candidate did that disqualifies it whatever else it achieved.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Violation {
     /// Its patch holds the value of a secret arbiter knows (named by where it comes from,
@@ -92,10 +93,12 @@ impl Violation {
 
 /// What the pairwise judge made of a candidate (both orders per pair; see `pairwise`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct JudgeScore {
     /// Wins minus losses.
     pub copeland: i64,
     /// Bradley–Terry strength (1.0 is average).
+    #[cfg_attr(feature = "arbitrary", proptest(strategy = "crate::arbitrary::finite_f64()"))]
     pub strength: f64,
 }
 
@@ -120,6 +123,7 @@ pub struct PatchFacts {
 
 /// Why a candidate cannot win.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 #[serde(tag = "code", rename_all = "snake_case")]
 pub enum Rejection {
     SetupFailed {
@@ -210,6 +214,7 @@ impl Rejection {
 
 /// One candidate's place in the ranking, with every feature that decided it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct RankedCandidate {
     pub candidate_id: CandidateId,
     pub rank: usize,
@@ -233,6 +238,7 @@ pub struct RankedCandidate {
 
 /// Candidates that produced the same normalized patch.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct AgreementGroup {
     pub normalized_hash: String,
     pub candidates: Vec<CandidateId>,

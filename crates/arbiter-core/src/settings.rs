@@ -260,6 +260,7 @@ pub struct SlicesSection {
 
 /// The `[sandbox]` table: paths beyond the built-in ones (`~/` is the home directory).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 #[serde(deny_unknown_fields)]
 pub struct SandboxSection {
     /// Paths every candidate process may also write.
@@ -405,6 +406,7 @@ pub struct FlagOverrides {
 
 /// Where a resolved value came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 #[serde(rename_all = "snake_case")]
 pub enum Origin {
     Default,
@@ -427,6 +429,7 @@ impl fmt::Display for Origin {
 
 /// A value and its origin.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct Sourced<T> {
     pub value: T,
     pub origin: Origin,
@@ -453,6 +456,7 @@ fn non_empty(v: Vec<String>) -> Option<Vec<String>> {
 
 /// Where the winning patch goes.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 #[serde(tag = "mode", content = "branch", rename_all = "snake_case")]
 pub enum ApplyMode {
     /// Apply to the repository's working tree.
@@ -492,6 +496,7 @@ impl fmt::Display for ApplyMode {
 
 /// How a runner produces a candidate.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum RunnerKind {
     /// Any program: `sh -c COMMAND` in the worktree.
@@ -506,6 +511,7 @@ pub enum RunnerKind {
 
 /// How an agent CLI runs: what `[runners.NAME]` says, defaults otherwise.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct AgentCliSpec {
     /// One of [`AGENT_CLIS`].
     pub cli: String,
@@ -534,6 +540,7 @@ pub struct AgentCliSpec {
 
 /// A runner ready to be assigned to candidates.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct RunnerSpec {
     /// The name candidates are labelled with (`command` or a `[runners.NAME]` key).
     pub name: String,
@@ -546,6 +553,7 @@ pub struct RunnerSpec {
 /// Every setting of a run, resolved, with its origin (recorded as `settings.json` in the
 /// run directory, which is what `arbiter runs resume` continues with).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct RunSettings {
     pub candidates: Sourced<u32>,
     pub parallel: Sourced<u32>,
@@ -623,6 +631,7 @@ impl RunSettings {
 /// A program of the working tree (`path`, relative to the repository root) run from a copy
 /// outside every workspace (`copy`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct OutsideProgram {
     pub path: String,
     pub copy: String,

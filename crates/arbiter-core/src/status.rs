@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 /// Where a run stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 #[serde(rename_all = "snake_case")]
 pub enum RunStatus {
     /// Candidates or evaluation in progress.
@@ -25,6 +26,7 @@ pub enum RunStatus {
 
 /// Where a candidate stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 #[serde(rename_all = "snake_case")]
 pub enum CandidateStatus {
     Queued,

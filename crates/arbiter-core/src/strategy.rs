@@ -23,6 +23,7 @@ use crate::money::Usd;
 
 /// The strategy a run was asked for.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 #[serde(rename_all = "snake_case")]
 pub enum Strategy {
     #[default]
@@ -81,6 +82,7 @@ impl fmt::Display for Strategy {
 
 /// One way to produce a candidate.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct CandidateOption {
     /// Index into the run's runners.
     pub runner: usize,

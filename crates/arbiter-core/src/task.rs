@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 /// What a run is asked to do.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct Task {
     pub prompt: String,
     pub success_criteria: Option<String>,

@@ -186,6 +186,7 @@ fn pytest_closing(line: &str) -> bool {
 
 /// One gate's tests next to the base's: what the candidate fixed, broke and left failing.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct TestDelta {
     /// Failing on the base, not failing now.
     pub fixed: Vec<String>,

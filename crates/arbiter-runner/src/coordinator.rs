@@ -111,6 +111,7 @@ pub struct Held {
 
 /// A lease as a remote worker names it (the control plane finds the rest in its store).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 #[serde(deny_unknown_fields)]
 pub struct LeaseRef {
     pub plan_id: String,
@@ -124,6 +125,7 @@ pub struct LeaseRef {
 
 /// A unit's lease as a remote worker names it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 #[serde(deny_unknown_fields)]
 pub struct UnitRef {
     pub name: String,

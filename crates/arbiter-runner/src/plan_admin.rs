@@ -59,6 +59,7 @@ pub struct PlanImport {
 
 /// What an import did.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct Imported {
     pub report: ImportReport,
     /// The branch `--adopt-branch` handed over, as recorded.
@@ -70,6 +71,7 @@ pub struct Imported {
 
 /// A plan with its tasks and every attempt.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct PlanDetails {
     #[serde(flatten)]
     pub view: PlanView,
@@ -115,6 +117,7 @@ impl PlanDetails {
 
 /// How many model calls a task's runs made, and how many of them had no known cost.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct CallCosts {
     pub calls: u64,
     pub uncosted: u64,
@@ -210,6 +213,7 @@ impl NewPlan {
 
 /// What a reset would do, decided before anything changes (for the confirmation).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct ResetPreview {
     /// The plan's tasks.
     pub tasks: usize,
@@ -219,6 +223,7 @@ pub struct ResetPreview {
 
 /// What a reset did.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct ResetOutcome {
     /// Tasks reset.
     pub reset: usize,

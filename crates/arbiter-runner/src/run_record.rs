@@ -156,6 +156,7 @@ impl RunRecord {
 /// A run at a glance, for a dashboard: its state and each candidate's (what the terminal
 /// dashboard's run view shows, and what a control plane answers for one of its runs).
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct RunOverview {
     pub run_id: String,
     /// `running`, `succeeded`, …
@@ -174,6 +175,7 @@ pub struct RunOverview {
 
 /// One candidate at a glance.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct CandidateOverview {
     pub id: String,
     pub runner: String,

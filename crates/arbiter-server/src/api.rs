@@ -9,13 +9,16 @@ use serde::{Deserialize, Serialize};
 
 /// Every error response: `{"error": "<code>", "message": "<what and how to fix it>"}`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct ErrorBody {
     pub error: String,
+    #[cfg_attr(feature = "arbitrary", proptest(strategy = "arbiter_core::arbitrary::text()"))]
     pub message: String,
 }
 
 /// `POST /api/v1/workers/register`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 #[serde(deny_unknown_fields)]
 pub struct RegisterRequest {
     pub name: String,
@@ -38,6 +41,7 @@ fn one() -> u32 {
 
 /// A worker token handed out once (registration, rotation).
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 #[serde(deny_unknown_fields)]
 pub struct WorkerCredentials {
     pub worker_id: String,
@@ -61,6 +65,7 @@ impl fmt::Debug for WorkerCredentials {
 
 /// A worker in `GET /api/v1/workers` (never its token).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct WorkerView {
     pub name: String,
     pub id: String,
@@ -68,6 +73,7 @@ pub struct WorkerView {
     pub backends: Vec<String>,
     pub slots: u32,
     /// What it holds now, as its last heartbeat said (`null`: nothing known).
+    #[cfg_attr(feature = "arbitrary", proptest(strategy = "arbiter_core::arbitrary::json()"))]
     pub current_work: serde_json::Value,
     /// RFC 3339; `null` before its first heartbeat.
     pub last_heartbeat: Option<String>,
@@ -101,12 +107,14 @@ impl WorkerView {
 
 /// `GET /api/v1/workers`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct WorkerList {
     pub workers: Vec<WorkerView>,
 }
 
 /// `PUT /api/v1/artifacts/{sha256}`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct ArtifactStored {
     pub sha256: String,
     pub size: u64,
@@ -116,6 +124,7 @@ pub struct ArtifactStored {
 
 /// `POST /api/v1/tokens`: a named access token.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 #[serde(deny_unknown_fields)]
 pub struct TokenRequest {
     pub name: String,
@@ -124,7 +133,8 @@ pub struct TokenRequest {
 }
 
 /// The answer of `POST /api/v1/tokens`: the token, shown this once.
-#[derive(Clone, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct TokenCreated {
     pub name: String,
     pub role: arbiter_store::tokens::Role,
@@ -139,6 +149,7 @@ impl std::fmt::Debug for TokenCreated {
 
 /// A named access token as listed (never its value).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct TokenView {
     pub name: String,
     pub role: arbiter_store::tokens::Role,
@@ -161,6 +172,7 @@ impl From<&arbiter_store::tokens::AccessTokenRecord> for TokenView {
 
 /// `GET /api/v1/tokens`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct TokenList {
     pub tokens: Vec<TokenView>,
 }

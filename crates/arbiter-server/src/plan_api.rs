@@ -17,11 +17,13 @@ use serde::{Deserialize, Serialize};
 
 /// `POST /api/v1/plans`: import (or apply) a plan.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 #[serde(deny_unknown_fields)]
 pub struct ImportRequest {
     /// The plan in the plan file format (arbiter's JSON, as `arbiter plan export` writes
     /// it), read by the same parser as a file; its `repository` an absolute path on the
     /// server's machine or a git URL.
+    #[cfg_attr(feature = "arbitrary", proptest(strategy = "arbiter_core::arbitrary::json()"))]
     pub plan: serde_json::Value,
     /// `add` (default): new tasks only; `update`: also change tasks that have not started.
     #[serde(default)]
@@ -92,12 +94,14 @@ impl ImportRequest {
 
 /// `PUT /api/v1/plans/{plan}`: create an empty plan.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 #[serde(deny_unknown_fields)]
 pub struct CreateRequest {
     pub name: String,
     /// An absolute path on the server's machine, or a git URL.
     pub repository: Option<String>,
     /// A budget in USD (`"2.50"` or `2.5`); `null` or absent: no limit.
+    #[cfg_attr(feature = "arbitrary", proptest(strategy = "arbiter_core::arbitrary::usd_amount_option()"))]
     #[serde(default, deserialize_with = "arbiter_core::money::deserialize_budget")]
     pub budget_usd: Option<Usd>,
 }
@@ -114,15 +118,18 @@ impl CreateRequest {
 
 /// `POST /api/v1/plans/{plan}/budget`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 #[serde(deny_unknown_fields)]
 pub struct BudgetRequest {
     /// The new limit in USD (`"5"` or `5`); `null` removes the limit.
+    #[cfg_attr(feature = "arbitrary", proptest(strategy = "arbiter_core::arbitrary::usd_amount_option()"))]
     #[serde(deserialize_with = "arbiter_core::money::deserialize_budget")]
     pub limit_usd: Option<Usd>,
 }
 
 /// `POST /api/v1/plans/{plan}/reset`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 #[serde(deny_unknown_fields)]
 pub struct ResetRequest {
     /// Forget attempts and spending too.
@@ -135,6 +142,7 @@ pub struct ResetRequest {
 
 /// `POST /api/v1/plans/{plan}/retry`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 #[serde(deny_unknown_fields)]
 pub struct RetryRequest {
     pub task: String,
@@ -142,6 +150,7 @@ pub struct RetryRequest {
 
 /// The answer of `POST /api/v1/plans/{plan}/retry`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct Retried {
     pub task: String,
     pub status: TaskStatus,
@@ -149,6 +158,7 @@ pub struct Retried {
 
 /// `POST /api/v1/plans/{plan}/push`; the answer is a [`arbiter_runner::plan_push::Pushed`].
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 #[serde(deny_unknown_fields)]
 pub struct PushRequest {
     /// A remote of the plan's repository (default `origin`).
@@ -158,6 +168,7 @@ pub struct PushRequest {
 
 /// The answer of `POST /api/v1/plans/{plan}/cancel`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct Cancelled {
     /// Tasks cancelled.
     pub cancelled: usize,
@@ -165,12 +176,14 @@ pub struct Cancelled {
 
 /// `GET /api/v1/plans`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct PlanList {
     pub plans: Vec<PlanSummary>,
 }
 
 /// `GET /api/v1/plans/{plan}/events`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct EventList {
     pub events: Vec<PlanEvent>,
 }

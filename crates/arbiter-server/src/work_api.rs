@@ -20,6 +20,7 @@ pub const MAX_CLAIM_WAIT_MS: u64 = 30_000;
 
 /// `POST /api/v1/work/claim`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 #[serde(deny_unknown_fields)]
 pub struct ClaimRequest {
     /// Which of the worker's slots claims (1 to 32 of letters, digits, '.', '_', '-'): the
@@ -35,6 +36,7 @@ pub struct ClaimRequest {
 
 /// The answer to a claim.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 #[serde(tag = "status", rename_all = "snake_case")]
 pub enum ClaimResponse {
     Assigned {
@@ -48,6 +50,7 @@ pub enum ClaimResponse {
 
 /// A unit's lease on the wire (its attempt's lease is the assignment's).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct WireUnit {
     pub name: String,
     pub kind: UnitKind,
@@ -59,6 +62,7 @@ pub struct WireUnit {
 
 /// What an assignment asks of the worker.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum WireWork {
     Tournament,
@@ -76,9 +80,11 @@ pub enum WireWork {
 
 /// A candidate of an evaluation that left no result, and why.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 #[serde(deny_unknown_fields)]
 pub struct LostCandidate {
     pub index: usize,
+    #[cfg_attr(feature = "arbitrary", proptest(strategy = "arbiter_core::arbitrary::text()"))]
     pub reason: String,
 }
 
@@ -95,7 +101,7 @@ pub struct GrantedLeases {
 pub struct GrantedAssignment {
     pub lease: GrantedLease,
     #[serde(default)]
-    pub unit: Option<UnitRef>,
+    pub unit: Option<GrantedUnit>,
 }
 
 /// See [`GrantedLeases`].
@@ -107,6 +113,14 @@ pub struct GrantedLease {
     pub worker: String,
 }
 
+/// See [`GrantedLeases`]: a [`WireUnit`] read for its name and fence only (a
+/// [`UnitRef`], which refuses the unit's other fields, would not read it).
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+pub struct GrantedUnit {
+    pub name: String,
+    pub fence: i64,
+}
+
 impl GrantedAssignment {
     /// The leases as the worker names them in a report.
     pub fn lease_ref(&self) -> LeaseRef {
@@ -115,7 +129,7 @@ impl GrantedAssignment {
             task_id: self.lease.task_id.clone(),
             fence: self.lease.fence,
             worker: self.lease.worker.clone(),
-            unit: self.unit.clone(),
+            unit: self.unit.as_ref().map(|u| UnitRef { name: u.name.clone(), fence: u.fence }),
         }
     }
 
@@ -127,6 +141,7 @@ impl GrantedAssignment {
 
 /// An assignment on the wire.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct WireAssignment {
     pub lease: Lease,
     pub unit: Option<WireUnit>,
@@ -205,6 +220,7 @@ impl WireAssignment {
 
 /// `POST /api/v1/work/heartbeat`: renews every lease the worker names.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 #[serde(deny_unknown_fields)]
 pub struct HeartbeatRequest {
     pub leases: Vec<LeaseRef>,
@@ -212,12 +228,14 @@ pub struct HeartbeatRequest {
 
 /// Whether each lease (in the request's order) is still held.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct HeartbeatResponse {
     pub renewed: Vec<bool>,
 }
 
 /// `POST /api/v1/work/charge`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 #[serde(deny_unknown_fields)]
 pub struct ChargeRequest {
     pub lease: LeaseRef,
@@ -226,6 +244,7 @@ pub struct ChargeRequest {
 
 /// When a failed attempt may be retried.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 #[serde(rename_all = "snake_case")]
 pub enum WireRetry {
     AfterBackoff,
@@ -255,6 +274,7 @@ impl From<WireRetry> for Retry {
 
 /// How the work ended, on the wire.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 #[serde(tag = "outcome", rename_all = "snake_case", deny_unknown_fields)]
 pub enum WireVerdict {
     /// The winner's patch is the uploaded `candidates/<winner>/patch.diff` of run `run_id`.
@@ -266,15 +286,18 @@ pub enum WireVerdict {
         status: CandidateStatus,
     },
     Failed {
+        #[cfg_attr(feature = "arbitrary", proptest(strategy = "arbiter_core::arbitrary::text()"))]
         reason: String,
         retry: WireRetry,
         run_id: Option<String>,
     },
     Released {
+        #[cfg_attr(feature = "arbitrary", proptest(strategy = "arbiter_core::arbitrary::text()"))]
         reason: String,
     },
     /// The worker could not run (or read) the work: see `Verdict::Refused`.
     Refused {
+        #[cfg_attr(feature = "arbitrary", proptest(strategy = "arbiter_core::arbitrary::text()"))]
         reason: String,
     },
 }
@@ -298,6 +321,7 @@ impl WireVerdict {
 
 /// A file of the work's results, uploaded as an artifact first.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 #[serde(deny_unknown_fields)]
 pub struct RunFile {
     /// Relative to the run directory (`candidates/c02/patch.diff`).
@@ -308,6 +332,7 @@ pub struct RunFile {
 
 /// `POST /api/v1/work/report`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 #[serde(deny_unknown_fields)]
 pub struct ReportRequest {
     pub lease: LeaseRef,
@@ -322,6 +347,7 @@ pub struct ReportRequest {
 
 /// What a report did (a stale lease is a 409 instead).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 #[serde(tag = "reported", rename_all = "snake_case")]
 pub enum ReportResponse {
     Done { commit: String, recovered: bool },
@@ -358,6 +384,7 @@ impl ReportResponse {
 /// `POST /api/v1/work/report-and-claim`: a report, then the next claim of a slot (a busy
 /// worker's one round trip per unit).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 #[serde(deny_unknown_fields)]
 pub struct ReportAndClaimRequest {
     pub report: ReportRequest,
@@ -366,6 +393,7 @@ pub struct ReportAndClaimRequest {
 
 /// What the report did, and what the claim found.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct ReportAndClaimResponse {
     pub report: ReportResponse,
     pub claim: ClaimResponse,
@@ -373,6 +401,7 @@ pub struct ReportAndClaimResponse {
 
 /// `GET /api/v1/work/runs/{run_id}/files?plan=ID`: the files of a run the server holds.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct RunFiles {
     pub files: Vec<RunFile>,
 }
@@ -391,5 +420,21 @@ mod tests {
         assert!(!text.contains("\\u0000"), "{text}");
         let back: WireVerdict = crate::error::parse_json(text.as_bytes()).unwrap();
         assert!(matches!(back, WireVerdict::Failed { reason, .. } if reason == "exit 1: a\\u{0}b"));
+    }
+
+    /// A worker that cannot read a unit's assignment refuses the unit by name and fence: the
+    /// unit on the wire has more fields than the refusal names it by.
+    #[test]
+    fn an_unreadable_unit_is_refused_by_its_name_and_fence() {
+        let answer = serde_json::json!({"status": "assigned", "assignment": {
+            "lease": {"plan_id": "p", "task_id": "t", "attempt": 1, "max_attempts": 2, "fence": 3,
+                      "worker": "w:1", "expires": 0, "reserved": "1", "retry_backoff_seconds": 5},
+            "unit": {"name": "c02", "kind": "candidate", "fence": 7, "expires": 0, "run_id": "r", "base": "b"},
+            "work": {"kind": "from_a_newer_server"}}});
+        assert!(serde_json::from_value::<ClaimResponse>(answer.clone()).is_err());
+        let granted = serde_json::from_value::<GrantedLeases>(answer).unwrap().assignment;
+        assert_eq!(granted.unit_name(), "c02");
+        let named = granted.lease_ref();
+        assert_eq!((named.fence, named.unit), (3, Some(UnitRef { name: "c02".into(), fence: 7 })));
     }
 }

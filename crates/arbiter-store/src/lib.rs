@@ -10,6 +10,8 @@
 
 #![forbid(unsafe_code)]
 
+#[cfg(feature = "arbitrary")]
+mod arbitrary;
 mod batch;
 pub mod migrate;
 pub mod pg_url;

@@ -32,6 +32,7 @@ use crate::StoreError;
 
 /// A plan's own row.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct PlanRecord {
     /// The plan-level fields (its `tasks` are empty here; see [`PlanView`]).
     pub header: PlanSpec,
@@ -53,6 +54,7 @@ impl PlanRecord {
 
 /// How a plan came to own its integration branch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 #[serde(rename_all = "snake_case")]
 pub enum BranchOrigin {
     /// arbiter created it for the plan (at [`BranchRecord::base`]); a reset may move it back.
@@ -82,6 +84,7 @@ impl BranchOrigin {
 /// The store's record of a plan's integration branch: the source of truth for whether
 /// arbiter may move it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct BranchRecord {
     /// The branch (without `refs/heads/`).
     pub name: String,
@@ -96,6 +99,7 @@ pub use arbiter_core::plan::event::BranchReset;
 
 /// One task's row.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct TaskRecord {
     pub spec: TaskSpec,
     /// Its place in plan order.
@@ -118,6 +122,7 @@ pub struct TaskRecord {
     pub run_id: Option<String>,
     pub commit: Option<String>,
     /// Why it failed, was skipped or is waiting.
+    #[cfg_attr(feature = "arbitrary", proptest(strategy = "proptest::option::of(arbiter_core::arbitrary::text())"))]
     pub reason: Option<String>,
     pub version: i64,
 }
@@ -199,6 +204,7 @@ impl PlanView {
 
 /// One attempt's row.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct AttemptRecord {
     pub task_id: String,
     pub attempt: u32,
@@ -211,11 +217,13 @@ pub struct AttemptRecord {
     pub cost: Usd,
     pub run_id: Option<String>,
     pub commit: Option<String>,
+    #[cfg_attr(feature = "arbitrary", proptest(strategy = "proptest::option::of(arbiter_core::arbitrary::text())"))]
     pub reason: Option<String>,
 }
 
 /// One entry of a plan's event log.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct PlanEvent {
     /// Monotonic over the whole store.
     pub id: i64,
@@ -224,6 +232,7 @@ pub struct PlanEvent {
     pub attempt: Option<u32>,
     pub kind: String,
     pub at: Timestamp,
+    #[cfg_attr(feature = "arbitrary", proptest(strategy = "arbiter_core::arbitrary::json()"))]
     pub data: serde_json::Value,
 }
 
@@ -253,6 +262,7 @@ impl<'a> EventFilter<'a> {
 
 /// A line of `plan list`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct PlanSummary {
     pub id: String,
     pub name: String,
@@ -273,6 +283,7 @@ impl PlanSummary {
 
 /// How a re-import treats tasks that exist already.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 #[serde(rename_all = "snake_case")]
 pub enum ImportMode {
     /// Add new tasks; existing ones stay as they are (reported unchanged).
@@ -311,6 +322,7 @@ impl<'a> Import<'a> {
 
 /// What an import did.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct ImportReport {
     pub created_plan: bool,
     pub added: Vec<String>,
@@ -323,6 +335,7 @@ pub struct ImportReport {
 
 /// A claim's lease: present it to heartbeat and to report.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct Lease {
     pub plan_id: String,
     pub task_id: String,

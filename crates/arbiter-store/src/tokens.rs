@@ -21,6 +21,7 @@ pub const ACCESS_TOKEN_PREFIX: &str = "arbt_";
 
 /// What a token may do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 #[serde(rename_all = "kebab-case")]
 pub enum Role {
     /// Everything the admin token may: read, and act (cancel, retry, budgets, workers).

@@ -35,6 +35,7 @@ pub use reader::read;
 
 /// A test framework whose runs arbiter can plant a canary in and read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 #[serde(rename_all = "snake_case")]
 pub enum Framework {
     /// `python -m unittest` (discovery).
@@ -239,6 +240,7 @@ pub enum Planned {
 
 /// Whether the canary showed up in a run, and how.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 #[serde(rename_all = "snake_case")]
 pub enum CanarySeen {
     /// Reported failing: the test machinery works.
@@ -251,6 +253,7 @@ pub enum CanarySeen {
 
 /// What a run's output says about the canary and the other tests.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct Reading {
     pub canary: CanarySeen,
     /// Tests (or test files, binaries, packages) other than the canary that failed or
@@ -270,6 +273,7 @@ pub fn calibrated(base: &Reading) -> bool {
 
 /// The meaning of a gate run with a canary in it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
     /// The canary failed and nothing else did: the command counts as passed.
@@ -337,6 +341,7 @@ pub fn verdict(reading: &Reading, calibrated: bool) -> Verdict {
 /// What arbiter records about the canary of one verify command (in `evidence.json` and
 /// `baseline.json`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct CanaryCheck {
     pub framework: Option<Framework>,
     /// The canary's files, relative to the tree (empty when none was planted).

@@ -20,6 +20,7 @@ use crate::money::Usd;
 
 /// A plan-level event.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 #[serde(tag = "kind", content = "data", rename_all = "snake_case")]
 pub enum PlanEntry {
     /// The plan's first import.
@@ -105,6 +106,7 @@ pub enum PlanEntry {
 
 /// How a plan was drafted.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct Drafted {
     /// `idea` (`plan new`) or the URL.
     pub from: String,
@@ -123,6 +125,7 @@ pub struct Drafted {
 
 /// A pull request of a plan's (or a run's) branch.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct ChangeRecord {
     pub branch: String,
     pub base: String,
@@ -138,6 +141,7 @@ pub struct ChangeRecord {
 
 /// How many tasks an import added, changed, left and skipped.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct ImportCounts {
     pub added: usize,
     pub updated: usize,
@@ -149,6 +153,7 @@ pub struct ImportCounts {
 
 /// The integration branch a plan commits onto, as recorded, and the record it replaced.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct BranchRecorded {
     pub branch: String,
     /// `created` or `adopted`.
@@ -159,6 +164,7 @@ pub struct BranchRecorded {
 
 /// The integration branch record a new one replaced.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct BranchPrevious {
     pub branch: String,
     pub origin: String,
@@ -167,6 +173,7 @@ pub struct BranchPrevious {
 
 /// What a reset did to the integration branch, recorded in its `plan_reset` event.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct BranchReset {
     pub name: String,
     /// Where the branch was before the reset (`None`: it did not exist).
@@ -180,6 +187,7 @@ pub struct BranchReset {
 
 /// A push that went through.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct Pushed {
     pub remote: String,
     /// The remote's URL, without credentials.
@@ -193,6 +201,7 @@ pub struct Pushed {
 
 /// A task-level event (the row names the task, and the attempt where there is one).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 #[serde(tag = "kind", content = "data", rename_all = "snake_case")]
 pub enum TaskEntry {
     /// An import added the task.
@@ -238,6 +247,7 @@ pub enum TaskEntry {
 
 /// How an attempt ended and where its task went.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct AttemptEnded {
     pub fence: i64,
     pub status: TaskStatus,
@@ -251,6 +261,7 @@ pub struct AttemptEnded {
 
 /// A unit of work (a candidate attempt or a task's evaluation job) changed hands.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 #[serde(tag = "kind", content = "data", rename_all = "snake_case")]
 pub enum UnitEntry {
     /// The task's tournament was split into units.
@@ -273,6 +284,7 @@ pub enum UnitEntry {
 
 /// A unit its worker no longer holds, and why.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct UnitLost {
     pub unit: String,
     pub fence: i64,
@@ -285,6 +297,7 @@ pub struct UnitLost {
 
 /// Any entry of a plan's event log.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 #[serde(untagged)]
 pub enum PlanLogEntry {
     Plan(PlanEntry),

@@ -17,6 +17,7 @@ use super::spec::{TaskDefaults, TaskSpec};
 
 /// The gate's verdict on one task.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 #[serde(rename_all = "UPPERCASE")]
 pub enum Verdict {
     Allow,
@@ -36,15 +37,18 @@ impl Verdict {
 
 /// The verdict and what is missing.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct GateResult {
     pub task: String,
     pub verdict: Verdict,
     pub missing: Vec<String>,
+    #[cfg_attr(feature = "arbitrary", proptest(strategy = "crate::arbitrary::text()"))]
     pub reason: String,
 }
 
 /// Whose decision rules judge a plan's tasks.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 #[serde(rename_all = "lowercase")]
 pub enum Rules {
     /// Arbiter's: ALLOW, WARN when one way of telling the task is done is missing, REJECT

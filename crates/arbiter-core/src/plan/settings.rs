@@ -8,6 +8,7 @@ use crate::settings::{ConfigFile, FlagOverrides, RunSettings};
 /// What a `plan run` says for every task, over the plan's defaults (the task's own values
 /// still win). A Whilly file names no runner: these flags are how it runs as it is.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 #[serde(default)]
 pub struct RunOverrides {
     /// `--no-verify`: tasks without verify commands run, and their winners are committed

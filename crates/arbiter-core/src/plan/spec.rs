@@ -8,6 +8,7 @@ use crate::money::Usd;
 
 /// How urgent a task is; claims take the most urgent ready task first.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 #[serde(rename_all = "lowercase")]
 pub enum Priority {
     Critical,
@@ -52,6 +53,7 @@ impl Priority {
 
 /// What tasks inherit unless they say otherwise.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct TaskDefaults {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub candidates: Option<u32>,
@@ -91,6 +93,7 @@ pub struct TaskDefaults {
 
 /// How a task was marked in the file it came from (Whilly files carry a status).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 #[serde(rename_all = "lowercase")]
 pub enum ImportedStatus {
     Done,
@@ -99,10 +102,13 @@ pub enum ImportedStatus {
 
 /// One task of a plan (the default: a task that overrides none of the plan's defaults).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct TaskSpec {
     pub id: String,
+    #[cfg_attr(feature = "arbitrary", proptest(strategy = "crate::arbitrary::text()"))]
     pub title: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[cfg_attr(feature = "arbitrary", proptest(strategy = "crate::arbitrary::text()"))]
     pub description: String,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub acceptance_criteria: Vec<String>,
@@ -139,11 +145,15 @@ pub struct TaskSpec {
     /// A status the source file gave it (honoured when the task is first imported; never
     /// exported).
     #[serde(default, skip_serializing)]
+    // Never sent (the file format and the wire have no field for it: an import carries it
+    // beside the plan), so never generated.
+    #[cfg_attr(feature = "arbitrary", proptest(value = "None"))]
     pub imported_status: Option<ImportedStatus>,
 }
 
 /// A whole plan.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct PlanSpec {
     pub id: String,
     pub name: String,

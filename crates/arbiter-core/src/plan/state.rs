@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 
 /// Where a task stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 #[serde(rename_all = "snake_case")]
 pub enum TaskStatus {
     /// Some dependency is not done.
@@ -108,6 +109,7 @@ pub fn waiting_status(unmet_dependencies: i64) -> TaskStatus {
 
 /// How one attempt ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 #[serde(rename_all = "snake_case")]
 pub enum AttemptStatus {
     Running,
@@ -138,6 +140,7 @@ impl AttemptStatus {
 
 /// What a unit does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 #[serde(rename_all = "snake_case")]
 pub enum UnitKind {
     /// One candidate: its workspace, its agent, its patch.
@@ -167,6 +170,7 @@ impl UnitKind {
 /// candidate's status, or why the candidate has no result). Written as it always was:
 /// `{"status": "..."}`, `{"error": "..."}`, `{"lost": "..."}`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 #[serde(rename_all = "snake_case")]
 pub enum UnitResult {
     /// The candidate ran to this status; its results are in the run directory.

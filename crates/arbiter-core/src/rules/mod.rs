@@ -645,6 +645,7 @@ pub struct RulesSection {
 
 /// The `[rules]` table resolved: where rules come from and how files are read.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
 pub struct RuleOptions {
     pub dirs: Vec<String>,
     pub shipped: bool,

@@ -47,6 +47,8 @@ pub(super) struct SavedCandidate {
     calls: Vec<CallRecord>,
     not_run: Option<String>,
     authored_tests: Vec<SavedTest>,
+    /// Left out when there is none: a record that is JSON `null` reads back as one.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "arbiter_core::artifact::present")]
     agent_details: Option<serde_json::Value>,
     #[serde(default)]
     violations: Vec<arbiter_core::selection::Violation>,
@@ -196,6 +198,36 @@ pub(super) fn started_allowing_dirty(events_file: &Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A candidate unit's result travels to the worker that evaluates it: the runner's record
+    /// comes back as it was, absent, JSON `null` or an object.
+    #[test]
+    fn the_agent_record_reads_back_as_it_was_written() {
+        for details in [None, Some(serde_json::Value::Null), Some(serde_json::json!({"session": "s1"}))] {
+            let saved = SavedCandidate {
+                schema_version: SCHEMA_VERSION,
+                id: CandidateId::from_index(0),
+                index: 0,
+                runner: "command".into(),
+                status: CandidateStatus::Finished,
+                setup_error: None,
+                agent: AgentOutcome::default(),
+                patch: None,
+                gate_outcomes: Vec::new(),
+                gates_skipped: None,
+                protected_changes: Vec::new(),
+                calls: Vec::new(),
+                not_run: None,
+                authored_tests: Vec::new(),
+                agent_details: details.clone(),
+                violations: Vec::new(),
+                gates_pending: true,
+            };
+            let text = serde_json::to_string(&saved).unwrap();
+            let back: SavedCandidate = serde_json::from_str(&text).unwrap();
+            assert_eq!(back.agent_details, details, "{text}");
+        }
+    }
 
     #[test]
     fn the_last_session_of_a_transcript_is_found() {
