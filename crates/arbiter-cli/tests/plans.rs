@@ -864,7 +864,7 @@ fn budgets_commands_and_bad_input() {
 async fn a_worker_whose_lease_was_taken_commits_nothing() {
     use arbiter_core::time::Timestamp;
     use arbiter_store::plans::{ClaimOutcome, PlanStore};
-    let scratch = tempfile::tempdir().expect("temp dir");
+    let scratch = holds_dir();
     let hold = scratch.path().join("hold");
     std::fs::write(&hold, "").expect("marker");
     let (repo, log) =
@@ -906,7 +906,7 @@ async fn a_worker_whose_lease_was_taken_commits_nothing() {
 /// before committing, gives the task back and says how to go on.
 #[test]
 fn a_branch_checked_out_during_a_run_stops_the_run_before_it_commits() {
-    let scratch = tempfile::tempdir().expect("temp dir");
+    let scratch = holds_dir();
     let hold = scratch.path().join("hold");
     std::fs::write(&hold, "").expect("marker");
     let (repo, log) =
