@@ -20,15 +20,20 @@
 #    in the same repository, so the pool is warm after the first).
 #
 # Knobs: SQLITE_ONLY=1 (queue benchmarks on SQLite only), E2E_ONLY=1 (only part 3),
-#        E2E_TASKS, E2E_WORKERS, E2E_RUNS (3).
+#        E2E_TASKS, E2E_WORKERS, E2E_RUNS (3), ARBITER=/path/to/arbiter (time that binary,
+#        an older build say, instead of building this checkout's).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 command -v hyperfine >/dev/null || { apt-get update -qq && apt-get install -y -qq hyperfine; }
 export DATABASE_URL="${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres}"
 
-cargo build -q --release -p arbiter-cli
-arbiter="$PWD/target/release/arbiter"
+if [ -n "${ARBITER:-}" ]; then
+  arbiter="$(cd "$(dirname "$ARBITER")" && pwd)/$(basename "$ARBITER")"
+else
+  cargo build -q --release -p arbiter-cli
+  arbiter="$PWD/target/release/arbiter"
+fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 

@@ -2,7 +2,7 @@
 //! configuration file, the store, and run ids given on the command line.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use arbiter_core::ids::RunId;
 use arbiter_core::settings::ConfigFile;
@@ -164,15 +164,22 @@ impl RepoContext {
     }
 }
 
-/// The sandbox of this process: the launcher is this very binary (it becomes the sandbox when
-/// re-executed with `__sandbox`), arbiter's directories come from the environment.
+/// The sandbox of this process, made once: the launcher is this very binary (it becomes the
+/// sandbox when re-executed with `__sandbox`), arbiter's directories come from the
+/// environment, and what the kernel offers is probed once for every command and task of the
+/// process (a plan's preflight asks for each of its tasks).
 pub fn sandboxing() -> Result<Arc<arbiter_runner::confinement::Sandboxing>, CliError> {
+    static SANDBOXING: OnceLock<Arc<arbiter_runner::confinement::Sandboxing>> = OnceLock::new();
+    if let Some(made) = SANDBOXING.get() {
+        return Ok(made.clone());
+    }
     let launcher = std::env::current_exe()
         .map_err(|e| CliError::environment(format!("cannot find the arbiter binary to run the sandbox: {e}")))?;
-    Ok(Arc::new(arbiter_runner::confinement::Sandboxing::new(
+    let made = Arc::new(arbiter_runner::confinement::Sandboxing::new(
         launcher,
         arbiter_runner::user_dirs::UserDirs::from_process(),
-    )))
+    ));
+    Ok(SANDBOXING.get_or_init(|| made).clone())
 }
 
 /// Reads and parses one JSON artifact of a run directory.

@@ -16,6 +16,7 @@
 
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::{Mutex, OnceLock};
 
 use arbiter_core::limits::{self, CandidateLimits, ChangedFile, LimitBreach};
 use arbiter_core::links::Links;
@@ -36,6 +37,8 @@ pub struct Captured {
     pub text: String,
     /// The limits the candidate's change broke, as far as they could be measured.
     pub breaches: Vec<LimitBreach>,
+    /// The paths the change touches, and how (as [`touched_paths`] says after [`stage`]).
+    pub touched: Vec<(String, Touch)>,
 }
 
 /// `git diff --binary` of everything in `worktree` against `base`, within `limits`, but for
@@ -49,7 +52,9 @@ pub async fn capture_patch(
     limits: &CandidateLimits,
 ) -> Result<Captured, GitError> {
     stage(worktree, base, build_outputs).await?;
-    let changed = measure(worktree, base, None).await?;
+    let raw = raw_diff(worktree, base, None).await?;
+    let touched = raw.touched;
+    let changed = sized(worktree, raw.found).await?;
     let mut breaches = limits::check(limits, None, &changed.iter().map(Change::file).collect::<Vec<_>>());
     let mut args: Vec<String> =
         staged_diff(&["--binary", "--no-color", "--no-textconv", "--src-prefix=a/", "--dst-prefix=b/"], base)
@@ -83,7 +88,7 @@ pub async fn capture_patch(
         }
         text.insert_str(0, &note);
     }
-    Ok(Captured { text, breaches })
+    Ok(Captured { text, breaches, touched })
 }
 
 /// `git diff --cached ARGS BASE` of everything but `.arbiter/`: the staged capture against
@@ -141,21 +146,47 @@ impl Change {
 /// What the index (`index`, or the repository's own) changes against `base`: every file,
 /// with the size of the regular files it leaves, measured without reading any diff text.
 pub async fn measure(repo: &Git, base: &str, index: Option<&Path>) -> Result<Vec<Change>, GitError> {
+    let raw = raw_diff(repo, base, index).await?;
+    sized(repo, raw.found).await
+}
+
+/// One `git diff --raw` of a staged change: each file's (path, mode, object id), and the
+/// paths it touches.
+struct RawDiff {
+    found: Vec<(String, String, String)>,
+    touched: Vec<(String, Touch)>,
+}
+
+async fn raw_diff(repo: &Git, base: &str, index: Option<&Path>) -> Result<RawDiff, GitError> {
     let out = repo.run_with_index(staged_diff(&["--raw", "-z", "--no-abbrev"], base), index).await?;
     let raw = String::from_utf8_lossy(&out.stdout);
     let mut fields = raw.split('\0');
     let mut found: Vec<(String, String, String)> = Vec::new();
+    // The same records as `--name-status -z` gives: `STATUS\0PATH\0` (two paths for a
+    // rename or copy).
+    let mut name_status = String::new();
     while let Some(header) = fields.next() {
         let Some(header) = header.strip_prefix(':') else { continue };
         // `:OLDMODE NEWMODE OLDSHA NEWSHA STATUS`, then one path (two for a rename or copy).
         let parts: Vec<&str> = header.split(' ').collect();
         let (Some(mode), Some(sha), Some(status)) = (parts.get(1), parts.get(3), parts.get(4)) else { continue };
+        name_status.push_str(status);
+        name_status.push('\0');
         if status.starts_with('R') || status.starts_with('C') {
-            fields.next();
+            let Some(from) = fields.next() else { break };
+            name_status.push_str(from);
+            name_status.push('\0');
         }
         let Some(path) = fields.next() else { break };
+        name_status.push_str(path);
+        name_status.push('\0');
         found.push((path.to_string(), mode.to_string(), sha.to_string()));
     }
+    Ok(RawDiff { found, touched: parse_name_status(&name_status) })
+}
+
+/// The files of a raw diff with the sizes of the regular files among them.
+async fn sized(repo: &Git, found: Vec<(String, String, String)>) -> Result<Vec<Change>, GitError> {
     let regular: Vec<&str> =
         found.iter().filter(|(_, mode, _)| mode.starts_with("100")).map(|(_, _, sha)| sha.as_str()).collect();
     let sizes = blob_sizes(repo, &regular).await?;
@@ -168,20 +199,38 @@ pub async fn measure(repo: &Git, base: &str, index: Option<&Path>) -> Result<Vec
         .collect())
 }
 
-/// The sizes of blobs, by object id.
+/// The sizes of blobs, by object id. An object id names its content, so a size once read
+/// holds in every repository: the sizes read last are remembered (a patch is measured when
+/// it is captured and again when it is checked, at the base and at a plan's tip).
 async fn blob_sizes(repo: &Git, shas: &[&str]) -> Result<HashMap<String, u64>, GitError> {
-    if shas.is_empty() {
-        return Ok(HashMap::new());
+    const REMEMBERED: usize = 4096;
+    static KNOWN: OnceLock<Mutex<HashMap<String, u64>>> = OnceLock::new();
+    let known = KNOWN.get_or_init(Default::default);
+    let mut sizes: HashMap<String, u64> = HashMap::new();
+    if let Ok(k) = known.lock() {
+        sizes.extend(shas.iter().filter_map(|s| Some((s.to_string(), *k.get(*s)?))));
     }
-    let input: String = shas.iter().map(|s| format!("{s}\n")).collect();
+    let unknown: Vec<&str> = shas.iter().copied().filter(|s| !sizes.contains_key(*s)).collect();
+    if unknown.is_empty() {
+        return Ok(sizes);
+    }
+    let input: String = unknown.iter().map(|s| format!("{s}\n")).collect();
     let out = repo.run_with_input(["cat-file", "--batch-check=%(objectname) %(objectsize)"], input.as_bytes()).await?;
-    Ok(String::from_utf8_lossy(&out.stdout)
+    let read: HashMap<String, u64> = String::from_utf8_lossy(&out.stdout)
         .lines()
         .filter_map(|l| {
             let (sha, size) = l.split_once(' ')?;
             Some((sha.to_string(), size.trim().parse().ok()?))
         })
-        .collect())
+        .collect();
+    if let Ok(mut k) = known.lock() {
+        if k.len() + read.len() > REMEMBERED {
+            k.clear();
+        }
+        k.extend(read.iter().map(|(sha, size)| (sha.clone(), *size)));
+    }
+    sizes.extend(read);
+    Ok(sizes)
 }
 
 /// The symbolic links of the tree of commit `commit`.
@@ -330,6 +379,36 @@ mod tests {
 
     fn kinds(breaches: &[LimitBreach]) -> Vec<String> {
         breaches.iter().map(|b| serde_json::to_value(b).unwrap()["breach"].as_str().unwrap().to_string()).collect()
+    }
+
+    #[tokio::test]
+    async fn a_capture_says_what_it_touched_as_git_name_status_does() {
+        let tmp = tempfile::tempdir().unwrap();
+        let moved = "a line long enough for git to see a rename\n".repeat(20);
+        let (git, base) = crate::testing::committed_repo(
+            tmp.path(),
+            &[("keep.txt", "k\n"), ("gone.txt", "g\n"), ("old.txt", moved.as_str())],
+        )
+        .await;
+        std::fs::write(tmp.path().join("keep.txt"), "changed\n").unwrap();
+        std::fs::remove_file(tmp.path().join("gone.txt")).unwrap();
+        std::fs::rename(tmp.path().join("old.txt"), tmp.path().join("new.txt")).unwrap();
+        std::fs::write(tmp.path().join("added.txt"), "a\n").unwrap();
+        let captured = capture_patch(&git, &base, &[], &CandidateLimits::default()).await.unwrap();
+        let listed = touched_paths(&git, &base).await.unwrap();
+        assert_eq!(captured.touched, listed);
+        let mut touched = captured.touched.clone();
+        touched.sort_by(|a, b| a.0.cmp(&b.0));
+        assert_eq!(
+            touched,
+            vec![
+                ("added.txt".to_string(), Touch::Added),
+                ("gone.txt".to_string(), Touch::Deleted),
+                ("keep.txt".to_string(), Touch::Modified),
+                ("new.txt".to_string(), Touch::Added),
+                ("old.txt".to_string(), Touch::Deleted),
+            ]
+        );
     }
 
     #[tokio::test]

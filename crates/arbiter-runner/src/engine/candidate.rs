@@ -569,7 +569,7 @@ async fn capture_candidate(
     for breach in captured.breaches {
         disqualify(ctx, run, Violation::OverLimit { breach }).await;
     }
-    let text = captured.text;
+    let (text, captured_touched) = (captured.text, captured.touched);
     // A patch holding a secret arbiter knows is disqualified, and written (and kept for the
     // viewer and reports) with the value redacted; it is never checked, gated or applied.
     let mut secrets = ctx.secrets.found_in(&text);
@@ -616,17 +616,8 @@ async fn capture_candidate(
         apply_check_error,
     });
     run.patch_text = text;
-    let touched = if run.patch.as_ref().is_some_and(|p| !p.empty) && run.violations.is_empty() {
-        match capture::touched_paths(&wt, &ctx.base_commit).await {
-            Ok(t) => Some(t),
-            Err(e) => {
-                run.gates_skipped = Some(format!("cannot list the changed files: {e}"));
-                return None;
-            }
-        }
-    } else {
-        None
-    };
+    let touched =
+        (run.patch.as_ref().is_some_and(|p| !p.empty) && run.violations.is_empty()).then_some(captured_touched);
     if let Some(touched) = &touched
         && run.patch.as_ref().is_some_and(|p| p.applies_cleanly)
     {
