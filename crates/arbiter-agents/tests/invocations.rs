@@ -1,6 +1,8 @@
 //! The invocation built for each CLI: its arguments, environment, key aliases and files;
 //! that no secret ever appears in them; long prompts through stdin or a file; resume.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr)]
+
 use std::path::{Path, PathBuf};
 
 use arbiter_agents::{

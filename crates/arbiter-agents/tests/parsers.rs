@@ -1,6 +1,8 @@
 //! Every CLI's fixtures, read line by line by its parser, folded and judged: exact
 //! sessions, token totals, costs, commands, files, verdicts and endings.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr)]
+
 use std::path::{Path, PathBuf};
 
 use arbiter_agents::{

@@ -31,13 +31,22 @@ fn save(path: &Path, doc: &DocumentMut) -> Result<(), CliError> {
     Ok(())
 }
 
-fn backends_table(doc: &mut DocumentMut) -> &mut Table {
-    if !doc.contains_table("backends") {
-        let mut t = Table::new();
-        t.set_implicit(true);
-        doc.insert("backends", Item::Table(t));
+/// The `[backends]` table of `doc`, made when it is missing (an inline `backends = {…}`
+/// becomes a table, its backends kept).
+fn backends_table<'d>(doc: &'d mut DocumentMut, path: &Path) -> Result<&'d mut Table, CliError> {
+    let mut made = Table::new();
+    made.set_implicit(true);
+    let item = doc.entry("backends").or_insert(Item::Table(made));
+    if let Some(inline) = item.as_inline_table() {
+        *item = Item::Table(inline.clone().into_table());
     }
-    doc["backends"].as_table_mut().expect("inserted above as a table")
+    item.as_table_mut().ok_or_else(|| {
+        CliError::usage(format!(
+            "`backends` in {} is not a table; write each backend as a `[backends.NAME]` table \
+             (docs/configuration.md), then run the command again",
+            path.display()
+        ))
+    })
 }
 
 /// Writes (or replaces) `[backends.NAME]`.
@@ -68,14 +77,14 @@ pub fn put_backend(path: &Path, name: &str, b: &BackendSection) -> Result<(), Cl
         t.insert("timeout_seconds", value(s as i64));
     }
     t.insert("enabled", value(b.enabled));
-    if backends_table(&mut doc).contains_key(name) {
+    if backends_table(&mut doc, path)?.contains_key(name) {
         // Replaced in place: the table keeps its position and surrounding comments.
-        backends_table(&mut doc).insert(name, Item::Table(t));
+        backends_table(&mut doc, path)?.insert(name, Item::Table(t));
         return save(path, &doc);
     }
     // A new table goes at the end of the file, after everything the user wrote.
     let mut fragment = DocumentMut::new();
-    backends_table(&mut fragment).insert(name, Item::Table(t));
+    backends_table(&mut fragment, path)?.insert(name, Item::Table(t));
     let mut text = fs::read_to_string(path).unwrap_or_default();
     if !text.is_empty() && !text.ends_with('\n') {
         text.push('\n');
@@ -90,7 +99,7 @@ pub fn put_backend(path: &Path, name: &str, b: &BackendSection) -> Result<(), Cl
 /// Removes `[backends.NAME]`; returns whether it existed.
 pub fn remove_backend(path: &Path, name: &str) -> Result<bool, CliError> {
     let mut doc = load(path)?;
-    let existed = backends_table(&mut doc).remove(name).is_some();
+    let existed = backends_table(&mut doc, path)?.remove(name).is_some();
     save(path, &doc)?;
     Ok(existed)
 }
@@ -98,7 +107,8 @@ pub fn remove_backend(path: &Path, name: &str) -> Result<bool, CliError> {
 /// Sets `enabled` of `[backends.NAME]`.
 pub fn set_enabled(path: &Path, name: &str, enabled: bool) -> Result<(), CliError> {
     let mut doc = load(path)?;
-    match backends_table(&mut doc).get_mut(name).and_then(Item::as_table_mut) {
+    // `[backends.NAME]`, or `NAME = { … }` inside `[backends]`.
+    match backends_table(&mut doc, path)?.get_mut(name).and_then(Item::as_table_like_mut) {
         Some(t) => {
             t.insert("enabled", value(enabled));
             save(path, &doc)
@@ -146,4 +156,25 @@ pub fn write_secrets(path: &Path, secrets: &SecretsFile) -> Result<(), CliError>
     }
     fs::rename(&tmp, path)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backends_written_inline_are_kept_and_a_backends_value_is_refused_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config.toml");
+        fs::write(&path, "backends = { a = { provider = \"openai\", model = \"m\", enabled = true } }\n").unwrap();
+        set_enabled(&path, "a", false).unwrap();
+        let doc = load(&path).unwrap();
+        assert_eq!(doc["backends"]["a"]["model"].as_str(), Some("m"));
+        assert_eq!(doc["backends"]["a"]["enabled"].as_bool(), Some(false));
+
+        fs::write(&path, "backends = \"a\"\n").unwrap();
+        let e = remove_backend(&path, "a").unwrap_err().to_string();
+        assert!(e.contains("`backends` in") && e.contains("is not a table") && e.contains("[backends.NAME]"), "{e}");
+        assert_eq!(fs::read_to_string(&path).unwrap(), "backends = \"a\"\n", "nothing was lost");
+    }
 }

@@ -1,6 +1,8 @@
 //! `arbiter backend ...` against a real repository: configuration edits keep the user's
 //! file, keys go only to a 0600 secrets file, and nothing prints a key.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr)]
+
 mod common;
 
 use std::io::Write;

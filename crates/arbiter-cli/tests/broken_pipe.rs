@@ -4,6 +4,8 @@
 //! whose reader is gone before it starts (the worst case of `| head`, where every write
 //! fails), so the test does not depend on how much fits in a pipe's buffer.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr)]
+
 mod common;
 
 use std::os::unix::process::ExitStatusExt;

@@ -2,6 +2,8 @@
 //! repositories, and a scripted model server (`arbiter mock-llm`) running as a separate
 //! process, spoken to over real HTTP in both wire formats (OpenAI and Anthropic).
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr)]
+
 mod common;
 
 use std::fs;

@@ -3,6 +3,8 @@
 //! test controls. Each fake prints its CLI's real output format and makes a real edit; the
 //! real `arbiter` binary runs them, reads their streams, judges and applies the result.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr)]
+
 mod common;
 
 use std::fs;

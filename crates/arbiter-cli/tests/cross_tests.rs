@@ -1,6 +1,8 @@
 //! Cross-tests end to end: the real binary, a real repository, command-runner candidates
 //! making real edits, and the tests they wrote run against each other and the base.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr)]
+
 mod common;
 
 use common::*;

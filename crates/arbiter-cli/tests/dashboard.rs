@@ -1,6 +1,8 @@
 //! `arbiter dashboard` driven in a real terminal: tmux runs it against a plan in a real
 //! repository while another process runs the plan; the test sends keys and reads the pane.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr)]
+
 mod common;
 
 use common::tmux::Tmux;

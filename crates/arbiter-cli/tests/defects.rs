@@ -1,6 +1,8 @@
 //! Defects found by trying arbiter against real files and hostile input, each reproduced
 //! first and fixed: the regression tests.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr)]
+
 mod common;
 
 use std::io::{BufRead, BufReader};

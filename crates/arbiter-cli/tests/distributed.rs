@@ -5,6 +5,8 @@
 //! tournaments spread over workers; workers and the server die (`kill -9`) and come back;
 //! hostile clients are refused; no token reaches a log or a file it should not.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr)]
+
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};

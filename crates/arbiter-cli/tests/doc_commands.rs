@@ -12,6 +12,8 @@
 //! whether it is commands. What a test adds around a document (a repository the quick start
 //! assumes, a check after the walkthrough) is shell of its own, marked as such in the script.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr)]
+
 mod common;
 
 use std::os::unix::process::CommandExt;

@@ -4,6 +4,8 @@
 //! through the typed payloads the progress display and the reports read. Renaming a stored
 //! field breaks this test, not the users' old runs.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr)]
+
 mod common;
 
 use std::path::Path;

@@ -4,6 +4,8 @@
 //! trees and the slices' tests, and the scripted model server over real HTTP for specs,
 //! spec QA and the built-in agent.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr)]
+
 mod common;
 
 use std::fs;

@@ -1,6 +1,8 @@
 //! A new user's first hour, as the README walks it: the Quick start's own agent example with
 //! a script that is not committed, and the conveniences a user expects of a command line.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr)]
+
 mod common;
 
 use common::*;

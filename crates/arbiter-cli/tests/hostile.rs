@@ -9,6 +9,8 @@
 //! really made; and where the sandbox is the defence, a cheap contrast run with
 //! `--sandbox off` shows the very same attack succeeding.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr)]
+
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};

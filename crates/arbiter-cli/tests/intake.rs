@@ -4,6 +4,8 @@
 //! `gh` from the distribution against a GitHub Enterprise mock on loopback over HTTPS
 //! (`tests/common/github_mock.rs`), which records every call.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr)]
+
 mod common;
 
 use std::path::{Path, PathBuf};

@@ -1,6 +1,8 @@
 //! The pairwise judge end to end: the real binary, a real repository, command-runner
 //! candidates making real edits, and a scripted judge model over real HTTP.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr)]
+
 mod common;
 
 use common::*;

@@ -6,6 +6,8 @@
 //! repositories that are relative, missing or outside, plan ids that are paths; and no
 //! token in the server's log.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr)]
+
 mod common;
 
 use std::io::{Read, Write};

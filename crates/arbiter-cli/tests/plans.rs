@@ -1,6 +1,8 @@
 //! Plans end to end: the real binary, real repositories, command-runner agents making real
 //! edits, the plan queue in SQLite (and once in Postgres), and real signals.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr)]
+
 mod common;
 
 use std::path::{Path, PathBuf};

@@ -3,6 +3,8 @@
 //! refusing a changed run and resealing after its own write. Real repository, real binary,
 //! a shell-script agent.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr)]
+
 mod common;
 
 use std::fs;

@@ -11,6 +11,8 @@
 //! pytest from the venv at `ARBITER_PYTEST_VENV`; `node` on `PATH`. A missing tool skips its
 //! test, except when `CI` is set: then it fails.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr)]
+
 mod common;
 
 use std::path::PathBuf;

@@ -4,6 +4,8 @@
 //! their files, administration, limits, server-sent events, git over HTTP, artifacts,
 //! metrics, SIGTERM, and that no token ends up in the server's log or data directory.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr)]
+
 mod common;
 
 use std::os::unix::fs::PermissionsExt;

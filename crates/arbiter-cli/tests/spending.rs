@@ -2,6 +2,8 @@
 //! first candidate that passes) and the run budget, with the built-in agent over a scripted
 //! model server on real HTTP, in real repositories.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr)]
+
 mod common;
 
 use common::*;

@@ -1,6 +1,8 @@
 //! End-to-end tests of the `arbiter` binary: real git repositories, real worktrees, fake
 //! agents (shell scripts) that make real edits, real verify commands.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr)]
+
 mod common;
 
 use std::fs;

@@ -2,6 +2,8 @@
 //! repository's own test command, and where there is none it applies nothing until told
 //! (`--no-verify`). The same for plans. Real repositories, real agents (shell scripts).
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr)]
+
 mod common;
 
 use common::*;

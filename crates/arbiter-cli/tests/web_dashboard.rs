@@ -9,6 +9,8 @@
 //! titles render as text. A screenshot of every page is saved under
 //! `target/web-screenshots/` (a desktop window, and the plan page on a phone's width).
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr)]
+
 mod common;
 
 use std::path::{Path, PathBuf};

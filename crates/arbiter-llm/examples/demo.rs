@@ -5,6 +5,7 @@
 //! cargo run -p arbiter-llm --example demo
 //! ```
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr)]
 #![forbid(unsafe_code)]
 
 use arbiter_core::cost::summarize;

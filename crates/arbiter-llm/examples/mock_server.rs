@@ -4,6 +4,7 @@
 //! cargo run -p arbiter-llm --example mock_server -- tests/fixtures/tool-turn.json [127.0.0.1:8089]
 //! ```
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr)]
 #![forbid(unsafe_code)]
 
 use std::net::SocketAddr;

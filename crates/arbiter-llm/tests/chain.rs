@@ -1,6 +1,8 @@
 //! Fallback chains over real HTTP: a failing endpoint hands over to the next one with a
 //! `Fallback` event carrying the reason; every failure is listed when all fail.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr)]
+
 mod common;
 
 use arbiter_llm::{

@@ -3,6 +3,8 @@
 //! (docs: real-CLI research): the same routes, history shapes and quirks, over real
 //! loopback HTTP. One mock serves a whole tournament through model-matched conversations.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr)]
+
 mod raw;
 
 use std::path::PathBuf;

@@ -1,6 +1,8 @@
 //! The per-endpoint `max_parallel` limit holds across clones of one client: with a limit
 //! of 1 the mock sees the second request only after the first was answered.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr)]
+
 mod common;
 
 use arbiter_llm::{ChatRequest, MockResponse, MockScript, Provider, RecordedRequest};

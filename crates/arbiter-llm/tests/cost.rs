@@ -2,6 +2,8 @@
 //! an unpriced endpoint is flagged `unpriced`, a usage-less answer `usage_unavailable`, and
 //! neither is counted as zero.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr)]
+
 mod common;
 
 use arbiter_core::cost::summarize;

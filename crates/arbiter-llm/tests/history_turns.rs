@@ -2,6 +2,8 @@
 //! already produced in that request's own history, so several clients sharing one mock
 //! (candidates of one tournament) each walk the whole script. Over real loopback HTTP.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr)]
+
 mod common;
 mod raw;
 

@@ -2,6 +2,8 @@
 //! apart only by the model name their CLI sends, get different scripts from one mock, in
 //! queue mode and, composed with history turns, per model conversation.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr)]
+
 mod raw;
 
 use raw::{anthropic_message, http, post, script, start};

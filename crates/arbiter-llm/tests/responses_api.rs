@@ -2,6 +2,8 @@
 //! a Codex-like three-turn conversation (a function call, a custom freeform tool call,
 //! text) streamed as Codex reads it, whole JSON answers, and scripted errors.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr)]
+
 mod raw;
 
 use raw::{Answer, events, post, responses_items, script, shape, start};

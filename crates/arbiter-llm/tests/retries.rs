@@ -1,6 +1,8 @@
 //! Retries over real HTTP: `Retry-After` is honoured, 5xx and dropped connections are
 //! retried up to the limit, client errors and timeouts are not.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr)]
+
 mod common;
 
 use std::sync::{Arc, Mutex};

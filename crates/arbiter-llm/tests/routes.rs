@@ -3,6 +3,8 @@
 //! accepted, chunked uploads and `Expect: 100-continue` are read. Over real loopback
 //! HTTP, with a bare TCP client where reqwest would hide the bytes.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr)]
+
 mod raw;
 
 use raw::{http, post, raw_exchange, script, start};

@@ -1,6 +1,8 @@
 //! Mock scripts load from JSON and TOML files (the same script either way) and drive a
 //! whole tool turn: a rate limit, a tool call, and the answer matched on the tool result.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr)]
+
 mod common;
 
 use std::path::PathBuf;

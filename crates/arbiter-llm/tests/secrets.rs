@@ -1,6 +1,8 @@
 //! The API key travels only in headers: the mock checks it, records it masked, and no error
 //! (wrong key, provider echo, broken connection, chain failure) ever shows it.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr)]
+
 mod common;
 
 use arbiter_llm::{ChatRequest, LlmClient, MockResponse, MockScript, Provider, chat_with_fallback};

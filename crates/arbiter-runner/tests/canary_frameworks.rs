@@ -14,6 +14,8 @@
 //! `node`/`npx` on `PATH`; Go at `ARBITER_GO` (default `go` on `PATH`); the `cargo` running
 //! these tests. A missing tool skips its test, except when `CI` is set: then it fails.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr)]
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 

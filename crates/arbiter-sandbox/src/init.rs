@@ -65,7 +65,7 @@ pub(crate) fn main(args: Vec<OsString>) -> i32 {
     let child = match program.spawn() {
         Ok(child) => Pid::from_raw(child.id() as i32),
         Err(e) => {
-            eprintln!("{} cannot start {}: {e}", crate::MESSAGE_PREFIX, role.program.to_string_lossy());
+            crate::tell(format_args!("cannot start {}: {e}", role.program.to_string_lossy()));
             return NOT_STARTED;
         }
     };

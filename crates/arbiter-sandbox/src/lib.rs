@@ -66,7 +66,7 @@ pub fn entry(args: Vec<OsString>) -> i32 {
         "probe-view" => probe::view_main(),
         "noop" => 0,
         other => {
-            eprintln!("{MESSAGE_PREFIX} unknown role '{other}' (this entry point is internal to arbiter)");
+            tell(format_args!("unknown role '{other}' (this entry point is internal to arbiter)"));
             2
         }
     }
@@ -110,6 +110,21 @@ impl RoleArgs {
 
 /// Reports a failure to set the sandbox up and returns [`SETUP_FAILED`].
 pub(crate) fn setup_failed(message: impl std::fmt::Display) -> i32 {
-    eprintln!("{MESSAGE_PREFIX} {message}");
+    tell(message);
     SETUP_FAILED
+}
+
+/// Tells the arbiter that started this sandbox role something, on standard error, after
+/// [`MESSAGE_PREFIX`] (by which the parent finds it among the program's own output). The
+/// only way a role writes to standard error: it runs in a process of its own, before any
+/// screen, and has no printer but this.
+#[allow(clippy::print_stderr, reason = "a sandbox role's messages to its parent")]
+pub(crate) fn tell(message: impl std::fmt::Display) {
+    eprintln!("{MESSAGE_PREFIX} {message}");
+}
+
+/// A role's answer to its parent on standard output (the probe's findings, as JSON).
+#[allow(clippy::print_stdout, reason = "a sandbox role's answer to its parent")]
+pub(crate) fn answer(text: impl std::fmt::Display) {
+    println!("{text}");
 }

@@ -44,7 +44,7 @@ pub fn probe(launcher: &Path) -> Result<Capabilities, ProbeError> {
 pub(crate) fn main() -> i32 {
     let fake = std::env::var(FAKE_PROBE_ENV).unwrap_or_default();
     if !fake.is_empty() {
-        eprintln!("{} {FAKE_PROBE_ENV}={fake}: reporting less than the kernel offers", crate::MESSAGE_PREFIX);
+        crate::tell(format_args!("{FAKE_PROBE_ENV}={fake}: reporting less than the kernel offers"));
     }
     let mut caps = Capabilities::default();
     let mut missing = Vec::new();
@@ -78,7 +78,7 @@ pub(crate) fn main() -> i32 {
     }
     match serde_json::to_string(&caps) {
         Ok(text) => {
-            println!("{text}");
+            crate::answer(text);
             0
         }
         Err(e) => crate::setup_failed(e),

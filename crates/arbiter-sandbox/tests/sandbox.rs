@@ -6,6 +6,8 @@
 //! started the sandbox is killed with SIGKILL. The fixture lives in the machine's `/tmp`, so
 //! the view's mounts under it (hidden, writable and revealed paths) are exercised too.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr)]
+
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

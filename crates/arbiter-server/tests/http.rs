@@ -3,6 +3,8 @@
 //! their tokens, limits and error bodies, server-sent events, git fetches, artifacts,
 //! metrics and shutdown.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr)]
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;

@@ -4,6 +4,8 @@
 //! API, hostile text, and bad input. (The pages in a real browser: the CLI's
 //! `web_dashboard` tests.)
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr)]
+
 use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;

@@ -9,6 +9,8 @@
 //! The values come from `#[derive(Arbitrary)]` beside each type (the `arbitrary` features),
 //! so a field added to a type is generated, and tested, at once.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr)]
+
 use std::fmt::Debug;
 
 use proptest::prelude::*;

@@ -12,6 +12,8 @@
 //! Prints one markdown table (the rows of docs/BENCHMARKS.md). Each figure is the median of
 //! three runs.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr)]
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

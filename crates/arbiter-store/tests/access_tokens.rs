@@ -2,6 +2,8 @@
 //! file) and Postgres (a fresh database on the real server), through the same
 //! `AccessTokens` port. A missing Postgres fails the Postgres half.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr)]
+
 mod common;
 
 use std::sync::Arc;

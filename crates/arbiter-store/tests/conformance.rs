@@ -2,6 +2,8 @@
 //! Postgres (the real server: `DATABASE_URL`, default postgres://postgres@127.0.0.1:5432/postgres;
 //! each run creates and drops its own database). A missing Postgres is a failure, not a skip.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr)]
+
 mod common;
 
 use sqlx::Connection;

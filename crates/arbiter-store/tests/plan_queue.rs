@@ -1,6 +1,8 @@
 //! The plan queue's conformance suite: every scenario runs against SQLite (a temporary file)
 //! and Postgres (a fresh database on the real server), through the same `PlanStore` port.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr)]
+
 mod common;
 
 use std::collections::BTreeSet;

@@ -2,6 +2,8 @@
 //! evaluation, on SQLite (a temporary file) and Postgres (a fresh database on the real
 //! server), through the same `UnitQueue` port.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr)]
+
 mod common;
 
 use std::collections::BTreeSet;
