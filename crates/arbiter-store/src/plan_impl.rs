@@ -376,7 +376,7 @@ pub(crate) fn token(kind: &str) -> String {
 
 /// The [`PlanStore`](crate::plans::PlanStore) implementation for `$store` over `$db`. The
 /// store provides `pool`, `write_tx()`, `notify_work(plan)`, `wait_notified(timeout)`,
-/// `claim_fast(..)` and `finish_fast(..)`, and implements
+/// `claim_fast(..)`, `finish_fast(..)` and `fast_paths()` (whether those may answer), and implements
 /// [`PlanDialect`](crate::plan_sql::PlanDialect).
 #[macro_export]
 #[doc(hidden)]
@@ -433,6 +433,9 @@ macro_rules! plan_store_impl {
                 /// the plan (which every idle claimer would otherwise queue on). `None`: the
                 /// general path decides.
                 pub(crate) async fn idle_where_fast(&self, plan_id: &str) -> Result<Option<Idle>, StoreError> {
+                    if !self.fast_paths() {
+                        return Ok(None);
+                    }
                     let fast = sqlx::query(q::FAST_CLAIMS).bind(plan_id).fetch_optional(&self.pool).await?;
                     if !fast.is_some_and(|r| r.try_get::<bool, _>("fast").unwrap_or(false)) {
                         return Ok(None);

@@ -215,11 +215,14 @@ pub const UNBLOCK_DEPENDENTS: &str = "UPDATE plan_tasks SET deps_left = deps_lef
      WHERE plan_id = $1 AND id IN (SELECT task_id FROM plan_deps WHERE plan_id = $1 AND depends_on = $2)
      RETURNING id, status";
 
+/// Leases in one fixed order (ties of expiry by plan and plan order): a sweep ends them, and
+/// takes their locks, in this order, so two sweepers cannot deadlock and the event log reads
+/// the same whoever sweeps.
 pub const EXPIRED_LEASES: &str = "SELECT plan_id, id, fence, lease_owner, attempts, max_attempts
-     FROM plan_tasks WHERE status = 'running' AND lease_expires < $1 ORDER BY lease_expires";
+     FROM plan_tasks WHERE status = 'running' AND lease_expires < $1 ORDER BY lease_expires, plan_id, ord";
 
 pub const LEASES_OF: &str = "SELECT plan_id, id, fence, lease_owner, attempts, max_attempts
-     FROM plan_tasks WHERE plan_id = $1 AND status = 'running' AND lease_owner = $2";
+     FROM plan_tasks WHERE plan_id = $1 AND status = 'running' AND lease_owner = $2 ORDER BY ord";
 
 /// Running tasks whose lease is still live at `$2`.
 pub const LIVE_LEASES: &str = "SELECT t.id, COALESCE(t.lease_owner, (SELECT MIN(u.worker) FROM plan_units u

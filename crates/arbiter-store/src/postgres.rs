@@ -82,6 +82,8 @@ pub struct PgStore {
     claims: Arc<Batcher<Claims>>,
     /// One-statement reports made at the same moment, made as one call per plan.
     reports: Arc<Batcher<Reports>>,
+    /// Claims and reports may take their one-statement forms (see [`Self::general_path_only`]).
+    fast: bool,
 }
 
 /// A one-statement claim of any ready task of a plan.
@@ -140,9 +142,23 @@ impl PgStore {
             pool,
             work: Arc::new(Notify::new()),
             listening: Arc::new(OnceCell::new()),
+            fast: true,
         };
         store.migrate().await?;
         Ok(store)
+    }
+
+    /// The same store with its one-statement claims and reports turned off: every claim and
+    /// report takes the general path. The two paths must give the same outcomes, which the
+    /// differential tests check by running the same scenarios both ways.
+    pub fn general_path_only(mut self) -> Self {
+        self.fast = false;
+        self
+    }
+
+    /// Whether claims and reports may take the one-statement forms.
+    fn fast_paths(&self) -> bool {
+        self.fast
     }
 
     async fn write_tx(&self) -> Result<sqlx::Transaction<'_, sqlx::Postgres>, StoreError> {
@@ -202,6 +218,9 @@ impl PgStore {
         now: Timestamp,
         among: Option<&str>,
     ) -> Result<Option<Claimed>, StoreError> {
+        if !self.fast {
+            return Ok(None);
+        }
         let expires = crate::plan_impl::expiry(now, ttl);
         if among.is_none() {
             let asked = ClaimAsked { plan: plan.to_string(), worker: worker.to_string(), expires, now };
@@ -222,6 +241,9 @@ impl PgStore {
         result: &AttemptResult,
         now: Timestamp,
     ) -> Result<Option<Finished>, StoreError> {
+        if !self.fast {
+            return Ok(None);
+        }
         let Some(outcome) = crate::plan_impl::fast_outcome(lease, result, now) else { return Ok(None) };
         self.reports.ask(ReportAsked { lease: lease.clone(), outcome, now }, true).await
     }

@@ -25,6 +25,8 @@ use crate::plans::{AttemptResult, Claimed, Finished, Lease, Wake};
 pub struct SqliteStore {
     pool: SqlitePool,
     work: Arc<Notify>,
+    /// Claims and reports may take their one-round-trip scripts (see [`Self::general_path_only`]).
+    fast: bool,
 }
 
 impl SqliteStore {
@@ -46,9 +48,22 @@ impl SqliteStore {
             .connect_with(options)
             .await
             .map_err(|source| StoreError::Open { location, source })?;
-        let store = SqliteStore { pool, work: Arc::new(Notify::new()) };
+        let store = SqliteStore { pool, work: Arc::new(Notify::new()), fast: true };
         store.migrate().await?;
         Ok(store)
+    }
+
+    /// The same store with its one-round-trip claims and reports turned off: every claim and
+    /// report takes the general path. The two paths must give the same outcomes, which the
+    /// differential tests check by running the same scenarios both ways.
+    pub fn general_path_only(mut self) -> Self {
+        self.fast = false;
+        self
+    }
+
+    /// Whether claims and reports may take the one-round-trip scripts.
+    fn fast_paths(&self) -> bool {
+        self.fast
     }
 
     async fn write_tx(&self) -> Result<sqlx::Transaction<'_, sqlx::Sqlite>, StoreError> {
@@ -99,6 +114,9 @@ impl SqliteStore {
         now: Timestamp,
         among: Option<&str>,
     ) -> Result<Option<Claimed>, StoreError> {
+        if !self.fast {
+            return Ok(None);
+        }
         let expires = crate::plan_impl::expiry(now, ttl);
         let token = crate::plan_impl::token("claim");
         let query =
@@ -117,6 +135,9 @@ impl SqliteStore {
         result: &AttemptResult,
         now: Timestamp,
     ) -> Result<Option<Finished>, StoreError> {
+        if !self.fast {
+            return Ok(None);
+        }
         let Some(o) = crate::plan_impl::fast_outcome(lease, result, now) else { return Ok(None) };
         let (done, ready) = (crate::plan_impl::token("finish"), crate::plan_impl::token("ready"));
         let query = crate::plan_impl::bind_fast_report!(sqlx::query(FINISH_FAST), lease, &o, now);
