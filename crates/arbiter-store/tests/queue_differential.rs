@@ -33,8 +33,8 @@ const LEASE: Duration = Duration::from_secs(30);
 enum Step {
     /// Worker `0..3` claims.
     Claim(u8),
-    /// The lease held longest-but-`n` (modulo those held) ends so.
-    Report(usize, Ending),
+    /// The lease `n` (modulo those held) ends so, having spent `cost` cents.
+    Report(usize, Ending, u8),
     /// The lease `n` (modulo) is renewed.
     Heartbeat(usize),
     /// Time passes.
@@ -71,6 +71,9 @@ struct Scenario {
     deps: Vec<u8>,
     max_attempts: u32,
     backoff: u64,
+    /// The plan's budget and what an attempt reserves (a plan with a budget always takes
+    /// the general path: the stores are then compared with each other).
+    budget: Option<(&'static str, &'static str)>,
     steps: Vec<Step>,
 }
 
@@ -84,18 +87,25 @@ fn scenario() -> impl Strategy<Value = Scenario> {
     ];
     let step = prop_oneof![
         4 => (0u8..3).prop_map(Step::Claim),
-        4 => (0usize..4, ending).prop_map(|(n, e)| Step::Report(n, e)),
+        3 => (0usize..4, ending, prop_oneof![3 => Just(0u8), 1 => 1u8..30]).prop_map(|(n, e, c)| Step::Report(n, e, c)),
         2 => (0usize..4).prop_map(Step::Heartbeat),
-        1 => (1u8..45).prop_map(Step::Wait),
-        1 => Just(Step::Sweep),
+        2 => (1u8..70).prop_map(Step::Wait),
+        2 => Just(Step::Sweep),
     ];
     (
         proptest::collection::vec(any::<u8>(), 1..7),
         1u32..4,
         prop_oneof![Just(0u64), Just(5u64)],
+        prop_oneof![2 => Just(None), 1 => Just(Some(("0.50", "0.20"))), 1 => Just(Some(("0.10", "0.05")))],
         proptest::collection::vec(step, 1..40),
     )
-        .prop_map(|(deps, max_attempts, backoff, steps)| Scenario { deps, max_attempts, backoff, steps })
+        .prop_map(|(deps, max_attempts, backoff, budget, steps)| Scenario {
+            deps,
+            max_attempts,
+            backoff,
+            budget,
+            steps,
+        })
 }
 
 impl Scenario {
@@ -109,8 +119,14 @@ impl Scenario {
                 format!(r#"{{"id": "t{i}", "title": "task {i}", "dependencies": [{}]}}"#, deps.join(", "))
             })
             .collect();
+        let (budget, reserve) = match self.budget {
+            Some((budget, reserve)) => {
+                (format!(r#""budget_usd": "{budget}","#), format!(r#", "attempt_budget_usd": "{reserve}""#))
+            }
+            None => (String::new(), String::new()),
+        };
         format!(
-            r#"{{"id": "{id}", "name": "differential", "defaults": {{"max_attempts": {}, "retry_backoff_seconds": {}}}, "tasks": [{}]}}"#,
+            r#"{{"id": "{id}", "name": "differential", {budget} "defaults": {{"max_attempts": {}, "retry_backoff_seconds": {}{reserve}}}, "tasks": [{}]}}"#,
             self.max_attempts,
             self.backoff,
             tasks.join(", ")
@@ -135,23 +151,25 @@ async fn play(store: &dyn PlanStore, s: &Scenario, id: &str) -> Vec<String> {
                 ClaimOutcome::Claimed(c) => {
                     let l = &c.lease;
                     let line = format!(
-                        "claim w{w}: {} attempt {}/{} fence {} until {}",
-                        l.task_id, l.attempt, l.max_attempts, l.fence, l.expires.0
+                        "claim w{w}: {} attempt {}/{} fence {} until {} reserving {}",
+                        l.task_id, l.attempt, l.max_attempts, l.fence, l.expires.0, l.reserved
                     );
                     held.push(c.lease);
                     line
                 }
                 ClaimOutcome::Idle(i) => format!("claim w{w}: idle {i:?}"),
             },
-            Step::Report(n, ending) if !held.is_empty() => {
+            Step::Report(n, ending, cents) if !held.is_empty() => {
                 let lease = held.remove(n % held.len());
-                match store.finish(&lease, ending.result(), Usd::ZERO, now).await {
+                let cost = Usd::from_pico(i64::from(*cents) * 10_000_000_000);
+                match store.finish(&lease, ending.result(), cost, now).await {
                     Ok(f) => format!(
-                        "report {} {ending:?}: {:?}, newly ready {:?}, not before {:?}",
+                        "report {} {ending:?} costing {cost}: {:?}, newly ready {:?}, not before {:?}, crossed {}",
                         lease.task_id,
                         f.status,
                         sorted(f.newly_ready),
-                        f.not_before.map(|t| t.0)
+                        f.not_before.map(|t| t.0),
+                        f.budget_crossed
                     ),
                     Err(e) => format!("report {} {ending:?}: refused: {e}", lease.task_id),
                 }
@@ -204,6 +222,7 @@ async fn play(store: &dyn PlanStore, s: &Scenario, id: &str) -> Vec<String> {
         })
         .collect();
     said.push(format!("tasks: {states:?}"));
+    said.push(format!("budget: {:?}", view.plan.budget));
     for a in store.attempts(id).await.unwrap() {
         said.push(format!("attempt {a:?}"));
     }
@@ -289,7 +308,7 @@ fn fast_and_general_paths_agree_on_both_stores() {
     let seen = std::sync::Mutex::new(std::collections::BTreeSet::new());
     // The same scenarios on every run (a failure is reproduced by running the test again);
     // `PROPTEST_CASES` asks for more of them.
-    let cases = std::env::var("PROPTEST_CASES").ok().and_then(|n| n.parse().ok()).unwrap_or(64);
+    let cases = std::env::var("PROPTEST_CASES").ok().and_then(|n| n.parse().ok()).unwrap_or(96);
     let config = ProptestConfig { cases, failure_persistence: None, ..ProptestConfig::default() };
     let rng = TestRng::deterministic_rng(RngAlgorithm::ChaCha);
     let outcome = TestRunner::new_with_rng(config, rng).run(&scenario(), |s| {
@@ -336,8 +355,11 @@ const COVERAGE: &[(&str, &str)] = &[
     ("a success that readies a dependent", "newly ready [\""),
     ("a retry that waits", "not before Some"),
     ("a task failed for good", ": Failed,"),
-    ("a released task", "Released: Ready"),
+    ("a released task", "Released costing"),
     ("a stale report refused", ": refused: "),
     ("a lease swept", "sweep: [\""),
+    ("a report with a cost", "crossed false"),
+    ("a budget crossed", "crossed true"),
+    ("a claim refused by the budget", "budget_exhausted: true"),
     ("a heartbeat after the lease was lost", ": lease lost"),
 ];
