@@ -695,3 +695,39 @@ fn the_queue_benchmark_claims_and_reports_every_task() {
     assert!(report["claim_complete_per_second"].as_f64().is_some_and(|r| r > 0.0), "{report:#}");
     assert!(!serve.log_text().contains(ADMIN) && !serve.log_text().contains(BOOTSTRAP));
 }
+
+/// A spread tournament runs with the settings its attempt started with: the repository's
+/// configuration, edited between two unit claims, changes nothing for the second unit
+/// (while a task claimed afterwards runs with the edit).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn every_unit_of_a_spread_tournament_runs_with_its_attempts_settings() {
+    let serve = Serve::start(&[], None);
+    let repo = plan_repo(&[]);
+    let holds = holds_dir();
+    let store = store_of(&serve, None).await;
+    import(&*store, &plan_json("frozen", repo.path(), holds.path(), vec![task("F", &[], 2)])).await;
+    let w = Worker::register(&serve, "w", &["command"]);
+    let v = Worker::register(&serve, "v", &["command"]);
+    let http = http();
+    let claim = |worker: &Worker, slot: &str| {
+        http.post(serve.at("/api/v1/work/claim"))
+            .bearer_auth(worker.token())
+            .json(&json!({"slot": slot, "wait_ms": 0}))
+            .send()
+    };
+    let first: Value = claim(&w, "1").await.unwrap().json().await.unwrap();
+    assert_eq!(first["assignment"]["unit"]["name"], "c01", "{first}");
+    let kept = first["assignment"]["settings"].clone();
+    assert_eq!(kept["keep_worktrees"]["value"], false, "{kept}");
+
+    repo.write(".arbiter/config.toml", "[run]\nkeep_worktrees = true\n");
+    let second: Value = claim(&w, "2").await.unwrap().json().await.unwrap();
+    assert_eq!(second["assignment"]["unit"]["name"], "c02", "{second}");
+    assert_eq!(second["assignment"]["settings"], kept, "the second unit runs with the attempt's settings");
+
+    // The edit holds for what starts after it.
+    import(&*store, &plan_json("later", repo.path(), holds.path(), vec![task("L", &[], 1)])).await;
+    let later: Value = claim(&v, "1").await.unwrap().json().await.unwrap();
+    assert_eq!(later["assignment"]["task"]["id"], "L", "{later}");
+    assert_eq!(later["assignment"]["settings"]["keep_worktrees"]["value"], true, "{later}");
+}

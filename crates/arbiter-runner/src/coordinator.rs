@@ -35,6 +35,7 @@ use tokio::sync::mpsc::UnboundedSender;
 use crate::git::{Git, GitError};
 use crate::integration::{self, IntegrationError};
 use crate::plan_branch::{self, BranchError};
+use crate::task_settings::TaskSettings;
 use crate::worker::Progress;
 use crate::workspace::Workspace;
 
@@ -131,10 +132,6 @@ pub struct UnitRef {
     pub name: String,
     pub fence: i64,
 }
-
-/// Builds the run settings of one task (plan defaults, the task's own values, the
-/// configuration of the repository it runs in); an error names what is wrong.
-pub type SettingsFor = dyn Fn(&Workspace, &PlanSpec, &TaskSpec) -> Result<RunSettings, String> + Send + Sync;
 
 /// What a claim got.
 #[derive(Clone, Debug, PartialEq)]
@@ -346,7 +343,7 @@ pub struct LocalCoordinator {
     pub plans: Arc<dyn UnitQueue>,
     pub clock: Arc<dyn Clock>,
     pub repositories: Arc<dyn PlanRepositories>,
-    pub settings_for: Arc<SettingsFor>,
+    pub settings: Arc<TaskSettings>,
     pub lease: Duration,
     /// The longest a claim waits before looking again (the safety net under wake-ups).
     pub poll: Duration,
@@ -399,7 +396,7 @@ impl LocalCoordinator {
         plans: Arc<dyn UnitQueue>,
         clock: Arc<dyn Clock>,
         repositories: Arc<dyn PlanRepositories>,
-        settings_for: Arc<SettingsFor>,
+        settings: Arc<TaskSettings>,
         lease: Duration,
         poll: Duration,
         progress: Option<UnboundedSender<Progress>>,
@@ -409,7 +406,7 @@ impl LocalCoordinator {
             plans,
             clock,
             repositories,
-            settings_for,
+            settings,
             lease,
             poll,
             progress,
@@ -609,13 +606,21 @@ impl LocalCoordinator {
         let UnitClaim { lease: unit, task } = claim;
         let plan = self.header(&unit.attempt.plan_id).await?;
         let (task, _) = self.with_feedback(&plan, task, unit.attempt.attempt).await?;
-        let workspace = self.repositories.workspace_for(&plan).await?;
-        let settings = match self.settings_of(&workspace, &plan, &task).await? {
-            Ok(s) => capped(s, &unit.attempt),
-            Err(why) => {
-                // Its attempt started with valid settings: the configuration changed since.
-                self.fail_attempt(&unit.attempt, why.clone(), Retry::Never).await?;
-                return Err(CoordinatorError::Refused(format!("task {} of plan {}: {why}", task.id, plan.id)));
+        // Every unit runs with the settings its attempt spread with, whatever the
+        // configuration says by now.
+        let frozen = self.plans.attempt_settings(&unit.attempt.plan_id, &task.id, unit.attempt.fence).await?;
+        let settings = match frozen {
+            Some(settings) => settings,
+            None => {
+                // An attempt spread before its settings were kept: resolved again.
+                let workspace = self.repositories.workspace_for(&plan).await?;
+                match self.settings_of(&workspace, &plan, &task).await? {
+                    Ok(s) => capped(s, &unit.attempt),
+                    Err(why) => {
+                        self.fail_attempt(&unit.attempt, why.clone(), Retry::Never).await?;
+                        return Err(CoordinatorError::Refused(format!("task {} of plan {}: {why}", task.id, plan.id)));
+                    }
+                }
             }
         };
         let run_id = RunId::parse(&unit.run_id).map_err(|_| {
@@ -685,7 +690,7 @@ impl LocalCoordinator {
             ready.extend(tasks.into_iter().filter(|task| !held_back.contains(&task.id)).filter(|task| {
                 // A task whose settings are invalid is claimed by the first worker to look
                 // at it, and fails with the reason (it would otherwise wait for ever).
-                match (self.settings_for)(workspace, header, task) {
+                match self.settings.of(workspace, header, task) {
                     Ok(settings) => can_run(caps, &settings),
                     Err(_) => true,
                 }
@@ -721,7 +726,7 @@ impl LocalCoordinator {
         if !self.tasks_choose_runners(plan).await? {
             // Every task needs what the plan's defaults give it: those decide for all (a
             // task whose settings are invalid is claimed, and fails with the reason).
-            return match (self.settings_for)(&workspace, &header, &TaskSpec::default()) {
+            return match self.settings.of(&workspace, &header, &TaskSpec::default()) {
                 Ok(settings) if !can_run(caps, &settings) => {
                     Ok(self.plans.claim_among(plan, &[], worker, self.lease, self.now()).await?)
                 }
@@ -860,7 +865,7 @@ impl LocalCoordinator {
             })
             .chain([UnitSpec { name: "evaluation".into(), kind: UnitKind::Evaluation, needs: Vec::new() }])
             .collect();
-        self.plans.start_units(&c.lease, run_id.as_str(), &base, &units, self.now()).await?;
+        self.plans.start_units(&c.lease, run_id.as_str(), &base, &settings, &units, self.now()).await?;
         self.units_changed(plan);
         self.tell(Progress::Spread { task: c.task.id.clone(), run: run_id.to_string(), units: units.len() });
         match self.plans.claim_unit(Some(plan), worker, caps, self.lease, self.now()).await? {
@@ -878,7 +883,7 @@ impl LocalCoordinator {
         header: &PlanSpec,
         task: &TaskSpec,
     ) -> Result<Result<RunSettings, String>, CoordinatorError> {
-        let mut settings = match (self.settings_for)(workspace, header, task) {
+        let mut settings = match self.settings.of(workspace, header, task) {
             Ok(s) => s,
             Err(why) => return Ok(Err(format!("its run settings are invalid: {why}"))),
         };
@@ -1255,7 +1260,7 @@ impl LocalCoordinator {
         }
         let workspace = self.repositories.workspace_for(header).await?;
         // A task whose settings cannot be read any more is held to the default limits.
-        let limits = (self.settings_for)(&workspace, header, task).map(|s| s.limits.value).unwrap_or_default();
+        let limits = self.settings.of(&workspace, header, task).map(|s| s.limits.value).unwrap_or_default();
         let message = integration::message(&task.title, &header.id, &task.id, run_id, winner);
         let to = integration::Destination { plan: &header.id, task: &task.id, branch };
         // The patch came from a worker's upload: checked here, on the tip it goes on.

@@ -30,12 +30,12 @@ use arbiter_store::{Store, StoreError};
 use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
 
-pub use crate::coordinator::SettingsFor;
 use crate::coordinator::{Capabilities, CoordinatorError, LocalCoordinator, OneRepository};
 use crate::git::GitError;
 use crate::plan_branch::BranchError;
 use crate::process::process_start;
 use crate::runners::ModelAccess;
+pub use crate::task_settings::TaskSettings;
 pub use crate::worker::Progress;
 use crate::worker::{OneRunIndex, Tournaments, Until, Worker};
 use crate::workspace::Workspace;
@@ -49,7 +49,8 @@ pub struct PlanRunner {
     pub cancel: CancellationToken,
     /// The repository the plan's tasks run in (its `.arbiter/` holds their runs).
     pub workspace: Workspace,
-    pub settings_for: Arc<SettingsFor>,
+    /// Where each task's run settings come from.
+    pub settings: Arc<TaskSettings>,
     pub process_env: Vec<(String, String)>,
     pub models: Option<Arc<ModelAccess>>,
     pub secrets: Vec<String>,
@@ -147,7 +148,7 @@ impl PlanRunner {
                 self.plans.clone(),
                 self.clock.clone(),
                 Arc::new(OneRepository(self.workspace.clone())),
-                self.settings_for.clone(),
+                self.settings.clone(),
                 self.lease,
                 self.poll,
                 self.progress.clone(),

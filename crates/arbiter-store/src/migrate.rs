@@ -64,6 +64,11 @@ pub const SQLITE: &[Migration] = &[
         sql: include_str!("../migrations/sqlite/0010_batched_reports.sql"),
     },
     Migration { version: 11, name: "unit_refusals", sql: include_str!("../migrations/sqlite/0011_unit_refusals.sql") },
+    Migration {
+        version: 12,
+        name: "attempt_settings",
+        sql: include_str!("../migrations/sqlite/0012_attempt_settings.sql"),
+    },
 ];
 
 /// Postgres migrations, numbered in lock-step with [`SQLITE`].
@@ -86,5 +91,10 @@ pub const POSTGRES: &[Migration] = &[
         version: 11,
         name: "unit_refusals",
         sql: include_str!("../migrations/postgres/0011_unit_refusals.sql"),
+    },
+    Migration {
+        version: 12,
+        name: "attempt_settings",
+        sql: include_str!("../migrations/postgres/0012_attempt_settings.sql"),
     },
 ];

@@ -79,7 +79,11 @@ pub const SPREAD_ATTEMPT: &str = "UPDATE plan_tasks SET lease_owner = NULL, leas
          reason = NULL, version = version + 1, updated_at = $4
      WHERE plan_id = $1 AND id = $2 AND status = 'running' AND fence = $5";
 
-pub const ATTEMPT_RUN: &str = "UPDATE plan_attempts SET run_id = $4 WHERE plan_id = $1 AND task_id = $2 AND fence = $3";
+pub const ATTEMPT_RUN: &str =
+    "UPDATE plan_attempts SET run_id = $4, settings = $5 WHERE plan_id = $1 AND task_id = $2 AND fence = $3";
+
+pub const ATTEMPT_SETTINGS: &str =
+    "SELECT settings FROM plan_attempts WHERE plan_id = $1 AND task_id = $2 AND fence = $3";
 
 pub const INSERT_UNIT: &str = "INSERT INTO plan_units
      (plan_id, task_id, task_fence, name, kind, ord, needs, status, run_id, base, updated_at)
@@ -494,9 +498,12 @@ macro_rules! unit_queue_impl {
                     lease: &Lease,
                     run_id: &str,
                     base: &str,
+                    settings: &arbiter_core::settings::RunSettings,
                     units: &[UnitSpec],
                     now: Timestamp,
                 ) -> Result<(), StoreError> {
+                    let frozen = serde_json::to_string(settings)
+                        .map_err(|e| StoreError::Corrupt { column: "plan_attempts.settings", value: e.to_string() })?;
                     let stale = || StoreError::StaleLease {
                         plan: lease.plan_id.clone(),
                         task: lease.task_id.clone(),
@@ -526,6 +533,7 @@ macro_rules! unit_queue_impl {
                         .bind(&lease.task_id)
                         .bind(lease.fence)
                         .bind(run_id)
+                        .bind(&frozen)
                         .execute(&mut *tx)
                         .await?;
                     let candidates = units.iter().filter(|x| x.kind == UnitKind::Candidate).count();
@@ -874,6 +882,27 @@ macro_rules! unit_queue_impl {
                         .fetch_all(&self.pool)
                         .await?;
                     rows.iter().map(u::unit).collect()
+                }
+
+                async fn attempt_settings(
+                    &self,
+                    plan_id: &str,
+                    task_id: &str,
+                    task_fence: i64,
+                ) -> Result<Option<arbiter_core::settings::RunSettings>, StoreError> {
+                    let frozen: Option<Option<String>> = sqlx::query_scalar(u::ATTEMPT_SETTINGS)
+                        .bind(plan_id)
+                        .bind(task_id)
+                        .bind(task_fence)
+                        .fetch_optional(&self.pool)
+                        .await?;
+                    frozen
+                        .flatten()
+                        .map(|text| {
+                            serde_json::from_str(&text)
+                                .map_err(|_| StoreError::Corrupt { column: "plan_attempts.settings", value: text })
+                        })
+                        .transpose()
                 }
 
                 async fn running_units(&self, plan_id: &str) -> Result<Vec<UnitRecord>, StoreError> {

@@ -20,6 +20,7 @@ use std::time::Duration;
 
 use arbiter_core::money::Usd;
 use arbiter_core::plan::TaskSpec;
+use arbiter_core::settings::RunSettings;
 use arbiter_core::time::Timestamp;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -217,16 +218,26 @@ pub trait UnitQueue: PlanStore {
     ) -> Result<ClaimOutcome, StoreError>;
     /// Spreads a claimed attempt over units: the task's lease stops expiring (and is no
     /// longer its claimer's); the candidate units are ready, the evaluation waits for them.
-    /// Every unit records into run `run_id` and starts from commit `base`. Refused with
+    /// Every unit records into run `run_id`, starts from commit `base` and runs with the
+    /// attempt's `settings` (frozen here: [`UnitQueue::attempt_settings`]). Refused with
     /// [`StoreError::StaleLease`] when the attempt is no longer running.
     async fn start_units(
         &self,
         lease: &Lease,
         run_id: &str,
         base: &str,
+        settings: &RunSettings,
         units: &[UnitSpec],
         now: Timestamp,
     ) -> Result<(), StoreError>;
+    /// The run settings the attempt with fencing token `task_fence` spread with (`None`: it
+    /// did not spread, or it spread before they were kept).
+    async fn attempt_settings(
+        &self,
+        plan_id: &str,
+        task_id: &str,
+        task_fence: i64,
+    ) -> Result<Option<RunSettings>, StoreError>;
     /// Claims the best ready unit `caps` can run, of `plan_id` (or of any plan):
     /// evaluations first, then candidates, in task order.
     async fn claim_unit(

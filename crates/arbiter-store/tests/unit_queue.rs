@@ -14,6 +14,7 @@ use arbiter_core::money::Usd;
 use arbiter_core::plan::PlanSpec;
 use arbiter_core::plan::file::{Syntax, parse};
 use arbiter_core::plan::state::TaskStatus;
+use arbiter_core::settings::{ConfigFile, FlagOverrides, RunSettings};
 use arbiter_core::status::CandidateStatus;
 use arbiter_core::time::Timestamp;
 use arbiter_store::StoreError;
@@ -80,12 +81,23 @@ fn done(result: UnitResult) -> UnitOutcome {
     UnitOutcome::Done { result }
 }
 
+/// The settings an attempt spreads with: the defaults, but for a value the configuration
+/// does not default to (so that a round trip that lost it would show).
+fn settings() -> RunSettings {
+    let mut settings = RunSettings::resolve_values(&ConfigFile::default(), FlagOverrides::default()).unwrap();
+    settings.keep_worktrees.value = !settings.keep_worktrees.value;
+    settings
+}
+
 /// An attempt spreads over its units: each worker claims only what it can run, the
 /// evaluation waits for every candidate, and its report ends the attempt.
 async fn spread_and_evaluate(store: Arc<dyn UnitQueue>) {
     import(&*store, &plan(&[task("A", &[]), task("B", &["A"])].join(","), "")).await;
     let a = claim_task(&*store, "starter", t(1)).await;
-    store.start_units(&a.lease, "run-a", "base-sha", &two_candidates(), t(1)).await.unwrap();
+    store.start_units(&a.lease, "run-a", "base-sha", &settings(), &two_candidates(), t(1)).await.unwrap();
+    // Its settings are kept with it, as they were.
+    assert_eq!(store.attempt_settings("p", "A", a.lease.fence).await.unwrap(), Some(settings()));
+    assert_eq!(store.attempt_settings("p", "A", a.lease.fence + 1).await.unwrap(), None, "another attempt");
     // The task's own lease no longer runs out, and no longer names its claimer.
     let record = task_record(&*store, "A").await;
     assert_eq!((record.lease_owner, record.lease_expires), (None, None));
@@ -145,7 +157,7 @@ async fn spread_and_evaluate(store: Arc<dyn UnitQueue>) {
 async fn unit_leases(store: Arc<dyn UnitQueue>) {
     import(&*store, &plan(&task("A", &[]), "")).await;
     let a = claim_task(&*store, "starter", t(1)).await;
-    store.start_units(&a.lease, "run-a", "base-sha", &two_candidates(), t(1)).await.unwrap();
+    store.start_units(&a.lease, "run-a", "base-sha", &settings(), &two_candidates(), t(1)).await.unwrap();
     let all = Capabilities::Any;
     let first = claim_unit(&*store, "w1", &all, t(2)).await.unwrap();
     assert_eq!(first.lease.name, "c01");
@@ -212,7 +224,7 @@ async fn unit_leases(store: Arc<dyn UnitQueue>) {
 async fn releases(store: Arc<dyn UnitQueue>) {
     import(&*store, &plan(&[task("A", &[]), task("B", &[])].join(","), "")).await;
     let a = claim_task(&*store, "starter", t(1)).await;
-    store.start_units(&a.lease, "run-a", "base-sha", &two_candidates(), t(1)).await.unwrap();
+    store.start_units(&a.lease, "run-a", "base-sha", &settings(), &two_candidates(), t(1)).await.unwrap();
     let all = Capabilities::Any;
     let c = claim_unit(&*store, "w1", &all, t(2)).await.unwrap();
     let reason = "the worker was stopped".to_string();
@@ -235,7 +247,7 @@ async fn releases(store: Arc<dyn UnitQueue>) {
     assert!(store.release_workers("p", &["starter".to_string()], "gone", t(5)).await.unwrap().is_empty());
     store.cancel_plan("p", "admin", t(6)).await.unwrap();
     assert!(claim_unit(&*store, "w3", &all, t(7)).await.is_none(), "a cancelled plan's units are not claimed");
-    let stale = store.start_units(&a.lease, "run-x", "base-sha", &two_candidates(), t(8)).await;
+    let stale = store.start_units(&a.lease, "run-x", "base-sha", &settings(), &two_candidates(), t(8)).await;
     assert!(matches!(stale, Err(StoreError::StaleLease { .. })), "{stale:?}");
 }
 
@@ -299,7 +311,10 @@ async fn concurrent_unit_claims(store: Arc<dyn UnitQueue>) {
             .map(|i| unit(&format!("c{i:02}"), UnitKind::Candidate, &[]))
             .chain([unit("evaluation", UnitKind::Evaluation, &[])])
             .collect();
-        store.start_units(&c.lease, &format!("run-{}", c.lease.task_id), "base-sha", &units, t(1)).await.unwrap();
+        store
+            .start_units(&c.lease, &format!("run-{}", c.lease.task_id), "base-sha", &settings(), &units, t(1))
+            .await
+            .unwrap();
     }
     let mut workers = tokio::task::JoinSet::new();
     for w in 0..8 {
@@ -340,7 +355,10 @@ async fn concurrent_candidate_finishes(store: Arc<dyn UnitQueue>) {
             .map(|i| unit(&format!("c{i:02}"), UnitKind::Candidate, &[]))
             .chain([unit("evaluation", UnitKind::Evaluation, &[])])
             .collect();
-        store.start_units(&c.lease, &format!("run-{}", c.lease.task_id), "base-sha", &units, t(1)).await.unwrap();
+        store
+            .start_units(&c.lease, &format!("run-{}", c.lease.task_id), "base-sha", &settings(), &units, t(1))
+            .await
+            .unwrap();
     }
     while let Some(c) = store.claim_unit(Some("p"), "w", &Capabilities::Any, LEASE, t(2)).await.unwrap() {
         held.push(c.lease);
@@ -412,7 +430,7 @@ macro_rules! both {
 async fn refusals(store: Arc<dyn UnitQueue>) {
     import(&*store, &plan(&task("A", &[]), "")).await;
     let a = claim_task(&*store, "starter", t(1)).await;
-    store.start_units(&a.lease, "run-a", "base-sha", &two_candidates(), t(1)).await.unwrap();
+    store.start_units(&a.lease, "run-a", "base-sha", &settings(), &two_candidates(), t(1)).await.unwrap();
     let any = Capabilities::Any;
     let refuse = |why: &str| UnitOutcome::Refused { reason: why.to_string() };
 

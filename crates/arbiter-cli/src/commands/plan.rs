@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use arbiter_core::Clock;
 use arbiter_core::money::Usd;
+use arbiter_core::plan::PlanSpec;
 use arbiter_core::plan::dag;
 use arbiter_core::plan::event::PlanEntry;
 use arbiter_core::plan::file::{Format, Syntax, read};
@@ -25,7 +26,6 @@ use arbiter_core::plan::gate::Rules;
 use arbiter_core::plan::settings::{RunOverrides, task_settings};
 use arbiter_core::plan::spec::export;
 use arbiter_core::plan::state::TaskStatus;
-use arbiter_core::plan::{PlanSpec, TaskSpec};
 use arbiter_core::settings::{FlagOverrides, RunSettings};
 use arbiter_core::task::shorten;
 use arbiter_runner::SystemClock;
@@ -36,7 +36,7 @@ use arbiter_runner::plan_admin::{
 };
 use arbiter_runner::plan_branch::BranchError;
 use arbiter_runner::plan_repos::{ByRepository, is_url};
-use arbiter_runner::plan_run::{PlanRunError, PlanRunner, Progress, local_worker_prefix};
+use arbiter_runner::plan_run::{PlanRunError, PlanRunner, Progress, TaskSettings, local_worker_prefix};
 use arbiter_runner::verify_detect;
 use arbiter_runner::workspace::Workspace;
 use arbiter_server::plan_client::RemotePlanAdmin;
@@ -768,9 +768,7 @@ async fn run(
         clock: Arc::new(SystemClock),
         cancel: cancel.clone(),
         workspace,
-        settings_for: Arc::new(move |_: &Workspace, plan: &PlanSpec, task: &TaskSpec| {
-            task_settings(&config, plan, task, &overrides)
-        }),
+        settings: Arc::new(TaskSettings::fixed(config, overrides)),
         process_env: std::env::vars().collect(),
         models,
         secrets: keys,

@@ -10,13 +10,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use arbiter_core::plan::settings::{RunOverrides, task_settings};
-use arbiter_core::plan::{PlanSpec, TaskSpec};
-use arbiter_core::settings::ConfigFile;
 use arbiter_runner::coordinator::{LocalCoordinator, PlanRepositories};
 use arbiter_runner::plan_admin::LocalPlanAdmin;
 use arbiter_runner::plan_repos::ByRepository;
-use arbiter_runner::workspace::Workspace;
+use arbiter_runner::task_settings::TaskSettings;
 use arbiter_server::serve::{ServeConfig, TlsFiles, bind};
 use arbiter_server::state::{AppState, Limits, Tokens};
 use arbiter_server::work::WorkPlane;
@@ -104,53 +101,16 @@ fn work_plane<S: UnitQueue + 'static>(
     repositories: Arc<dyn PlanRepositories>,
     lease: Duration,
 ) -> Arc<WorkPlane> {
-    let configs = ConfigCache::default();
-    let settings_for = Arc::new(move |workspace: &Workspace, plan: &PlanSpec, task: &TaskSpec| {
-        let config = configs.of(workspace)?;
-        task_settings(&config, plan, task, &RunOverrides::default())
-    });
     let coordinator = Arc::new(LocalCoordinator::new(
         store.clone(),
         Arc::new(arbiter_runner::SystemClock),
         repositories.clone(),
-        settings_for,
+        Arc::new(TaskSettings::per_repository()),
         lease,
         Duration::from_secs(1),
         None,
     ));
     Arc::new(WorkPlane::new(coordinator, store, repositories))
-}
-
-/// Each repository's `.arbiter/config.toml`, parsed once per version of the file.
-#[derive(Default)]
-struct ConfigCache {
-    parsed: std::sync::Mutex<std::collections::HashMap<std::path::PathBuf, Parsed>>,
-}
-
-/// A configuration as parsed, and the version of its file it was parsed from.
-type Parsed = (Option<FileStamp>, Arc<ConfigFile>);
-
-/// A version of a file: its modification time and size.
-type FileStamp = (std::time::SystemTime, u64);
-
-impl ConfigCache {
-    fn of(&self, workspace: &Workspace) -> Result<Arc<ConfigFile>, String> {
-        let path = workspace.config_path();
-        let stamp = std::fs::metadata(&path).ok().and_then(|m| Some((m.modified().ok()?, m.len())));
-        if let Some((seen, config)) = self.parsed.lock().unwrap_or_else(|p| p.into_inner()).get(&path)
-            && *seen == stamp
-        {
-            return Ok(config.clone());
-        }
-        let config = match std::fs::read_to_string(&path) {
-            Ok(text) => ConfigFile::parse(&text, &path.display().to_string()).map_err(|e| e.to_string())?,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => ConfigFile::default(),
-            Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
-        };
-        let config = Arc::new(config);
-        self.parsed.lock().unwrap_or_else(|p| p.into_inner()).insert(path, (stamp, config.clone()));
-        Ok(config)
-    }
 }
 
 /// The bootstrap and admin tokens from the environment, or why not.
