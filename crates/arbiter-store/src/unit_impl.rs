@@ -177,15 +177,16 @@ pub const RUNNING_UNITS: &str = concat!(
      WHERE u.plan_id = $1 ORDER BY t.ord, u.ord"
 );
 
-/// Unit leases that ran out (`$1` now), of running attempts.
+/// Unit leases that ran out (`$1` now), of running attempts, in one fixed order (expiry,
+/// then plan, task and unit order): a sweep takes them back, and their locks, in this order.
 pub const EXPIRED_UNITS: &str = "SELECT u.plan_id, u.task_id, u.task_fence, u.name, u.kind, u.fence, u.worker, u.tries
      FROM plan_units u JOIN plan_tasks t ON t.plan_id = u.plan_id AND t.id = u.task_id AND t.status = 'running' AND t.fence = u.task_fence
-     WHERE u.status = 'running' AND u.lease_expires < $1";
+     WHERE u.status = 'running' AND u.lease_expires < $1 ORDER BY u.lease_expires, u.plan_id, t.ord, u.ord";
 
 /// The unit leases a worker holds in a plan (`$2` the worker), of running attempts.
 pub const UNITS_HELD_BY: &str = "SELECT u.plan_id, u.task_id, u.task_fence, u.name, u.kind, u.fence, u.worker, u.tries
      FROM plan_units u JOIN plan_tasks t ON t.plan_id = u.plan_id AND t.id = u.task_id AND t.status = 'running' AND t.fence = u.task_fence
-     WHERE u.plan_id = $1 AND u.status = 'running' AND u.worker = $2";
+     WHERE u.plan_id = $1 AND u.status = 'running' AND u.worker = $2 ORDER BY t.ord, u.ord";
 
 /// An attempt's lease as its units carry it (`$1` plan, `$2` task).
 pub const ATTEMPT_LEASE: &str = "SELECT t.attempts, t.max_attempts, t.fence, t.reserved_pico, p.retry_backoff_seconds
