@@ -53,15 +53,14 @@ pub fn first_program(line: &str) -> Option<Program<'_>> {
     None
 }
 
-fn is_assignment(word: &str) -> bool {
-    match word.split_once('=') {
-        Some((name, _)) => {
-            !name.is_empty()
-                && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
-                && !name.as_bytes()[0].is_ascii_digit()
-        }
-        None => false,
-    }
+/// Whether `word` is a shell variable assignment (`NAME=value`, the name a letter or `_`
+/// followed by letters, digits and `_`): the words a simple command starts with before its
+/// program.
+pub(crate) fn is_assignment(word: &str) -> bool {
+    word.split_once('=').is_some_and(|(name, _)| {
+        name.bytes().next().is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+            && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+    })
 }
 
 #[cfg(test)]

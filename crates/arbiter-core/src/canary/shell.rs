@@ -2,6 +2,8 @@
 //! canary only makes sense when the test runner is the whole command (with `a && b` the
 //! canary's failure would keep `b` from running).
 
+use crate::command_line::is_assignment;
+
 /// One word of a simple command: its value after quote removal and where it ends in the text.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Word {
@@ -119,17 +121,6 @@ impl SimpleCommand {
             return Err(format!("its word `{}` is expanded by the shell, so what runs cannot be known", w.value));
         }
         Ok(rest)
-    }
-}
-
-fn is_assignment(word: &str) -> bool {
-    match word.split_once('=') {
-        Some((name, _)) => {
-            !name.is_empty()
-                && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
-                && !name.as_bytes()[0].is_ascii_digit()
-        }
-        None => false,
     }
 }
 

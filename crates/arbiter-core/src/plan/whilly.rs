@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use super::file::{ParseError, priority_of, title_from};
 use super::spec::{ImportedStatus, PlanSpec, TaskDefaults, TaskSpec};
 use super::state::TaskStatus;
+use crate::command_line::is_assignment;
 
 /// Whilly's `tasks.json`: unknown keys are ignored (as Whilly does).
 #[derive(Deserialize)]
@@ -75,13 +76,6 @@ pub fn is_command(step: &str, program_exists: &dyn Fn(&str) -> bool) -> bool {
         return words.len() == 1 || shell_syntax;
     }
     program_exists(first) && (words.len() <= 4 || shell_syntax)
-}
-
-fn is_assignment(word: &str) -> bool {
-    word.split_once('=').is_some_and(|(name, _)| {
-        name.bytes().next().is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
-            && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
-    })
 }
 
 /// Whilly's plan id falls back on `project`; ours must be a safe name, so the project is
