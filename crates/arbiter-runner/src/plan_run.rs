@@ -31,8 +31,6 @@ use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
 
 use crate::coordinator::{Capabilities, CoordinatorError, LocalCoordinator, OneRepository};
-use crate::git::GitError;
-use crate::plan_branch::BranchError;
 use crate::process::process_start;
 use crate::runners::ModelAccess;
 pub use crate::task_settings::TaskSettings;
@@ -72,31 +70,6 @@ pub struct PlanRunner {
 pub struct PlanRunOutcome {
     pub view: PlanView,
     pub interrupted: bool,
-}
-
-/// A plan run that could not go on.
-#[derive(Debug, thiserror::Error)]
-pub enum PlanRunError {
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    #[error(transparent)]
-    Git(#[from] GitError),
-    /// The plan's integration branch may not be used (or no longer): the user can fix it.
-    #[error(transparent)]
-    Branch(#[from] BranchError),
-    #[error("{0}")]
-    Stopped(String),
-}
-
-impl From<CoordinatorError> for PlanRunError {
-    fn from(e: CoordinatorError) -> Self {
-        match e {
-            CoordinatorError::Store(e) => PlanRunError::Store(e),
-            CoordinatorError::Git(e) => PlanRunError::Git(e),
-            CoordinatorError::Branch(e) => PlanRunError::Branch(e),
-            other => PlanRunError::Stopped(other.to_string()),
-        }
-    }
 }
 
 /// `local:<host>:<pid>.<start>` for this process: `<start>` is when the process started
@@ -141,7 +114,7 @@ impl PlanRunner {
     }
 
     /// Runs the plan with `workers` slots until nothing more can run.
-    pub async fn run(self: &Arc<Self>, plan_id: &str, workers: usize) -> Result<PlanRunOutcome, PlanRunError> {
+    pub async fn run(self: &Arc<Self>, plan_id: &str, workers: usize) -> Result<PlanRunOutcome, CoordinatorError> {
         let view = self.plans.plan(plan_id).await?.ok_or_else(|| StoreError::NoPlan { id: plan_id.to_string() })?;
         let coordinator = Arc::new(
             LocalCoordinator::new(
@@ -218,7 +191,7 @@ impl PlanRunner {
     /// Leases held by local workers of this host whose process is gone (of tasks, and of
     /// units) are taken back now (without counting their attempt or try) instead of waiting
     /// for them to expire.
-    async fn reclaim_dead_local_workers(&self, view: &PlanView) -> Result<(), PlanRunError> {
+    async fn reclaim_dead_local_workers(&self, view: &PlanView) -> Result<(), CoordinatorError> {
         let plan = &view.plan.header.id;
         let host_prefix = self.worker_prefix.rsplit_once(':').map(|(h, _)| format!("{h}:")).unwrap_or_default();
         let unit_workers = self.plans.running_units(plan).await?.into_iter().filter_map(|u| u.worker);

@@ -29,14 +29,14 @@ use arbiter_core::plan::state::TaskStatus;
 use arbiter_core::settings::{FlagOverrides, RunSettings};
 use arbiter_core::task::shorten;
 use arbiter_runner::SystemClock;
-use arbiter_runner::coordinator::PlanRepositories;
+use arbiter_runner::coordinator::{CoordinatorError, PlanRepositories};
 use arbiter_runner::git::Git;
 use arbiter_runner::plan_admin::{
     AdminError, CallCosts, Imported, LocalPlanAdmin, NewPlan, PlanAdmin, PlanImport, all_events, normalize_lexically,
 };
 use arbiter_runner::plan_branch::BranchError;
 use arbiter_runner::plan_repos::{ByRepository, is_url};
-use arbiter_runner::plan_run::{PlanRunError, PlanRunner, Progress, TaskSettings, local_worker_prefix};
+use arbiter_runner::plan_run::{PlanRunner, Progress, TaskSettings, local_worker_prefix};
 use arbiter_runner::verify_detect;
 use arbiter_runner::workspace::Workspace;
 use arbiter_server::plan_client::RemotePlanAdmin;
@@ -786,7 +786,7 @@ async fn run(
     let _ = printer.await;
     signals.abort();
     let outcome = outcome.map_err(|e| match e {
-        PlanRunError::Branch(b) => branch_error(b),
+        CoordinatorError::Branch(b) => branch_error(b),
         e => CliError::environment(format!("the plan run stopped: {e}")),
     })?;
     let view = outcome.view;
