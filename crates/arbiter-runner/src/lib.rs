@@ -55,6 +55,7 @@ pub mod rules;
 pub mod run_record;
 pub mod rundir;
 pub mod runners;
+pub mod sweeper;
 pub mod task_settings;
 pub mod test_reports;
 #[cfg(test)]

@@ -136,22 +136,21 @@ impl PlanRunner {
             let me = self.clone();
             tokio::spawn(async move {
                 let every = (me.lease / 2).max(Duration::from_millis(200));
-                loop {
-                    tokio::select! {
-                        _ = me.cancel.cancelled() => break,
-                        _ = tokio::time::sleep(every) => {}
-                    }
-                    if let Ok(reclaimed) = me.plans.sweep_expired(me.now()).await {
-                        for r in reclaimed {
+                crate::sweeper::sweep_until(
+                    &*me.plans,
+                    every,
+                    &me.cancel,
+                    || me.now(),
+                    |swept| {
+                        for r in swept.tasks {
                             me.tell(Progress::Reclaimed { task: r.task_id, unit: None, worker: r.worker });
                         }
-                    }
-                    if let Ok(reclaimed) = me.plans.sweep_expired_units(me.now()).await {
-                        for r in reclaimed {
+                        for r in swept.units {
                             me.tell(Progress::Reclaimed { task: r.task_id, unit: Some(r.name), worker: r.worker });
                         }
-                    }
-                }
+                    },
+                )
+                .await;
             })
         };
         let worker = Arc::new(Worker {

@@ -92,27 +92,18 @@ pub fn spawn_sweeper(state: AppState) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let Some(plane) = state.work.clone() else { return };
         let every = (state.lease / 3).max(Duration::from_millis(200));
-        loop {
-            tokio::select! {
-                _ = state.stopping.cancelled() => return,
-                _ = tokio::time::sleep(every) => {}
-            }
-            let now = state.now();
-            let mut taken = 0;
-            match plane.queue.sweep_expired(now).await {
-                Ok(r) => taken += r.len(),
-                Err(e) => tracing::warn!(error = %e, "sweeping expired leases failed"),
-            }
-            match plane.queue.sweep_expired_units(now).await {
-                Ok(r) => taken += r.len(),
-                Err(e) => tracing::warn!(error = %e, "sweeping expired unit leases failed"),
-            }
-            if taken > 0 {
-                tracing::info!(leases = taken, "took back expired leases");
-                state.metrics.leases_expired(taken as u64);
+        arbiter_runner::sweeper::sweep_until(
+            &*plane.queue,
+            every,
+            &state.stopping,
+            || state.now(),
+            |swept| {
+                tracing::info!(leases = swept.len(), "took back expired leases");
+                state.metrics.leases_expired(swept.len() as u64);
                 state.plan_events.notify_waiters();
-            }
-        }
+            },
+        )
+        .await;
     })
 }
 
