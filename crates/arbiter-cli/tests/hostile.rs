@@ -947,9 +947,11 @@ fn secrets_stay_out_of_candidates_reach_and_out_of_every_artifact() {
 
 /// `daemon.sh WHAT DIR SECONDS [double]`: starts `sleep SECONDS` out of its starter's reach
 /// (a new session with `setsid`, or a double fork), waits until it has written its host pid
-/// to `DIR/WHAT-<starter's pid>.pid`, and returns.
+/// to `DIR/WHAT-<starter's pid>-<random>.pid`, and returns.
 const DAEMON_SH: &str = r#"#!/bin/sh
-pidfile="$2/$1-HOST_PID.pid"
+# A name of its own: each sandboxed process is pid 1, 2, 3… of a new PID namespace, and the
+# kernel gives a later namespace the number of one that ended: a pid and namespace can repeat.
+pidfile="$2/$1-HOST_PID-$(od -An -N4 -tu4 /dev/urandom | tr -d ' ').pid"
 start='echo HOST_PID > "$0.tmp" && mv "$0.tmp" "$0"; exec sleep "$1"'
 if [ "$4" = double ]; then
   ( sh -c "$start" "$pidfile" "$3" </dev/null >/dev/null 2>&1 & )
