@@ -176,5 +176,11 @@ mod tests {
         let e = remove_backend(&path, "a").unwrap_err().to_string();
         assert!(e.contains("`backends` in") && e.contains("is not a table") && e.contains("[backends.NAME]"), "{e}");
         assert_eq!(fs::read_to_string(&path).unwrap(), "backends = \"a\"\n", "nothing was lost");
+
+        // Following the hint: the backend as a `[backends.NAME]` table, and the command again.
+        fs::write(&path, "[backends.a]\nprovider = \"openai\"\nmodel = \"m\"\n").unwrap();
+        assert!(remove_backend(&path, "a").unwrap());
+        let doc = load(&path).unwrap();
+        assert!(doc.get("backends").and_then(Item::as_table_like).is_none_or(|t| t.is_empty()), "{doc}");
     }
 }
