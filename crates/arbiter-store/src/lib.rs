@@ -13,17 +13,21 @@
 #[cfg(feature = "arbitrary")]
 mod arbitrary;
 mod batch;
+pub mod db;
 pub mod migrate;
 pub mod pg_url;
 mod plan_impl;
+mod plan_queue;
 pub mod plan_sql;
 pub mod plans;
 pub mod postgres;
 mod rows;
 pub mod sql;
 pub mod sqlite;
+pub mod store;
 pub mod tokens;
 mod unit_impl;
+mod unit_queue;
 pub mod units;
 pub mod workers;
 

@@ -1,11 +1,14 @@
 //! Embedded, numbered migrations. Each backend has its own SQL files numbered in lock-step,
 //! applied in order inside a transaction and recorded in `schema_migrations`.
 
-use sqlx::{Database, Executor, Row};
+use sqlx::{Database, Decode, Encode, Executor, Row, Type};
 
-use crate::rows::Column;
-use crate::sql::{self, Param};
+use crate::sql;
 use crate::{StoreError, rows};
+
+/// A value the migration bookkeeping binds.
+pub trait Param<'q, DB: Database>: 'q + Encode<'q, DB> + Type<DB> + Send {}
+impl<'q, DB: Database, T: 'q + Encode<'q, DB> + Type<DB> + Send> Param<'q, DB> for T {}
 
 /// Applies the migrations newer than the recorded version, on a connection inside the
 /// caller's transaction (which holds the store's own lock: `BEGIN IMMEDIATE` on SQLite, an
@@ -17,7 +20,7 @@ where
     DB::Arguments: sqlx::IntoArguments<DB>,
     for<'q> i64: Param<'q, DB>,
     for<'q> &'q str: Param<'q, DB>,
-    i64: Column<DB>,
+    i64: for<'r> Decode<'r, DB> + Type<DB>,
     usize: sqlx::ColumnIndex<DB::Row>,
 {
     let current: i64 = sqlx::query(sql::CURRENT_VERSION).fetch_one(&mut *conn).await?.try_get(0usize)?;

@@ -29,11 +29,13 @@ use tokio::sync::{Notify, OnceCell};
 
 use crate::StoreError;
 use crate::batch::{Batched, Batcher};
+use crate::db::{Rec, Tx, sql};
 use crate::migrate::POSTGRES;
 use crate::pg_url::PgUrl;
 use crate::plan_impl::FastOutcome;
 use crate::plan_sql::{PlanDialect, pick_ready, pick_ready_among, plan_budget, task_state};
 use crate::plans::{AttemptResult, Claimed, Finished, Lease, Wake};
+use crate::store::{Backend, SqlStore};
 
 /// How long a connection attempt may take before the server counts as unreachable.
 /// How long a pooled connection may sit idle and still be used without a ping first.
@@ -72,9 +74,13 @@ const BATCH_LANES: usize = 1;
 /// The most claims or reports of one batch.
 const BATCH_MOST: usize = 64;
 
-/// The Postgres implementation of [`Store`](crate::Store) and [`PlanStore`](crate::plans::PlanStore).
+/// The Postgres store.
+pub type PgStore = SqlStore<PgBackend>;
+
+/// What is Postgres's own: row locks, `LISTEN/NOTIFY`, and the one-statement claims and
+/// reports made together.
 #[derive(Clone)]
-pub struct PgStore {
+pub struct PgBackend {
     pool: PgPool,
     work: Arc<Notify>,
     listening: Arc<OnceCell<()>>,
@@ -82,8 +88,6 @@ pub struct PgStore {
     claims: Arc<Batcher<Claims>>,
     /// One-statement reports made at the same moment, made as one call per plan.
     reports: Arc<Batcher<Reports>>,
-    /// Claims and reports may take their one-statement forms (see [`Self::general_path_only`]).
-    fast: bool,
 }
 
 /// A one-statement claim of any ready task of a plan.
@@ -101,7 +105,7 @@ struct ReportAsked {
     now: Timestamp,
 }
 
-impl PgStore {
+impl SqlStore<PgBackend> {
     /// Connects to `url` and brings the schema up to date. The URL's password is never
     /// echoed in errors. One connection is opened first, so that a refused connection, a
     /// wrong password or a TLS problem is reported at once with what to check (a pool would
@@ -136,33 +140,57 @@ impl PgStore {
                 })
             })
             .connect_lazy_with(url.options.clone());
-        let store = PgStore {
+        migrate(&pool).await?;
+        let backend = PgBackend {
             claims: Arc::new(Batcher::new(BATCH_LANES, BATCH_MOST, Claims(pool.clone()))),
             reports: Arc::new(Batcher::new(BATCH_LANES, BATCH_MOST, Reports(pool.clone()))),
-            pool,
+            pool: pool.clone(),
             work: Arc::new(Notify::new()),
             listening: Arc::new(OnceCell::new()),
-            fast: true,
         };
-        store.migrate().await?;
-        Ok(store)
+        Ok(SqlStore::new(pool, backend))
     }
+}
 
-    /// The same store with its one-statement claims and reports turned off: every claim and
-    /// report takes the general path. The two paths must give the same outcomes, which the
-    /// differential tests check by running the same scenarios both ways.
-    pub fn general_path_only(mut self) -> Self {
-        self.fast = false;
-        self
+async fn migrate(pool: &PgPool) -> Result<(), StoreError> {
+    let mut tx = pool.begin().await?;
+    sqlx::query("SELECT pg_advisory_xact_lock($1)").bind(MIGRATION_LOCK).execute(&mut *tx).await?;
+    sqlx::query(
+        "CREATE TABLE IF NOT EXISTS schema_migrations (version BIGINT PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)",
+    )
+    .execute(&mut *tx)
+    .await?;
+    crate::migrate::apply::<sqlx::Postgres>(&mut tx, POSTGRES).await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+impl PgBackend {
+    /// Starts listening for other processes' notifications (once).
+    async fn listen(&self) {
+        self.listening
+            .get_or_init(|| async {
+                let work = self.work.clone();
+                if let Ok(mut listener) = PgListener::connect_with(&self.pool).await
+                    && listener.listen(CHANNEL).await.is_ok()
+                {
+                    tokio::spawn(async move {
+                        // Ends when the connection is lost for good; polling remains.
+                        while listener.recv().await.is_ok() {
+                            work.notify_waiters();
+                        }
+                    });
+                }
+            })
+            .await;
     }
+}
 
-    /// Whether claims and reports may take the one-statement forms.
-    fn fast_paths(&self) -> bool {
-        self.fast
-    }
+impl Backend for PgBackend {
+    type Db = sqlx::Postgres;
 
-    async fn write_tx(&self) -> Result<sqlx::Transaction<'_, sqlx::Postgres>, StoreError> {
-        Ok(self.pool.begin().await?)
+    async fn write_tx(pool: &PgPool) -> Result<Tx<'_, sqlx::Postgres>, StoreError> {
+        Ok(pool.begin().await?)
     }
 
     /// Tells every listener (in any process) that the plan may have work.
@@ -186,25 +214,6 @@ impl PgStore {
         }
     }
 
-    /// Starts listening for other processes' notifications (once).
-    async fn listen(&self) {
-        self.listening
-            .get_or_init(|| async {
-                let work = self.work.clone();
-                if let Ok(mut listener) = PgListener::connect_with(&self.pool).await
-                    && listener.listen(CHANNEL).await.is_ok()
-                {
-                    tokio::spawn(async move {
-                        // Ends when the connection is lost for good; polling remains.
-                        while listener.recv().await.is_ok() {
-                            work.notify_waiters();
-                        }
-                    });
-                }
-            })
-            .await;
-    }
-
     /// One statement when the plan has no budget and no key files: pick with
     /// `SKIP LOCKED`, claim, record the attempt and the event. `None` sends the claim down
     /// the general path (a guarded plan, or nothing ready). `among`: a JSON array of the
@@ -214,14 +223,10 @@ impl PgStore {
         &self,
         plan: &str,
         worker: &str,
-        ttl: Duration,
+        expires: Timestamp,
         now: Timestamp,
         among: Option<&str>,
     ) -> Result<Option<Claimed>, StoreError> {
-        if !self.fast {
-            return Ok(None);
-        }
-        let expires = crate::plan_impl::expiry(now, ttl);
         if among.is_none() {
             let asked = ClaimAsked { plan: plan.to_string(), worker: worker.to_string(), expires, now };
             // A claim nobody waits for any more is not made (it would hold a task until its
@@ -241,28 +246,12 @@ impl PgStore {
         result: &AttemptResult,
         now: Timestamp,
     ) -> Result<Option<Finished>, StoreError> {
-        if !self.fast {
-            return Ok(None);
-        }
         let Some(outcome) = crate::plan_impl::fast_outcome(lease, result, now) else { return Ok(None) };
         self.reports.ask(ReportAsked { lease: lease.clone(), outcome, now }, true).await
     }
-
-    async fn migrate(&self) -> Result<(), StoreError> {
-        let mut tx = self.pool.begin().await?;
-        sqlx::query("SELECT pg_advisory_xact_lock($1)").bind(MIGRATION_LOCK).execute(&mut *tx).await?;
-        sqlx::query(
-            "CREATE TABLE IF NOT EXISTS schema_migrations (version BIGINT PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)",
-        )
-        .execute(&mut *tx)
-        .await?;
-        crate::migrate::apply::<sqlx::Postgres>(&mut tx, POSTGRES).await?;
-        tx.commit().await?;
-        Ok(())
-    }
 }
 
-impl PlanDialect for PgStore {
+impl PlanDialect for PgBackend {
     const LOCK_PLAN: &'static str = concat!(plan_budget!(), " FOR UPDATE");
     const LOCK_TASK: &'static str = concat!(task_state!(), " FOR UPDATE");
     const PICK: &'static str = concat!(pick_ready!(), " FOR UPDATE OF t SKIP LOCKED");
@@ -346,7 +335,7 @@ const FINISH_FAST: &str =
 const FINISH_MANY: &str =
     "SELECT n, newly_ready FROM arbiter_finish_fast_many($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)";
 
-/// One claim on its own (see [`PgStore::claim_fast`]).
+/// One claim on its own (see [`PgBackend::claim_fast`]).
 async fn claim_one(
     pool: &PgPool,
     plan: &str,
@@ -366,7 +355,7 @@ async fn claim_one(
     else {
         return Ok(None);
     };
-    crate::plan_impl::fast_claim(&row, plan, worker, expires).map(Some)
+    crate::plan_impl::fast_claim(&Rec::<sqlx::Postgres>(row), plan, worker, expires).map(Some)
 }
 
 /// Claims of one plan, one statement: the claimers in order, each with its claim or `None`.
@@ -377,9 +366,9 @@ async fn claim_many(pool: &PgPool, asked: &[&ClaimAsked]) -> Result<Vec<Option<C
     let expires: Vec<i64> = asked.iter().map(|a| a.expires.0).collect();
     let rows = sqlx::query(CLAIM_MANY).bind(plan).bind(now.0).bind(&workers).bind(&expires).fetch_all(pool).await?;
     let mut claims: Vec<Option<Claimed>> = asked.iter().map(|_| None).collect();
-    for row in &rows {
+    for row in rows.into_iter().map(Rec::<sqlx::Postgres>) {
         let (i, a) = nth(asked, row.try_get::<i64, _>("n")?, "claim batch n")?;
-        claims[i] = Some(crate::plan_impl::fast_claim(row, plan, &a.worker, a.expires)?);
+        claims[i] = Some(crate::plan_impl::fast_claim(&row, plan, &a.worker, a.expires)?);
     }
     Ok(claims)
 }
@@ -415,9 +404,10 @@ impl Batched for Claims {
     }
 }
 
-/// One report on its own (see [`PgStore::finish_fast`]).
+/// One report on its own (see [`PgBackend::finish_fast`]).
 async fn finish_one(pool: &PgPool, r: &ReportAsked) -> Result<Option<Finished>, StoreError> {
-    let row = crate::plan_impl::bind_fast_report!(sqlx::query(FINISH_FAST), &r.lease, &r.outcome, r.now)
+    let row = crate::plan_impl::bind_fast_report(sql(FINISH_FAST), &r.lease, &r.outcome, r.now)
+        .into_query()
         .fetch_one(pool)
         .await?;
     let newly_ready = row.try_get::<Option<Vec<String>>, _>("newly_ready")?;
@@ -487,17 +477,11 @@ impl Batched for Reports {
     }
 }
 
-crate::store_impl!(PgStore);
-crate::worker_registry_impl!(PgStore);
-crate::access_tokens_impl!(PgStore);
-crate::plan_store_impl!(PgStore, sqlx::Postgres);
-crate::unit_queue_impl!(PgStore, sqlx::Postgres);
-
 /// Units are locked like tasks: a claim skips the rows another claimer holds. A unit that
 /// changes locks its task's row too, so the units of one attempt change one after another:
 /// of candidates finishing at once, the last sees the others done and readies the
 /// evaluation (locking only its own row, each would see the others still running).
-impl crate::unit_impl::UnitDialect for PgStore {
+impl crate::unit_impl::UnitDialect for PgBackend {
     const PICK_UNITS: &'static str = concat!(crate::unit_impl::pick_units!(), " FOR UPDATE OF u SKIP LOCKED");
     const LOCK_UNIT: &'static str = concat!(crate::unit_impl::unit_state!(), " FOR UPDATE OF t, u");
     const LOCK_ATTEMPT: &'static str = concat!(crate::unit_impl::attempt_state!(), " FOR UPDATE");

@@ -1,34 +1,21 @@
 //! Rows to records, once for both stores: the decoding is generic over the database, so
 //! SQLite and Postgres rows map to the same types through the same code.
 
+use crate::db::{Db, Decodes, Rec};
+use crate::{CandidateRecord, RunRecord, StoreError};
 use arbiter_core::event::{Event, EventKind};
 use arbiter_core::ids::{CandidateId, RunId};
 use arbiter_core::status::{CandidateStatus, RunStatus};
 use arbiter_core::time::Timestamp;
-use sqlx::{ColumnIndex, Database, Decode, Row, Type};
 
-use crate::{CandidateRecord, RunRecord, StoreError};
-
-/// A column type both stores can decode.
-pub trait Column<DB: Database>: for<'r> Decode<'r, DB> + Type<DB> {}
-impl<DB: Database, T: for<'r> Decode<'r, DB> + Type<DB>> Column<DB> for T {}
-
-pub(crate) fn get<R, T>(row: &R, column: &str) -> Result<T, StoreError>
+pub(crate) fn get<D: Db, T>(row: &Rec<D>, column: &str) -> Result<T, StoreError>
 where
-    R: Row,
-    for<'a> &'a str: ColumnIndex<R>,
-    T: Column<R::Database>,
+    D: Decodes<T>,
 {
     Ok(row.try_get(column)?)
 }
 
-pub fn run<R>(row: &R) -> Result<RunRecord, StoreError>
-where
-    R: Row,
-    for<'a> &'a str: ColumnIndex<R>,
-    String: Column<R::Database>,
-    i64: Column<R::Database>,
-{
+pub fn run<D: Db>(row: &Rec<D>) -> Result<RunRecord, StoreError> {
     let id: String = get(row, "id")?;
     let status: String = get(row, "status")?;
     let winner: Option<String> = get(row, "winner")?;
@@ -46,15 +33,7 @@ where
     })
 }
 
-pub fn candidate<R>(run: &RunId, row: &R) -> Result<CandidateRecord, StoreError>
-where
-    R: Row,
-    for<'a> &'a str: ColumnIndex<R>,
-    String: Column<R::Database>,
-    i64: Column<R::Database>,
-    i32: Column<R::Database>,
-    bool: Column<R::Database>,
-{
+pub fn candidate<D: Db>(run: &RunId, row: &Rec<D>) -> Result<CandidateRecord, StoreError> {
     let id: String = get(row, "id")?;
     let status: String = get(row, "status")?;
     Ok(CandidateRecord {
@@ -71,13 +50,7 @@ where
     })
 }
 
-pub fn event<R>(run: &RunId, row: &R) -> Result<Event, StoreError>
-where
-    R: Row,
-    for<'a> &'a str: ColumnIndex<R>,
-    String: Column<R::Database>,
-    i64: Column<R::Database>,
-{
+pub fn event<D: Db>(run: &RunId, row: &Rec<D>) -> Result<Event, StoreError> {
     let kind: String = get(row, "kind")?;
     let data: String = get(row, "data")?;
     let candidate: Option<String> = get(row, "candidate")?;

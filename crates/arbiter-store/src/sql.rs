@@ -32,27 +32,13 @@ pub const CURRENT_VERSION: &str = "SELECT COALESCE(MAX(version), 0) FROM schema_
 
 pub const RECORD_MIGRATION: &str = "INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)";
 
-use sqlx::query::Query;
-use sqlx::{Database, Encode, Type};
-
+use crate::db::{Db, Sql, sql};
+use crate::store::{Backend, SqlStore};
 use crate::{CandidateRecord, RunRecord};
 
-/// A value both stores can bind.
-pub trait Param<'q, DB: Database>: 'q + Encode<'q, DB> + Type<DB> + Send {}
-impl<'q, DB: Database, T: 'q + Encode<'q, DB> + Type<DB> + Send> Param<'q, DB> for T {}
-
-type Bound<'q, DB> = Query<'q, DB, <DB as Database>::Arguments>;
-
 /// `PUT_RUN` with its parameters bound.
-pub fn put_run<'q, DB>(r: &'q RunRecord) -> Bound<'q, DB>
-where
-    DB: Database,
-    &'q str: Param<'q, DB>,
-    i64: Param<'q, DB>,
-    Option<&'q str>: Param<'q, DB>,
-    Option<i64>: Param<'q, DB>,
-{
-    sqlx::query(PUT_RUN)
+fn put_run<D: Db>(r: &RunRecord) -> Sql<'static, D> {
+    sql(PUT_RUN)
         .bind(r.id.as_str())
         .bind(r.repo.as_str())
         .bind(r.task_title.as_str())
@@ -66,17 +52,8 @@ where
 }
 
 /// `PUT_CANDIDATE` with its parameters bound.
-pub fn put_candidate<'q, DB>(c: &'q CandidateRecord) -> Bound<'q, DB>
-where
-    DB: Database,
-    &'q str: Param<'q, DB>,
-    i64: Param<'q, DB>,
-    Option<&'q str>: Param<'q, DB>,
-    Option<i64>: Param<'q, DB>,
-    Option<i32>: Param<'q, DB>,
-    Option<bool>: Param<'q, DB>,
-{
-    sqlx::query(PUT_CANDIDATE)
+fn put_candidate<D: Db>(c: &CandidateRecord) -> Sql<'static, D> {
+    sql(PUT_CANDIDATE)
         .bind(c.run_id.as_str())
         .bind(c.id.as_str())
         .bind(c.index as i64)
@@ -88,83 +65,72 @@ where
         .bind(c.rank.map(|r| r as i64))
 }
 
-/// The [`Store`](crate::Store) methods, identical for both stores: the same statements
-/// ([`sql`](crate::sql)) and the same row decoding ([`rows`](crate::rows)) over each store's
-/// own `pool`. Only opening and migrating differ.
-#[macro_export]
-#[doc(hidden)]
-macro_rules! store_impl {
-    ($store:ty) => {
-        #[async_trait::async_trait]
-        impl $crate::Store for $store {
-            async fn put_run(&self, r: &$crate::RunRecord) -> Result<(), $crate::StoreError> {
-                $crate::sql::put_run(r).execute(&self.pool).await?;
-                Ok(())
-            }
+/// The run index over any backend.
+#[async_trait::async_trait]
+impl<B: Backend> crate::Store for SqlStore<B> {
+    async fn put_run(&self, r: &crate::RunRecord) -> Result<(), crate::StoreError> {
+        put_run(r).execute(&self.pool).await?;
+        Ok(())
+    }
 
-            async fn finish_run(
-                &self,
-                id: &arbiter_core::ids::RunId,
-                status: arbiter_core::status::RunStatus,
-                winner: Option<&arbiter_core::ids::CandidateId>,
-                finished_at: Option<arbiter_core::time::Timestamp>,
-            ) -> Result<(), $crate::StoreError> {
-                sqlx::query($crate::sql::FINISH_RUN)
-                    .bind(id.as_str())
-                    .bind(status.as_str())
-                    .bind(winner.map(|w| w.as_str()))
-                    .bind(finished_at.map(|t| t.0))
-                    .execute(&self.pool)
-                    .await?;
-                Ok(())
-            }
+    async fn finish_run(
+        &self,
+        id: &arbiter_core::ids::RunId,
+        status: arbiter_core::status::RunStatus,
+        winner: Option<&arbiter_core::ids::CandidateId>,
+        finished_at: Option<arbiter_core::time::Timestamp>,
+    ) -> Result<(), crate::StoreError> {
+        sql(crate::sql::FINISH_RUN)
+            .bind(id.as_str())
+            .bind(status.as_str())
+            .bind(winner.map(|w| w.as_str()))
+            .bind(finished_at.map(|t| t.0))
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
 
-            async fn put_candidate(&self, c: &$crate::CandidateRecord) -> Result<(), $crate::StoreError> {
-                $crate::sql::put_candidate(c).execute(&self.pool).await?;
-                Ok(())
-            }
+    async fn put_candidate(&self, c: &crate::CandidateRecord) -> Result<(), crate::StoreError> {
+        put_candidate(c).execute(&self.pool).await?;
+        Ok(())
+    }
 
-            async fn append_event(&self, e: &arbiter_core::event::Event) -> Result<(), $crate::StoreError> {
-                sqlx::query($crate::sql::APPEND_EVENT)
-                    .bind(e.run_id.as_str())
-                    .bind(e.seq as i64)
-                    .bind(e.at.0)
-                    .bind(e.kind.as_str())
-                    .bind(e.candidate.as_ref().map(|c| c.as_str()))
-                    .bind(e.data.to_string())
-                    .execute(&self.pool)
-                    .await?;
-                Ok(())
-            }
+    async fn append_event(&self, e: &arbiter_core::event::Event) -> Result<(), crate::StoreError> {
+        sql(crate::sql::APPEND_EVENT)
+            .bind(e.run_id.as_str())
+            .bind(e.seq as i64)
+            .bind(e.at.0)
+            .bind(e.kind.as_str())
+            .bind(e.candidate.as_ref().map(|c| c.as_str()))
+            .bind(e.data.to_string())
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
 
-            async fn list_runs(&self, limit: u32) -> Result<Vec<$crate::RunRecord>, $crate::StoreError> {
-                let found = sqlx::query($crate::sql::LIST_RUNS).bind(limit as i64).fetch_all(&self.pool).await?;
-                found.iter().map($crate::rows::run).collect()
-            }
+    async fn list_runs(&self, limit: u32) -> Result<Vec<crate::RunRecord>, crate::StoreError> {
+        let found = sql(crate::sql::LIST_RUNS).bind(limit as i64).fetch_all(&self.pool).await?;
+        found.iter().map(crate::rows::run).collect()
+    }
 
-            async fn get_run(
-                &self,
-                id: &arbiter_core::ids::RunId,
-            ) -> Result<Option<$crate::RunRecord>, $crate::StoreError> {
-                let row = sqlx::query($crate::sql::GET_RUN).bind(id.as_str()).fetch_optional(&self.pool).await?;
-                row.as_ref().map($crate::rows::run).transpose()
-            }
+    async fn get_run(&self, id: &arbiter_core::ids::RunId) -> Result<Option<crate::RunRecord>, crate::StoreError> {
+        let row = sql(crate::sql::GET_RUN).bind(id.as_str()).fetch_optional(&self.pool).await?;
+        row.as_ref().map(crate::rows::run).transpose()
+    }
 
-            async fn candidates(
-                &self,
-                run: &arbiter_core::ids::RunId,
-            ) -> Result<Vec<$crate::CandidateRecord>, $crate::StoreError> {
-                let found = sqlx::query($crate::sql::CANDIDATES).bind(run.as_str()).fetch_all(&self.pool).await?;
-                found.iter().map(|row| $crate::rows::candidate(run, row)).collect()
-            }
+    async fn candidates(
+        &self,
+        run: &arbiter_core::ids::RunId,
+    ) -> Result<Vec<crate::CandidateRecord>, crate::StoreError> {
+        let found = sql(crate::sql::CANDIDATES).bind(run.as_str()).fetch_all(&self.pool).await?;
+        found.iter().map(|row| crate::rows::candidate(run, row)).collect()
+    }
 
-            async fn events(
-                &self,
-                run: &arbiter_core::ids::RunId,
-            ) -> Result<Vec<arbiter_core::event::Event>, $crate::StoreError> {
-                let found = sqlx::query($crate::sql::EVENTS).bind(run.as_str()).fetch_all(&self.pool).await?;
-                found.iter().map(|row| $crate::rows::event(run, row)).collect()
-            }
-        }
-    };
+    async fn events(
+        &self,
+        run: &arbiter_core::ids::RunId,
+    ) -> Result<Vec<arbiter_core::event::Event>, crate::StoreError> {
+        let found = sql(crate::sql::EVENTS).bind(run.as_str()).fetch_all(&self.pool).await?;
+        found.iter().map(|row| crate::rows::event(run, row)).collect()
+    }
 }

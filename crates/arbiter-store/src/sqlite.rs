@@ -16,20 +16,24 @@ use arbiter_core::time::Timestamp;
 use tokio::sync::Notify;
 
 use crate::StoreError;
+use crate::db::{Rec, Tx, sql};
 use crate::migrate::SQLITE;
 use crate::plan_sql::{PlanDialect, pick_ready, pick_ready_among, plan_budget, task_state};
 use crate::plans::{AttemptResult, Claimed, Finished, Lease, Wake};
+use crate::store::{Backend, SqlStore};
 
-/// The SQLite implementation of [`Store`](crate::Store) and [`PlanStore`](crate::plans::PlanStore).
+/// The SQLite store.
+pub type SqliteStore = SqlStore<SqliteBackend>;
+
+/// What is SQLite's own: one writer (`BEGIN IMMEDIATE`), claimers woken in this process
+/// only, and the one-round-trip scripts.
 #[derive(Clone)]
-pub struct SqliteStore {
+pub struct SqliteBackend {
     pool: SqlitePool,
     work: Arc<Notify>,
-    /// Claims and reports may take their one-round-trip scripts (see [`Self::general_path_only`]).
-    fast: bool,
 }
 
-impl SqliteStore {
+impl SqlStore<SqliteBackend> {
     /// Opens (creating if needed) the database at `path` and brings its schema up to date.
     pub async fn open(path: &Path) -> Result<Self, StoreError> {
         let location = path.display().to_string();
@@ -48,26 +52,49 @@ impl SqliteStore {
             .connect_with(options)
             .await
             .map_err(|source| StoreError::Open { location, source })?;
-        let store = SqliteStore { pool, work: Arc::new(Notify::new()), fast: true };
-        store.migrate().await?;
-        Ok(store)
+        migrate(&pool).await?;
+        Ok(SqlStore::new(pool.clone(), SqliteBackend { pool, work: Arc::new(Notify::new()) }))
     }
+}
 
-    /// The same store with its one-round-trip claims and reports turned off: every claim and
-    /// report takes the general path. The two paths must give the same outcomes, which the
-    /// differential tests check by running the same scenarios both ways.
-    pub fn general_path_only(mut self) -> Self {
-        self.fast = false;
-        self
+async fn migrate(pool: &SqlitePool) -> Result<(), StoreError> {
+    // BEGIN IMMEDIATE takes the write lock at once: two processes opening the database
+    // together apply the migrations one after the other.
+    let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
+    sqlx::query(
+        "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)",
+    )
+    .execute(&mut *tx)
+    .await?;
+    crate::migrate::apply::<sqlx::Sqlite>(&mut tx, SQLITE).await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+impl SqliteBackend {
+    /// Runs a script holding its own `BEGIN IMMEDIATE … COMMIT` in one round trip to the
+    /// connection's thread; on an error the transaction is rolled back before the
+    /// connection goes back to the pool.
+    async fn script(
+        &self,
+        query: sqlx::query::Query<'_, sqlx::Sqlite, sqlx::sqlite::SqliteArguments>,
+    ) -> Result<Vec<SqliteRow>, StoreError> {
+        let mut conn = self.pool.acquire().await?;
+        match query.fetch_all(&mut *conn).await {
+            Ok(rows) => Ok(rows),
+            Err(e) => {
+                let _ = sqlx::query("ROLLBACK").execute(&mut *conn).await;
+                Err(e.into())
+            }
+        }
     }
+}
 
-    /// Whether claims and reports may take the one-round-trip scripts.
-    fn fast_paths(&self) -> bool {
-        self.fast
-    }
+impl Backend for SqliteBackend {
+    type Db = sqlx::Sqlite;
 
-    async fn write_tx(&self) -> Result<sqlx::Transaction<'_, sqlx::Sqlite>, StoreError> {
-        Ok(self.pool.begin_with("BEGIN IMMEDIATE").await?)
+    async fn write_tx(pool: &SqlitePool) -> Result<Tx<'_, sqlx::Sqlite>, StoreError> {
+        Ok(pool.begin_with("BEGIN IMMEDIATE").await?)
     }
 
     async fn notify_work(&self, _plan_id: &str) {
@@ -85,63 +112,37 @@ impl SqliteStore {
         }
     }
 
-    /// Runs a script holding its own `BEGIN IMMEDIATE … COMMIT` in one round trip to the
-    /// connection's thread; on an error the transaction is rolled back before the
-    /// connection goes back to the pool.
-    async fn script(
-        &self,
-        query: sqlx::query::Query<'_, sqlx::Sqlite, sqlx::sqlite::SqliteArguments>,
-    ) -> Result<Vec<SqliteRow>, StoreError> {
-        let mut conn = self.pool.acquire().await?;
-        match query.fetch_all(&mut *conn).await {
-            Ok(rows) => Ok(rows),
-            Err(e) => {
-                let _ = sqlx::query("ROLLBACK").execute(&mut *conn).await;
-                Err(e.into())
-            }
-        }
-    }
-
-    /// One round trip when the plan has no budget and no key files: pick, claim, record the
-    /// attempt and the event, in one transaction. `None` sends the claim down the general
-    /// path (a guarded plan, or nothing ready). `among`: a JSON array of the tasks to claim
-    /// one of (`None`: any).
+    /// Pick, claim, record the attempt and the event, in one transaction.
     async fn claim_fast(
         &self,
         plan: &str,
         worker: &str,
-        ttl: Duration,
+        expires: Timestamp,
         now: Timestamp,
         among: Option<&str>,
     ) -> Result<Option<Claimed>, StoreError> {
-        if !self.fast {
-            return Ok(None);
-        }
-        let expires = crate::plan_impl::expiry(now, ttl);
         let token = crate::plan_impl::token("claim");
         let query =
             sqlx::query(CLAIM_FAST).bind(plan).bind(now.0).bind(worker).bind(expires.0).bind(&token).bind(among);
         let rows = self.script(query).await?;
         let Some(row) = rows.into_iter().next() else { return Ok(None) };
-        crate::plan_impl::fast_claim(&row, plan, worker, expires).map(Some)
+        crate::plan_impl::fast_claim(&Rec::<sqlx::Sqlite>(row), plan, worker, expires).map(Some)
     }
 
-    /// One round trip for a report with nothing to charge or release: end the task and the
-    /// attempt, unblock dependents, write the events. `None` sends the report down the
-    /// general path (which also refuses a stale fence).
+    /// End the task and the attempt, unblock dependents, write the events, in one
+    /// transaction.
     async fn finish_fast(
         &self,
         lease: &Lease,
         result: &AttemptResult,
         now: Timestamp,
     ) -> Result<Option<Finished>, StoreError> {
-        if !self.fast {
-            return Ok(None);
-        }
         let Some(o) = crate::plan_impl::fast_outcome(lease, result, now) else { return Ok(None) };
         let (done, ready) = (crate::plan_impl::token("finish"), crate::plan_impl::token("ready"));
-        let query = crate::plan_impl::bind_fast_report!(sqlx::query(FINISH_FAST), lease, &o, now);
-        let rows = self.script(query.bind(&done).bind(&ready)).await?;
+        let query = crate::plan_impl::bind_fast_report(sql(FINISH_FAST), lease, &o, now)
+            .bind(done.as_str())
+            .bind(ready.as_str());
+        let rows = self.script(query.into_query()).await?;
         let mut finished = false;
         let mut newly_ready = Vec::new();
         for row in rows {
@@ -155,23 +156,9 @@ impl SqliteStore {
         newly_ready.sort();
         Ok(finished.then(|| o.finished(newly_ready)))
     }
-
-    async fn migrate(&self) -> Result<(), StoreError> {
-        // BEGIN IMMEDIATE takes the write lock at once: two processes opening the database
-        // together apply the migrations one after the other.
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        sqlx::query(
-            "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)",
-        )
-        .execute(&mut *tx)
-        .await?;
-        crate::migrate::apply::<sqlx::Sqlite>(&mut tx, SQLITE).await?;
-        tx.commit().await?;
-        Ok(())
-    }
 }
 
-/// See [`SqliteStore::claim_fast`]; `$5` is the claim's token, `$6` a JSON array of the
+/// See [`SqliteBackend::claim_fast`]; `$5` is the claim's token, `$6` a JSON array of the
 /// tasks to claim among (NULL: the best ready one).
 const CLAIM_FAST: &str = "BEGIN IMMEDIATE;
 UPDATE plan_tasks SET status = 'running', attempts = attempts + 1, fence = fence + 1, lease_owner = $3,
@@ -193,7 +180,7 @@ SELECT t.id, t.attempts, t.max_attempts, t.fence, t.spec, p.retry_backoff_second
 UPDATE plan_tasks SET claim_token = NULL WHERE plan_id = $1 AND claim_token = $5;
 COMMIT;";
 
-/// See [`SqliteStore::finish_fast`]; `$13` marks the reported task, `$14` the dependents it
+/// See [`SqliteBackend::finish_fast`]; `$13` marks the reported task, `$14` the dependents it
 /// makes ready.
 const FINISH_FAST: &str = "BEGIN IMMEDIATE;
 UPDATE plan_tasks SET status = $3, not_before = $4, lease_owner = NULL, lease_expires = NULL,
@@ -222,7 +209,7 @@ UPDATE plan_tasks SET claim_token = NULL WHERE plan_id = $1 AND claim_token IN (
 COMMIT;";
 
 /// SQLite has one writer at a time: write transactions need no locks of their own.
-impl PlanDialect for SqliteStore {
+impl PlanDialect for SqliteBackend {
     const LOCK_PLAN: &'static str = plan_budget!();
     const LOCK_TASK: &'static str = task_state!();
     const PICK: &'static str = pick_ready!();
@@ -233,13 +220,7 @@ impl PlanDialect for SqliteStore {
     const LOCK_TASKS: Option<&'static str> = None;
 }
 
-crate::store_impl!(SqliteStore);
-crate::worker_registry_impl!(SqliteStore);
-crate::access_tokens_impl!(SqliteStore);
-crate::plan_store_impl!(SqliteStore, sqlx::Sqlite);
-crate::unit_queue_impl!(SqliteStore, sqlx::Sqlite);
-
-impl crate::unit_impl::UnitDialect for SqliteStore {
+impl crate::unit_impl::UnitDialect for SqliteBackend {
     const PICK_UNITS: &'static str = crate::unit_impl::pick_units!();
     const LOCK_UNIT: &'static str = crate::unit_impl::unit_state!();
     const LOCK_ATTEMPT: &'static str = crate::unit_impl::attempt_state!();

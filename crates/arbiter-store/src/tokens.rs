@@ -14,6 +14,8 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 use crate::StoreError;
+use crate::db::sql;
+use crate::store::{Backend, SqlStore};
 use crate::workers::Secret;
 
 /// The prefix of every access token (secret scanners, and the tests, recognise one).
@@ -121,13 +123,7 @@ pub(crate) const REVOKE: &str =
     "UPDATE access_tokens SET token_hash = NULL, revoked_at = COALESCE(revoked_at, $2) WHERE name = $1";
 
 /// Decodes an `access_tokens` row.
-pub(crate) fn record<R>(row: &R) -> Result<AccessTokenRecord, StoreError>
-where
-    R: sqlx::Row,
-    for<'a> &'a str: sqlx::ColumnIndex<R>,
-    String: crate::rows::Column<R::Database>,
-    i64: crate::rows::Column<R::Database>,
-{
+pub(crate) fn record<D: crate::db::Db>(row: &crate::db::Rec<D>) -> Result<AccessTokenRecord, StoreError> {
     use crate::rows::get;
     let role: String = get(row, "role")?;
     Ok(AccessTokenRecord {
@@ -139,76 +135,70 @@ where
     })
 }
 
-/// The [`AccessTokens`] implementation of a store: the store has `pool`.
-#[macro_export]
-#[doc(hidden)]
-macro_rules! access_tokens_impl {
-    ($store:ty) => {
-        #[async_trait::async_trait]
-        impl $crate::tokens::AccessTokens for $store {
-            async fn create_token(
-                &self,
-                name: &str,
-                role: $crate::tokens::Role,
-                now: arbiter_core::time::Timestamp,
-            ) -> Result<$crate::tokens::CreatedToken, $crate::StoreError> {
-                $crate::tokens::check_token_name(name).map_err(|reason| $crate::StoreError::InvalidToken { reason })?;
-                let token = $crate::tokens::new_access_token()?;
-                let inserted: Option<String> = sqlx::query_scalar($crate::tokens::INSERT)
-                    .bind(name)
-                    .bind(role.as_str())
-                    .bind($crate::workers::token_hash(token.expose()))
-                    .bind(now.0)
-                    .fetch_optional(&self.pool)
-                    .await?;
-                if inserted.is_none() {
-                    return Err($crate::StoreError::TokenExists { name: name.to_string() });
-                }
-                let record = $crate::tokens::AccessTokenRecord {
-                    name: name.to_string(),
-                    role,
-                    created_at: now,
-                    last_used_at: None,
-                    revoked_at: None,
-                };
-                Ok($crate::tokens::CreatedToken { record, token })
-            }
-
-            async fn authenticate_token(
-                &self,
-                token: &str,
-                now: arbiter_core::time::Timestamp,
-            ) -> Result<Option<$crate::tokens::AccessTokenRecord>, $crate::StoreError> {
-                if !token.starts_with($crate::tokens::ACCESS_TOKEN_PREFIX) {
-                    return Ok(None);
-                }
-                let row = sqlx::query($crate::tokens::AUTHENTICATE)
-                    .bind($crate::workers::token_hash(token))
-                    .bind(now.0)
-                    .fetch_optional(&self.pool)
-                    .await?;
-                row.as_ref().map($crate::tokens::record).transpose()
-            }
-
-            async fn tokens(&self) -> Result<Vec<$crate::tokens::AccessTokenRecord>, $crate::StoreError> {
-                let rows = sqlx::query($crate::tokens::ALL).fetch_all(&self.pool).await?;
-                rows.iter().map($crate::tokens::record).collect()
-            }
-
-            async fn revoke_token(
-                &self,
-                name: &str,
-                now: arbiter_core::time::Timestamp,
-            ) -> Result<$crate::tokens::AccessTokenRecord, $crate::StoreError> {
-                let done = sqlx::query($crate::tokens::REVOKE).bind(name).bind(now.0).execute(&self.pool).await?;
-                if done.rows_affected() == 0 {
-                    return Err($crate::StoreError::NoToken { name: name.to_string() });
-                }
-                let row = sqlx::query($crate::tokens::BY_NAME).bind(name).fetch_one(&self.pool).await?;
-                $crate::tokens::record(&row)
-            }
+/// The access tokens over any backend.
+#[async_trait::async_trait]
+impl<B: Backend> crate::tokens::AccessTokens for SqlStore<B> {
+    async fn create_token(
+        &self,
+        name: &str,
+        role: crate::tokens::Role,
+        now: arbiter_core::time::Timestamp,
+    ) -> Result<crate::tokens::CreatedToken, crate::StoreError> {
+        crate::tokens::check_token_name(name).map_err(|reason| crate::StoreError::InvalidToken { reason })?;
+        let token = crate::tokens::new_access_token()?;
+        let inserted = sql(crate::tokens::INSERT)
+            .bind(name)
+            .bind(role.as_str())
+            .bind(crate::workers::token_hash(token.expose()))
+            .bind(now.0)
+            .fetch_optional(&self.pool)
+            .await?;
+        if inserted.is_none() {
+            return Err(crate::StoreError::TokenExists { name: name.to_string() });
         }
-    };
+        let record = crate::tokens::AccessTokenRecord {
+            name: name.to_string(),
+            role,
+            created_at: now,
+            last_used_at: None,
+            revoked_at: None,
+        };
+        Ok(crate::tokens::CreatedToken { record, token })
+    }
+
+    async fn authenticate_token(
+        &self,
+        token: &str,
+        now: arbiter_core::time::Timestamp,
+    ) -> Result<Option<crate::tokens::AccessTokenRecord>, crate::StoreError> {
+        if !token.starts_with(crate::tokens::ACCESS_TOKEN_PREFIX) {
+            return Ok(None);
+        }
+        let row = sql(crate::tokens::AUTHENTICATE)
+            .bind(crate::workers::token_hash(token))
+            .bind(now.0)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(crate::tokens::record).transpose()
+    }
+
+    async fn tokens(&self) -> Result<Vec<crate::tokens::AccessTokenRecord>, crate::StoreError> {
+        let rows = sql(crate::tokens::ALL).fetch_all(&self.pool).await?;
+        rows.iter().map(crate::tokens::record).collect()
+    }
+
+    async fn revoke_token(
+        &self,
+        name: &str,
+        now: arbiter_core::time::Timestamp,
+    ) -> Result<crate::tokens::AccessTokenRecord, crate::StoreError> {
+        let done = sql(crate::tokens::REVOKE).bind(name).bind(now.0).execute(&self.pool).await?;
+        if done.rows_affected() == 0 {
+            return Err(crate::StoreError::NoToken { name: name.to_string() });
+        }
+        let row = sql(crate::tokens::BY_NAME).bind(name).fetch_one(&self.pool).await?;
+        crate::tokens::record(&row)
+    }
 }
 
 #[cfg(test)]

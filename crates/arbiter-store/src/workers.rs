@@ -20,6 +20,8 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::StoreError;
+use crate::db::sql;
+use crate::store::{Backend, SqlStore};
 
 /// A secret (a bearer token): never shown by `Debug`, never serialized; read it with
 /// [`Secret::expose`] where it must leave the process (an HTTP header, a 0600 file).
@@ -215,13 +217,7 @@ pub(crate) const ROTATE: &str =
     "UPDATE workers SET token_hash = $2, revoked_at = NULL, revoked_by = NULL, version = version + 1 WHERE name = $1";
 
 /// Decodes a `workers` row.
-pub(crate) fn record<R>(row: &R) -> Result<WorkerRecord, StoreError>
-where
-    R: sqlx::Row,
-    for<'a> &'a str: sqlx::ColumnIndex<R>,
-    String: crate::rows::Column<R::Database>,
-    i64: crate::rows::Column<R::Database>,
-{
+pub(crate) fn record<D: crate::db::Db>(row: &crate::db::Rec<D>) -> Result<WorkerRecord, StoreError> {
     use crate::rows::get;
     let json = |column: &'static str, text: String| -> Result<serde_json::Value, StoreError> {
         serde_json::from_str(&text).map_err(|_| StoreError::Corrupt { column, value: text })
@@ -254,137 +250,125 @@ pub(crate) fn new_registration_ids() -> Result<(String, Secret), StoreError> {
     Ok((new_id()?, new_token()?))
 }
 
-/// The [`WorkerRegistry`] implementation of a store: the store has `pool`.
-#[macro_export]
-#[doc(hidden)]
-macro_rules! worker_registry_impl {
-    ($store:ty) => {
-        #[async_trait::async_trait]
-        impl $crate::workers::WorkerRegistry for $store {
-            async fn register(
-                &self,
-                r: &$crate::workers::Registration,
-                now: arbiter_core::time::Timestamp,
-            ) -> Result<$crate::workers::Registered, $crate::StoreError> {
-                use $crate::workers::*;
-                check_name(&r.name).map_err(|reason| $crate::StoreError::InvalidWorker { reason })?;
-                let (id, token) = $crate::workers::new_registration_ids()?;
-                let hash = token_hash(token.expose());
-                let caps = &r.capabilities;
-                let inserted: Option<String> = sqlx::query_scalar($crate::workers::INSERT)
-                    .bind(&id)
+/// The registry of workers over any backend.
+#[async_trait::async_trait]
+impl<B: Backend> crate::workers::WorkerRegistry for SqlStore<B> {
+    async fn register(
+        &self,
+        r: &crate::workers::Registration,
+        now: arbiter_core::time::Timestamp,
+    ) -> Result<crate::workers::Registered, crate::StoreError> {
+        use crate::workers::*;
+        check_name(&r.name).map_err(|reason| crate::StoreError::InvalidWorker { reason })?;
+        let (id, token) = crate::workers::new_registration_ids()?;
+        let hash = token_hash(token.expose());
+        let caps = &r.capabilities;
+        let inserted = sql(crate::workers::INSERT)
+            .bind(&id)
+            .bind(&r.name)
+            .bind(&hash)
+            .bind(crate::workers::list_json(&caps.runners))
+            .bind(crate::workers::list_json(&caps.backends))
+            .bind(i64::from(caps.slots))
+            .bind(now.0)
+            .fetch_optional(&self.pool)
+            .await?;
+        let replaced = match inserted {
+            Some(_) => false,
+            None if r.replace => {
+                let updated = sql(crate::workers::REREGISTER)
                     .bind(&r.name)
                     .bind(&hash)
-                    .bind($crate::workers::list_json(&caps.runners))
-                    .bind($crate::workers::list_json(&caps.backends))
+                    .bind(crate::workers::list_json(&caps.runners))
+                    .bind(crate::workers::list_json(&caps.backends))
                     .bind(i64::from(caps.slots))
                     .bind(now.0)
                     .fetch_optional(&self.pool)
                     .await?;
-                let replaced = match inserted {
-                    Some(_) => false,
-                    None if r.replace => {
-                        let updated: Option<String> = sqlx::query_scalar($crate::workers::REREGISTER)
-                            .bind(&r.name)
-                            .bind(&hash)
-                            .bind($crate::workers::list_json(&caps.runners))
-                            .bind($crate::workers::list_json(&caps.backends))
-                            .bind(i64::from(caps.slots))
-                            .bind(now.0)
-                            .fetch_optional(&self.pool)
-                            .await?;
-                        if updated.is_none() {
-                            // Removed between the two statements: nothing to replace.
-                            return Err($crate::StoreError::NoWorker { name: r.name.clone() });
-                        }
-                        true
-                    }
-                    None => return Err($crate::StoreError::WorkerExists { name: r.name.clone() }),
-                };
-                let worker =
-                    self.worker(&r.name).await?.ok_or_else(|| $crate::StoreError::NoWorker { name: r.name.clone() })?;
-                Ok(Registered { worker, token, replaced })
-            }
-
-            async fn authenticate(
-                &self,
-                token: &str,
-            ) -> Result<Option<$crate::workers::WorkerRecord>, $crate::StoreError> {
-                let row = sqlx::query($crate::workers::AUTHENTICATE)
-                    .bind($crate::workers::token_hash(token))
-                    .fetch_optional(&self.pool)
-                    .await?;
-                row.as_ref().map($crate::workers::record).transpose()
-            }
-
-            async fn touch(
-                &self,
-                worker_id: &str,
-                capabilities: Option<&$crate::workers::Capabilities>,
-                current_work: &serde_json::Value,
-                now: arbiter_core::time::Timestamp,
-            ) -> Result<bool, $crate::StoreError> {
-                let done = sqlx::query($crate::workers::TOUCH)
-                    .bind(worker_id)
-                    .bind(now.0)
-                    .bind(current_work.to_string())
-                    .bind(capabilities.map(|c| $crate::workers::list_json(&c.runners)))
-                    .bind(capabilities.map(|c| $crate::workers::list_json(&c.backends)))
-                    .bind(capabilities.map(|c| i64::from(c.slots)))
-                    .execute(&self.pool)
-                    .await?;
-                Ok(done.rows_affected() > 0)
-            }
-
-            async fn worker(&self, name: &str) -> Result<Option<$crate::workers::WorkerRecord>, $crate::StoreError> {
-                let row = sqlx::query($crate::workers::BY_NAME).bind(name).fetch_optional(&self.pool).await?;
-                row.as_ref().map($crate::workers::record).transpose()
-            }
-
-            async fn workers(&self) -> Result<Vec<$crate::workers::WorkerRecord>, $crate::StoreError> {
-                let rows = sqlx::query($crate::workers::ALL).fetch_all(&self.pool).await?;
-                rows.iter().map($crate::workers::record).collect()
-            }
-
-            async fn revoke(
-                &self,
-                name: &str,
-                by: &str,
-                now: arbiter_core::time::Timestamp,
-            ) -> Result<$crate::workers::WorkerRecord, $crate::StoreError> {
-                let done =
-                    sqlx::query($crate::workers::REVOKE).bind(name).bind(now.0).bind(by).execute(&self.pool).await?;
-                if done.rows_affected() == 0 {
-                    return Err($crate::StoreError::NoWorker { name: name.to_string() });
+                if updated.is_none() {
+                    // Removed between the two statements: nothing to replace.
+                    return Err(crate::StoreError::NoWorker { name: r.name.clone() });
                 }
-                self.worker(name).await?.ok_or_else(|| $crate::StoreError::NoWorker { name: name.to_string() })
+                true
             }
+            None => return Err(crate::StoreError::WorkerExists { name: r.name.clone() }),
+        };
+        let worker = self.worker(&r.name).await?.ok_or_else(|| crate::StoreError::NoWorker { name: r.name.clone() })?;
+        Ok(Registered { worker, token, replaced })
+    }
 
-            async fn rotate(
-                &self,
-                name: &str,
-                _now: arbiter_core::time::Timestamp,
-            ) -> Result<$crate::workers::Registered, $crate::StoreError> {
-                let token = $crate::workers::new_token()?;
-                let done = sqlx::query($crate::workers::ROTATE)
-                    .bind(name)
-                    .bind($crate::workers::token_hash(token.expose()))
-                    .execute(&self.pool)
-                    .await?;
-                if done.rows_affected() == 0 {
-                    return Err($crate::StoreError::NoWorker { name: name.to_string() });
-                }
-                let worker =
-                    self.worker(name).await?.ok_or_else(|| $crate::StoreError::NoWorker { name: name.to_string() })?;
-                Ok($crate::workers::Registered { worker, token, replaced: true })
-            }
+    async fn authenticate(&self, token: &str) -> Result<Option<crate::workers::WorkerRecord>, crate::StoreError> {
+        let row = sql(crate::workers::AUTHENTICATE)
+            .bind(crate::workers::token_hash(token))
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(crate::workers::record).transpose()
+    }
 
-            async fn ping(&self) -> Result<(), $crate::StoreError> {
-                sqlx::query("SELECT 1").execute(&self.pool).await?;
-                Ok(())
-            }
+    async fn touch(
+        &self,
+        worker_id: &str,
+        capabilities: Option<&crate::workers::Capabilities>,
+        current_work: &serde_json::Value,
+        now: arbiter_core::time::Timestamp,
+    ) -> Result<bool, crate::StoreError> {
+        let done = sql(crate::workers::TOUCH)
+            .bind(worker_id)
+            .bind(now.0)
+            .bind(current_work.to_string())
+            .bind(capabilities.map(|c| crate::workers::list_json(&c.runners)))
+            .bind(capabilities.map(|c| crate::workers::list_json(&c.backends)))
+            .bind(capabilities.map(|c| i64::from(c.slots)))
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    async fn worker(&self, name: &str) -> Result<Option<crate::workers::WorkerRecord>, crate::StoreError> {
+        let row = sql(crate::workers::BY_NAME).bind(name).fetch_optional(&self.pool).await?;
+        row.as_ref().map(crate::workers::record).transpose()
+    }
+
+    async fn workers(&self) -> Result<Vec<crate::workers::WorkerRecord>, crate::StoreError> {
+        let rows = sql(crate::workers::ALL).fetch_all(&self.pool).await?;
+        rows.iter().map(crate::workers::record).collect()
+    }
+
+    async fn revoke(
+        &self,
+        name: &str,
+        by: &str,
+        now: arbiter_core::time::Timestamp,
+    ) -> Result<crate::workers::WorkerRecord, crate::StoreError> {
+        let done = sql(crate::workers::REVOKE).bind(name).bind(now.0).bind(by).execute(&self.pool).await?;
+        if done.rows_affected() == 0 {
+            return Err(crate::StoreError::NoWorker { name: name.to_string() });
         }
-    };
+        self.worker(name).await?.ok_or_else(|| crate::StoreError::NoWorker { name: name.to_string() })
+    }
+
+    async fn rotate(
+        &self,
+        name: &str,
+        _now: arbiter_core::time::Timestamp,
+    ) -> Result<crate::workers::Registered, crate::StoreError> {
+        let token = crate::workers::new_token()?;
+        let done = sql(crate::workers::ROTATE)
+            .bind(name)
+            .bind(crate::workers::token_hash(token.expose()))
+            .execute(&self.pool)
+            .await?;
+        if done.rows_affected() == 0 {
+            return Err(crate::StoreError::NoWorker { name: name.to_string() });
+        }
+        let worker = self.worker(name).await?.ok_or_else(|| crate::StoreError::NoWorker { name: name.to_string() })?;
+        Ok(crate::workers::Registered { worker, token, replaced: true })
+    }
+
+    async fn ping(&self) -> Result<(), crate::StoreError> {
+        sql("SELECT 1").execute(&self.pool).await?;
+        Ok(())
+    }
 }
 
 #[cfg(test)]
