@@ -320,7 +320,7 @@ async fn claimers_starting_together_on_a_new_plan_all_get_its_branch() {
     use arbiter_core::time::Timestamp;
     use arbiter_runner::git::Git;
     use arbiter_runner::plan_branch;
-    use arbiter_store::plans::PlanStore;
+    use arbiter_store::plans::PlanAdmin;
     let (repo, log) = plan_repo("  A) echo a > a.txt ;;");
     let plan = plan_of("together", &log, json!([task("A", &[], "test -f a.txt")]));
     let file = write_plan(&repo, &plan);
@@ -359,7 +359,7 @@ async fn a_winner_committed_before_its_worker_died_is_not_done_twice() {
     use arbiter_core::time::Timestamp;
     use arbiter_runner::git::Git;
     use arbiter_runner::{integration, plan_branch};
-    use arbiter_store::plans::{ClaimOutcome, PlanStore};
+    use arbiter_store::plans::{ClaimOutcome, PlanAdmin, PlanWork};
     let (repo, log) = plan_repo("  A) echo a > a.txt ;;\n  B) echo b > b.txt ;;");
     let plan = plan_of("recover", &log, json!([task("A", &[], "test -f a.txt"), task("B", &["A"], "test -f b.txt")]));
     let file = write_plan(&repo, &plan);
@@ -865,7 +865,7 @@ fn budgets_commands_and_bad_input() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_worker_whose_lease_was_taken_commits_nothing() {
     use arbiter_core::time::Timestamp;
-    use arbiter_store::plans::{ClaimOutcome, PlanStore};
+    use arbiter_store::plans::{ClaimOutcome, PlanWork};
     let scratch = holds_dir();
     let hold = scratch.path().join("hold");
     std::fs::write(&hold, "").expect("marker");

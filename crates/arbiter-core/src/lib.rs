@@ -29,6 +29,7 @@
 //! - [`report`] and [`viewer`]: `final_report.md` and the self-contained `viewer/index.html`.
 //! - [`cost`]: usage and cost records and their summary.
 //! - [`budget`]: limits, charges, reservations and the one crossing event.
+//! - [`queue`]: the plan and unit queues' ports, records and rules (the stores implement them).
 //! - [`crosstest`]: the tests candidates wrote, pooled and run against every survivor and the base.
 //! - [`strategy`]: tournament or escalation, and the order candidates are tried in.
 //! - [`money`]: exact dollar amounts.
@@ -63,6 +64,7 @@ pub mod pairwise;
 pub mod patch;
 pub mod plan;
 pub mod protect;
+pub mod queue;
 pub mod redact;
 pub mod repair;
 pub mod report;

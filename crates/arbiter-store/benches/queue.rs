@@ -21,10 +21,11 @@ use arbiter_core::money::Usd;
 use arbiter_core::plan::PlanSpec;
 use arbiter_core::plan::file::{Syntax, parse};
 use arbiter_core::time::Timestamp;
+use arbiter_store::db::{Db, sql};
 use arbiter_store::plans::{AttemptResult, ClaimOutcome, Import, PlanStore};
 use arbiter_store::postgres::PgStore;
 use arbiter_store::sqlite::SqliteStore;
-use sqlx::Connection;
+use sqlx::{Connection, Pool};
 
 const CYCLES: usize = 3000;
 const REPEATS: usize = 3;
@@ -87,50 +88,48 @@ async fn through_store(store: Arc<dyn PlanStore>, plan_id: &str, claimers: usize
 /// The same cycle as bare statements on the same table: one claim statement (the pick and
 /// the update; `SKIP LOCKED` on Postgres) and one complete statement, each its own
 /// transaction — no attempt row, no events, no readiness, no guards.
-macro_rules! raw_floor {
-    ($pool:expr, $plan:expr, $claimers:expr, $pick:expr) => {{
-        let started = Instant::now();
-        let mut joins = Vec::new();
-        for w in 0..$claimers {
-            let pool = $pool.clone();
-            let plan = $plan.to_string();
-            joins.push(tokio::spawn(async move {
-                let worker = format!("raw-{w}");
-                let mut done = 0usize;
-                loop {
-                    let claim = format!(
-                        "UPDATE plan_tasks SET status = 'running', fence = fence + 1, lease_owner = $2, lease_expires = $3
-                         WHERE plan_id = $1 AND id = (SELECT id FROM plan_tasks WHERE plan_id = $1 AND status = 'ready'
-                                                      ORDER BY priority, ord LIMIT 1 {})
-                         RETURNING id, fence",
-                        $pick
-                    );
-                    let row: Option<(String, i64)> = sqlx::query_as(sqlx::AssertSqlSafe(claim))
-                        .bind(&plan)
-                        .bind(&worker)
-                        .bind(now().0)
-                        .fetch_optional(&pool)
-                        .await
-                        .expect("raw claim");
-                    let Some((id, fence)) = row else { return done };
-                    sqlx::query("UPDATE plan_tasks SET status = 'done', lease_owner = NULL WHERE plan_id = $1 AND id = $2 AND fence = $3")
-                        .bind(&plan)
-                        .bind(&id)
-                        .bind(fence)
-                        .execute(&pool)
-                        .await
-                        .expect("raw complete");
-                    done += 1;
-                }
-            }));
-        }
-        let mut total = 0;
-        for j in joins {
-            total += j.await.expect("raw claimer");
-        }
-        assert_eq!(total, CYCLES);
-        total as f64 / started.elapsed().as_secs_f64()
-    }};
+async fn raw_floor<D: Db>(pool: &Pool<D>, plan: &str, claimers: usize, pick: &'static str) -> f64 {
+    let started = Instant::now();
+    let mut joins = Vec::new();
+    for w in 0..claimers {
+        let pool = pool.clone();
+        let plan = plan.to_string();
+        joins.push(tokio::spawn(async move {
+            let worker = format!("raw-{w}");
+            let mut done = 0usize;
+            loop {
+                let claim = format!(
+                    "UPDATE plan_tasks SET status = 'running', fence = fence + 1, lease_owner = $2, lease_expires = $3
+                     WHERE plan_id = $1 AND id = (SELECT id FROM plan_tasks WHERE plan_id = $1 AND status = 'ready'
+                                                  ORDER BY priority, ord LIMIT 1 {pick})
+                     RETURNING id, fence"
+                );
+                let row = sql::<D>(sqlx::AssertSqlSafe(claim))
+                    .bind(plan.as_str())
+                    .bind(worker.as_str())
+                    .bind(now().0)
+                    .fetch_optional(&pool)
+                    .await
+                    .expect("raw claim");
+                let Some(row) = row else { return done };
+                let (id, fence): (String, i64) = (row.try_get("id").expect("id"), row.try_get("fence").expect("fence"));
+                sql::<D>("UPDATE plan_tasks SET status = 'done', lease_owner = NULL WHERE plan_id = $1 AND id = $2 AND fence = $3")
+                    .bind(plan.as_str())
+                    .bind(id.as_str())
+                    .bind(fence)
+                    .execute(&pool)
+                    .await
+                    .expect("raw complete");
+                done += 1;
+            }
+        }));
+    }
+    let mut total = 0;
+    for j in joins {
+        total += j.await.expect("raw claimer");
+    }
+    assert_eq!(total, CYCLES);
+    total as f64 / started.elapsed().as_secs_f64()
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -166,7 +165,7 @@ async fn sqlite_rows(dir: &std::path::Path) -> (Vec<Row>, f64) {
                 )
                 .await
                 .expect("raw sqlite pool");
-            raw_runs.push(raw_floor!(pool, "raw", claimers, ""));
+            raw_runs.push(raw_floor(&pool, "raw", claimers, "").await);
         }
         rows.push(Row { store: "SQLite", claimers, through_store: median(store_runs), floor: median(raw_runs) });
     }
@@ -199,7 +198,7 @@ async fn pg_rows() -> (Vec<Row>, f64) {
             store_runs.push(through_store(store.clone(), "s", claimers).await);
             import(&*store, &plan("raw", CYCLES, false)).await;
             let pool = sqlx::postgres::PgPoolOptions::new().max_connections(16).connect(&url).await.expect("raw pool");
-            raw_runs.push(raw_floor!(pool, "raw", claimers, "FOR UPDATE SKIP LOCKED"));
+            raw_runs.push(raw_floor(&pool, "raw", claimers, "FOR UPDATE SKIP LOCKED").await);
             pool.close().await;
         }
         rows.push(Row { store: "Postgres", claimers, through_store: median(store_runs), floor: median(raw_runs) });

@@ -13,7 +13,24 @@ use std::future::Future;
 use sqlx::query::Query;
 use sqlx::{ColumnIndex, Database, Decode, Encode, Executor, Pool, Type};
 
-use crate::StoreError;
+use crate::{DatabaseError, StoreError};
+
+/// A failure sqlx reported, as the store's ports report it.
+pub(crate) fn database_error(e: sqlx::Error) -> DatabaseError {
+    let unique = matches!(&e, sqlx::Error::Database(db) if db.is_unique_violation());
+    DatabaseError::new(e, unique)
+}
+
+/// sqlx's results as the store's: `.or_store()?` where sqlx is called directly.
+pub(crate) trait OrStore<T> {
+    fn or_store(self) -> Result<T, StoreError>;
+}
+
+impl<T> OrStore<T> for Result<T, sqlx::Error> {
+    fn or_store(self) -> Result<T, StoreError> {
+        self.map_err(|e| StoreError::Query(database_error(e)))
+    }
+}
 
 /// A transaction on the database `D`.
 pub type Tx<'c, D> = sqlx::Transaction<'c, D>;
@@ -234,21 +251,21 @@ impl<'q, D: Db> Sql<'q, D> {
     where
         'q: 'c,
     {
-        Ok(Done(D::execute(self.0, on.on()).await?))
+        Ok(Done(D::execute(self.0, on.on()).await.or_store()?))
     }
 
     pub async fn fetch_all<'c>(self, on: impl Place<'c, Db = D>) -> Result<Vec<Rec<D>>, StoreError>
     where
         'q: 'c,
     {
-        Ok(D::fetch_all(self.0, on.on()).await?.into_iter().map(Rec).collect())
+        Ok(D::fetch_all(self.0, on.on()).await.or_store()?.into_iter().map(Rec).collect())
     }
 
     pub async fn fetch_optional<'c>(self, on: impl Place<'c, Db = D>) -> Result<Option<Rec<D>>, StoreError>
     where
         'q: 'c,
     {
-        Ok(D::fetch_optional(self.0, on.on()).await?.map(Rec))
+        Ok(D::fetch_optional(self.0, on.on()).await.or_store()?.map(Rec))
     }
 
     /// The one row the statement returns; none is an error.
@@ -256,7 +273,7 @@ impl<'q, D: Db> Sql<'q, D> {
     where
         'q: 'c,
     {
-        D::fetch_optional(self.0, on.on()).await?.map(Rec).ok_or(StoreError::Query(sqlx::Error::RowNotFound))
+        D::fetch_optional(self.0, on.on()).await.or_store()?.ok_or(sqlx::Error::RowNotFound).or_store().map(Rec)
     }
 }
 
@@ -264,10 +281,10 @@ impl<'q, D: Db> Sql<'q, D> {
 pub struct Rec<D: Database>(pub D::Row);
 
 impl<D: Db> Rec<D> {
-    pub fn try_get<T, I: AsRef<str>>(&self, column: I) -> Result<T, sqlx::Error>
+    pub fn try_get<T, I: AsRef<str>>(&self, column: I) -> Result<T, StoreError>
     where
         D: Decodes<T>,
     {
-        D::decode(&self.0, column.as_ref())
+        D::decode(&self.0, column.as_ref()).or_store()
     }
 }

@@ -3,6 +3,7 @@
 
 use sqlx::{Database, Decode, Encode, Executor, Row, Type};
 
+use crate::db::{OrStore, database_error};
 use crate::sql;
 use crate::{StoreError, rows};
 
@@ -23,22 +24,25 @@ where
     i64: for<'r> Decode<'r, DB> + Type<DB>,
     usize: sqlx::ColumnIndex<DB::Row>,
 {
-    let current: i64 = sqlx::query(sql::CURRENT_VERSION).fetch_one(&mut *conn).await?.try_get(0usize)?;
+    let current: i64 =
+        sqlx::query(sql::CURRENT_VERSION).fetch_one(&mut *conn).await.or_store()?.try_get(0usize).or_store()?;
     let known = migrations.last().map_or(0, |m| m.version);
     if current > known {
         return Err(StoreError::TooNew { found: current, known });
     }
     for m in migrations.iter().filter(|m| m.version > current) {
-        sqlx::raw_sql(sqlx::AssertSqlSafe(m.sql))
-            .execute(&mut *conn)
-            .await
-            .map_err(|source| StoreError::Migration { version: m.version, name: m.name, source })?;
+        sqlx::raw_sql(sqlx::AssertSqlSafe(m.sql)).execute(&mut *conn).await.map_err(|e| StoreError::Migration {
+            version: m.version,
+            name: m.name,
+            source: database_error(e),
+        })?;
         sqlx::query(sql::RECORD_MIGRATION)
             .bind(m.version)
             .bind(m.name)
             .bind(rows::now_micros())
             .execute(&mut *conn)
-            .await?;
+            .await
+            .or_store()?;
     }
     Ok(())
 }

@@ -2,6 +2,8 @@
 //! SQL). Statements that need a dialect of their own (row locks, `SKIP LOCKED`, one-statement
 //! fast paths) live with their store, behind [`PlanDialect`].
 
+use const_format::concatcp;
+
 /// What each store says in its own dialect.
 pub trait PlanDialect {
     /// A plan's budget and flags, locked for the rest of the transaction where the store
@@ -31,87 +33,56 @@ pub trait PlanDialect {
     const LOCK_TASKS: Option<&'static str>;
 }
 
-macro_rules! plan_columns {
-    () => {
-        "id, name, header, budget_pico, spent_pico, reserved_pico, budget_crossed, guard_files, retry_backoff_seconds, cancelled, created_at, updated_at, branch_name, branch_origin, branch_base, branch_recorded_at"
-    };
-}
+pub(crate) const PLAN_COLUMNS: &str = "id, name, header, budget_pico, spent_pico, reserved_pico, budget_crossed, guard_files, retry_backoff_seconds, cancelled, created_at, updated_at, branch_name, branch_origin, branch_base, branch_recorded_at";
 
-macro_rules! task_columns {
-    () => {
-        "id, ord, priority, spec, status, deps_left, attempts, max_attempts, not_before, fence, lease_owner, lease_expires, reserved_pico, cost_pico, run_id, commit_sha, reason, version"
-    };
-}
+pub(crate) const TASK_COLUMNS: &str = "id, ord, priority, spec, status, deps_left, attempts, max_attempts, not_before, fence, lease_owner, lease_expires, reserved_pico, cost_pico, run_id, commit_sha, reason, version";
 
-pub const SELECT_PLAN: &str = concat!("SELECT ", plan_columns!(), " FROM plans WHERE id = $1");
+pub const SELECT_PLAN: &str = concatcp!("SELECT ", PLAN_COLUMNS, " FROM plans WHERE id = $1");
 
-pub const SELECT_TASKS: &str = concat!("SELECT ", task_columns!(), " FROM plan_tasks WHERE plan_id = $1 ORDER BY ord");
+pub const SELECT_TASKS: &str = concatcp!("SELECT ", TASK_COLUMNS, " FROM plan_tasks WHERE plan_id = $1 ORDER BY ord");
 
-pub const SELECT_TASK: &str = concat!("SELECT ", task_columns!(), " FROM plan_tasks WHERE plan_id = $1 AND id = $2");
+pub const SELECT_TASK: &str = concatcp!("SELECT ", TASK_COLUMNS, " FROM plan_tasks WHERE plan_id = $1 AND id = $2");
 
 /// A condition on the candidate task `t`: its key files overlap (the same path, or one
 /// inside the other) a running task's. Used by each store's [`PlanDialect::PICK`].
-macro_rules! overlaps_running {
-    () => {
-        "EXISTS (SELECT 1 FROM plan_files f
-           JOIN plan_files g ON g.plan_id = f.plan_id AND g.task_id <> f.task_id
-             AND (g.path = f.path OR substr(g.path, 1, length(f.path) + 1) = f.path || '/'
-                  OR substr(f.path, 1, length(g.path) + 1) = g.path || '/')
-           JOIN plan_tasks r ON r.plan_id = g.plan_id AND r.id = g.task_id AND r.status = 'running'
-           WHERE f.plan_id = t.plan_id AND f.task_id = t.id)"
-    };
-}
-pub(crate) use overlaps_running;
+pub(crate) const OVERLAPS_RUNNING: &str = "EXISTS (SELECT 1 FROM plan_files f
+   JOIN plan_files g ON g.plan_id = f.plan_id AND g.task_id <> f.task_id
+     AND (g.path = f.path OR substr(g.path, 1, length(f.path) + 1) = f.path || '/'
+          OR substr(f.path, 1, length(g.path) + 1) = g.path || '/')
+   JOIN plan_tasks r ON r.plan_id = g.plan_id AND r.id = g.task_id AND r.status = 'running'
+   WHERE f.plan_id = t.plan_id AND f.task_id = t.id)";
 
 /// The start of [`PlanDialect::PICK`]: the best ready task, skipping file overlaps when `$3`.
-macro_rules! pick_ready {
-    () => {
-        concat!(
-            "SELECT t.id, t.version, t.attempt_budget_pico FROM plan_tasks t
-             WHERE t.plan_id = $1 AND t.status = 'ready' AND t.not_before <= $2
-               AND (NOT $3 OR NOT t.has_files OR NOT ",
-            $crate::plan_sql::overlaps_running!(),
-            ")
-             ORDER BY t.priority, t.ord LIMIT 1"
-        )
-    };
-}
-pub(crate) use pick_ready;
+pub(crate) const PICK_READY: &str = concatcp!(
+    "SELECT t.id, t.version, t.attempt_budget_pico FROM plan_tasks t
+     WHERE t.plan_id = $1 AND t.status = 'ready' AND t.not_before <= $2
+       AND (NOT $3 OR NOT t.has_files OR NOT ",
+    OVERLAPS_RUNNING,
+    ")
+     ORDER BY t.priority, t.ord LIMIT 1"
+);
 
 /// [`pick_ready`] among some tasks: `$4` is a JSON array of their ids, which `$ids` (the
 /// dialect's) turns into a set.
-macro_rules! pick_ready_among {
-    ($ids:literal) => {
-        concat!(
-            "SELECT t.id, t.version, t.attempt_budget_pico FROM plan_tasks t
-             WHERE t.plan_id = $1 AND t.id IN (",
-            $ids,
-            ") AND t.status = 'ready' AND t.not_before <= $2
-               AND (NOT $3 OR NOT t.has_files OR NOT ",
-            $crate::plan_sql::overlaps_running!(),
-            ")
-             ORDER BY t.priority, t.ord LIMIT 1"
-        )
-    };
-}
-pub(crate) use pick_ready_among;
+pub(crate) const PICK_READY_AMONG_HEAD: &str = "SELECT t.id, t.version, t.attempt_budget_pico FROM plan_tasks t
+     WHERE t.plan_id = $1 AND t.id IN (";
+
+/// The rest of [`PlanDialect::PICK_AMONG`], after the set of ids.
+pub(crate) const PICK_READY_AMONG_TAIL: &str = concatcp!(
+    ") AND t.status = 'ready' AND t.not_before <= $2
+       AND (NOT $3 OR NOT t.has_files OR NOT ",
+    OVERLAPS_RUNNING,
+    ")
+     ORDER BY t.priority, t.ord LIMIT 1"
+);
 
 /// The columns [`PlanDialect::LOCK_PLAN`] reads.
-macro_rules! plan_budget {
-    () => {
-        "SELECT budget_pico, spent_pico, reserved_pico, budget_crossed, guard_files, cancelled, retry_backoff_seconds
-         FROM plans WHERE id = $1"
-    };
-}
-pub(crate) use plan_budget;
+pub(crate) const PLAN_BUDGET: &str =
+    "SELECT budget_pico, spent_pico, reserved_pico, budget_crossed, guard_files, cancelled, retry_backoff_seconds
+ FROM plans WHERE id = $1";
 
 /// The columns [`PlanDialect::LOCK_TASK`] reads.
-macro_rules! task_state {
-    () => {
-        "SELECT status, fence, attempts, max_attempts, reserved_pico, lease_expires FROM plan_tasks WHERE plan_id = $1 AND id = $2"
-    };
-}
-pub(crate) use task_state;
+pub(crate) const TASK_STATE: &str = "SELECT status, fence, attempts, max_attempts, reserved_pico, lease_expires FROM plan_tasks WHERE plan_id = $1 AND id = $2";
 
 /// A new plan row (`$8` its source, unique among plans that have one).
 pub const INSERT_PLAN: &str =
@@ -258,22 +229,19 @@ pub const RETRY_TASK: &str = "UPDATE plan_tasks SET status = CASE WHEN deps_left
 pub const UNCANCEL_PLAN: &str = "UPDATE plans SET cancelled = false, updated_at = $2 WHERE id = $1";
 
 /// The dependencies of the `plan_tasks` row being updated that were not imported as done.
-macro_rules! unmet_at_start {
-    () => {
-        "FROM plan_deps d JOIN plan_tasks u ON u.plan_id = d.plan_id AND u.id = d.depends_on
-         WHERE d.plan_id = plan_tasks.plan_id AND d.task_id = plan_tasks.id AND COALESCE(u.initial_status, '') <> 'done'"
-    };
-}
+pub(crate) const UNMET_AT_START: &str =
+    "FROM plan_deps d JOIN plan_tasks u ON u.plan_id = d.plan_id AND u.id = d.depends_on
+ WHERE d.plan_id = plan_tasks.plan_id AND d.task_id = plan_tasks.id AND COALESCE(u.initial_status, '') <> 'done'";
 
 /// Every task back to how it was imported: the statuses an import or a gate gave
 /// (`initial_status`) stay, the rest wait for their dependencies not imported as done.
-pub const RESET_TASKS: &str = concat!(
+pub const RESET_TASKS: &str = concatcp!(
     "UPDATE plan_tasks SET
          deps_left = (SELECT COUNT(*) ",
-    unmet_at_start!(),
+    UNMET_AT_START,
     "),
          status = COALESCE(initial_status, CASE WHEN EXISTS (SELECT 1 ",
-    unmet_at_start!(),
+    UNMET_AT_START,
     ") THEN 'blocked' ELSE 'ready' END),
          attempts = 0, not_before = 0, lease_owner = NULL, lease_expires = NULL, reserved_pico = 0, run_id = NULL,
          commit_sha = NULL, reason = CASE WHEN initial_status IS NULL THEN NULL ELSE reason END,

@@ -29,13 +29,14 @@ use tokio::sync::{Notify, OnceCell};
 
 use crate::StoreError;
 use crate::batch::{Batched, Batcher};
-use crate::db::{Rec, Tx, sql};
+use crate::db::{OrStore, Rec, Tx, sql};
 use crate::migrate::POSTGRES;
 use crate::pg_url::PgUrl;
-use crate::plan_impl::FastOutcome;
-use crate::plan_sql::{PlanDialect, pick_ready, pick_ready_among, plan_budget, task_state};
+use crate::plan_sql::{PICK_READY, PICK_READY_AMONG_HEAD, PICK_READY_AMONG_TAIL, PLAN_BUDGET, PlanDialect, TASK_STATE};
 use crate::plans::{AttemptResult, Claimed, Finished, Lease, Wake};
 use crate::store::{Backend, SqlStore};
+use arbiter_core::queue::rules::FastOutcome;
+use const_format::concatcp;
 
 /// How long a connection attempt may take before the server counts as unreachable.
 /// How long a pooled connection may sit idle and still be used without a ping first.
@@ -153,15 +154,15 @@ impl SqlStore<PgBackend> {
 }
 
 async fn migrate(pool: &PgPool) -> Result<(), StoreError> {
-    let mut tx = pool.begin().await?;
-    sqlx::query("SELECT pg_advisory_xact_lock($1)").bind(MIGRATION_LOCK).execute(&mut *tx).await?;
+    let mut tx = pool.begin().await.or_store()?;
+    sqlx::query("SELECT pg_advisory_xact_lock($1)").bind(MIGRATION_LOCK).execute(&mut *tx).await.or_store()?;
     sqlx::query(
         "CREATE TABLE IF NOT EXISTS schema_migrations (version BIGINT PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)",
     )
     .execute(&mut *tx)
-    .await?;
+    .await.or_store()?;
     crate::migrate::apply::<sqlx::Postgres>(&mut tx, POSTGRES).await?;
-    tx.commit().await?;
+    tx.commit().await.or_store()?;
     Ok(())
 }
 
@@ -190,7 +191,7 @@ impl Backend for PgBackend {
     type Db = sqlx::Postgres;
 
     async fn write_tx(pool: &PgPool) -> Result<Tx<'_, sqlx::Postgres>, StoreError> {
-        Ok(pool.begin().await?)
+        pool.begin().await.or_store()
     }
 
     /// Tells every listener (in any process) that the plan may have work.
@@ -246,17 +247,21 @@ impl Backend for PgBackend {
         result: &AttemptResult,
         now: Timestamp,
     ) -> Result<Option<Finished>, StoreError> {
-        let Some(outcome) = crate::plan_impl::fast_outcome(lease, result, now) else { return Ok(None) };
+        let Some(outcome) = arbiter_core::queue::rules::fast_outcome(lease, result, now) else { return Ok(None) };
         self.reports.ask(ReportAsked { lease: lease.clone(), outcome, now }, true).await
     }
 }
 
 impl PlanDialect for PgBackend {
-    const LOCK_PLAN: &'static str = concat!(plan_budget!(), " FOR UPDATE");
-    const LOCK_TASK: &'static str = concat!(task_state!(), " FOR UPDATE");
-    const PICK: &'static str = concat!(pick_ready!(), " FOR UPDATE OF t SKIP LOCKED");
-    const PICK_AMONG: &'static str =
-        concat!(pick_ready_among!("SELECT jsonb_array_elements_text($4::jsonb)"), " FOR UPDATE OF t SKIP LOCKED");
+    const LOCK_PLAN: &'static str = concatcp!(PLAN_BUDGET, " FOR UPDATE");
+    const LOCK_TASK: &'static str = concatcp!(TASK_STATE, " FOR UPDATE");
+    const PICK: &'static str = concatcp!(PICK_READY, " FOR UPDATE OF t SKIP LOCKED");
+    const PICK_AMONG: &'static str = concatcp!(
+        PICK_READY_AMONG_HEAD,
+        "SELECT jsonb_array_elements_text($4::jsonb)",
+        PICK_READY_AMONG_TAIL,
+        " FOR UPDATE OF t SKIP LOCKED"
+    );
     // The plan's ending lock: (1634886260, hashtext(plan)), as in `arbiter_finish_fast`.
     const ENDING_GUARD: Option<&'static str> = Some("SELECT pg_advisory_xact_lock_shared(1634886260, hashtext($1))");
     const IMPORT_GUARD: Option<&'static str> = Some("SELECT pg_advisory_xact_lock(1634886260, hashtext($1))");
@@ -351,11 +356,12 @@ async fn claim_one(
         .bind(expires.0)
         .bind(among)
         .fetch_optional(pool)
-        .await?
+        .await
+        .or_store()?
     else {
         return Ok(None);
     };
-    crate::plan_impl::fast_claim(&Rec::<sqlx::Postgres>(row), plan, worker, expires).map(Some)
+    crate::plan_rows::fast_claim(&Rec::<sqlx::Postgres>(row), plan, worker, expires).map(Some)
 }
 
 /// Claims of one plan, one statement: the claimers in order, each with its claim or `None`.
@@ -364,11 +370,18 @@ async fn claim_many(pool: &PgPool, asked: &[&ClaimAsked]) -> Result<Vec<Option<C
     let now = asked.iter().map(|a| a.now).max().unwrap_or(Timestamp(0));
     let workers: Vec<&str> = asked.iter().map(|a| a.worker.as_str()).collect();
     let expires: Vec<i64> = asked.iter().map(|a| a.expires.0).collect();
-    let rows = sqlx::query(CLAIM_MANY).bind(plan).bind(now.0).bind(&workers).bind(&expires).fetch_all(pool).await?;
+    let rows = sqlx::query(CLAIM_MANY)
+        .bind(plan)
+        .bind(now.0)
+        .bind(&workers)
+        .bind(&expires)
+        .fetch_all(pool)
+        .await
+        .or_store()?;
     let mut claims: Vec<Option<Claimed>> = asked.iter().map(|_| None).collect();
     for row in rows.into_iter().map(Rec::<sqlx::Postgres>) {
         let (i, a) = nth(asked, row.try_get::<i64, _>("n")?, "claim batch n")?;
-        claims[i] = Some(crate::plan_impl::fast_claim(&row, plan, &a.worker, a.expires)?);
+        claims[i] = Some(crate::plan_rows::fast_claim(&row, plan, &a.worker, a.expires)?);
     }
     Ok(claims)
 }
@@ -406,11 +419,12 @@ impl Batched for Claims {
 
 /// One report on its own (see [`PgBackend::finish_fast`]).
 async fn finish_one(pool: &PgPool, r: &ReportAsked) -> Result<Option<Finished>, StoreError> {
-    let row = crate::plan_impl::bind_fast_report(sql(FINISH_FAST), &r.lease, &r.outcome, r.now)
+    let row = crate::plan_rows::bind_fast_report(sql(FINISH_FAST), &r.lease, &r.outcome, r.now)
         .into_query()
         .fetch_one(pool)
-        .await?;
-    let newly_ready = row.try_get::<Option<Vec<String>>, _>("newly_ready")?;
+        .await
+        .or_store()?;
+    let newly_ready = row.try_get::<Option<Vec<String>>, _>("newly_ready").or_store()?;
     Ok(newly_ready.map(|ready| r.outcome.finished(ready)))
 }
 
@@ -445,11 +459,12 @@ async fn finish_many(pool: &PgPool, asked: &[&ReportAsked]) -> Result<Vec<Option
         .bind(&kinds)
         .bind(&datas)
         .fetch_all(pool)
-        .await?;
+        .await
+        .or_store()?;
     let mut finished: Vec<Option<Finished>> = asked.iter().map(|_| None).collect();
     for row in &rows {
-        let (i, r) = nth(asked, row.try_get::<i32, _>("n")?.into(), "report batch n")?;
-        let newly_ready = row.try_get::<Option<Vec<String>>, _>("newly_ready")?;
+        let (i, r) = nth(asked, row.try_get::<i32, _>("n").or_store()?.into(), "report batch n")?;
+        let newly_ready = row.try_get::<Option<Vec<String>>, _>("newly_ready").or_store()?;
         finished[i] = newly_ready.map(|ready| r.outcome.finished(ready));
     }
     Ok(finished)
@@ -481,10 +496,10 @@ impl Batched for Reports {
 /// changes locks its task's row too, so the units of one attempt change one after another:
 /// of candidates finishing at once, the last sees the others done and readies the
 /// evaluation (locking only its own row, each would see the others still running).
-impl crate::unit_impl::UnitDialect for PgBackend {
-    const PICK_UNITS: &'static str = concat!(crate::unit_impl::pick_units!(), " FOR UPDATE OF u SKIP LOCKED");
-    const LOCK_UNIT: &'static str = concat!(crate::unit_impl::unit_state!(), " FOR UPDATE OF t, u");
-    const LOCK_ATTEMPT: &'static str = concat!(crate::unit_impl::attempt_state!(), " FOR UPDATE");
+impl crate::unit_sql::UnitDialect for PgBackend {
+    const PICK_UNITS: &'static str = concatcp!(crate::unit_sql::PICK_UNITS, " FOR UPDATE OF u SKIP LOCKED");
+    const LOCK_UNIT: &'static str = concatcp!(crate::unit_sql::UNIT_STATE, " FOR UPDATE OF t, u");
+    const LOCK_ATTEMPT: &'static str = concatcp!(crate::unit_sql::ATTEMPT_STATE, " FOR UPDATE");
 }
 
 /// The batched statements, made directly (whether concurrent callers batch depends on
@@ -492,7 +507,7 @@ impl crate::unit_impl::UnitDialect for PgBackend {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plans::{Import, PlanStore};
+    use crate::plans::{Import, PlanAdmin, PlanWork};
     use arbiter_core::plan::file::{Syntax, parse};
     use arbiter_core::plan::state::TaskStatus;
 
@@ -588,7 +603,7 @@ mod tests {
             .into_iter()
             .map(|lease| ReportAsked {
                 lease: lease.clone(),
-                outcome: crate::plan_impl::fast_outcome(lease, &done, t(10)).unwrap(),
+                outcome: arbiter_core::queue::rules::fast_outcome(lease, &done, t(10)).unwrap(),
                 now: t(10),
             })
             .collect();
@@ -644,7 +659,7 @@ mod tests {
             .into_iter()
             .map(|(lease, result)| ReportAsked {
                 lease: lease.clone(),
-                outcome: crate::plan_impl::fast_outcome(lease, result, t(12)).unwrap(),
+                outcome: arbiter_core::queue::rules::fast_outcome(lease, result, t(12)).unwrap(),
                 now: t(12),
             })
             .collect();
@@ -659,7 +674,7 @@ mod tests {
             AttemptResult::Failed { reason: "exit 1: a\0b".into(), retry: crate::plans::Retry::Never, run_id: None };
         let report = ReportAsked {
             lease: taken[1].clone(),
-            outcome: crate::plan_impl::fast_outcome(&taken[1], &free_text, t(13)).unwrap(),
+            outcome: arbiter_core::queue::rules::fast_outcome(&taken[1], &free_text, t(13)).unwrap(),
             now: t(13),
         };
         assert!(finish_one(&store.pool, &report).await.unwrap().is_some());

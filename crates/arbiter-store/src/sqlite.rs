@@ -16,11 +16,13 @@ use arbiter_core::time::Timestamp;
 use tokio::sync::Notify;
 
 use crate::StoreError;
+use crate::db::{OrStore, database_error};
 use crate::db::{Rec, Tx, sql};
 use crate::migrate::SQLITE;
-use crate::plan_sql::{PlanDialect, pick_ready, pick_ready_among, plan_budget, task_state};
+use crate::plan_sql::{PICK_READY, PICK_READY_AMONG_HEAD, PICK_READY_AMONG_TAIL, PLAN_BUDGET, PlanDialect, TASK_STATE};
 use crate::plans::{AttemptResult, Claimed, Finished, Lease, Wake};
 use crate::store::{Backend, SqlStore};
+use const_format::concatcp;
 
 /// The SQLite store.
 pub type SqliteStore = SqlStore<SqliteBackend>;
@@ -38,7 +40,7 @@ impl SqlStore<SqliteBackend> {
     pub async fn open(path: &Path) -> Result<Self, StoreError> {
         let location = path.display().to_string();
         let options = SqliteConnectOptions::from_str("sqlite://")
-            .map_err(|source| StoreError::Open { location: location.clone(), source })?
+            .map_err(|e| StoreError::Open { location: location.clone(), source: database_error(e) })?
             .filename(path)
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
@@ -51,7 +53,7 @@ impl SqlStore<SqliteBackend> {
             .test_before_acquire(false)
             .connect_with(options)
             .await
-            .map_err(|source| StoreError::Open { location, source })?;
+            .map_err(|e| StoreError::Open { location, source: database_error(e) })?;
         migrate(&pool).await?;
         Ok(SqlStore::new(pool.clone(), SqliteBackend { pool, work: Arc::new(Notify::new()) }))
     }
@@ -60,14 +62,14 @@ impl SqlStore<SqliteBackend> {
 async fn migrate(pool: &SqlitePool) -> Result<(), StoreError> {
     // BEGIN IMMEDIATE takes the write lock at once: two processes opening the database
     // together apply the migrations one after the other.
-    let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
+    let mut tx = pool.begin_with("BEGIN IMMEDIATE").await.or_store()?;
     sqlx::query(
         "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)",
     )
     .execute(&mut *tx)
-    .await?;
+    .await.or_store()?;
     crate::migrate::apply::<sqlx::Sqlite>(&mut tx, SQLITE).await?;
-    tx.commit().await?;
+    tx.commit().await.or_store()?;
     Ok(())
 }
 
@@ -79,12 +81,12 @@ impl SqliteBackend {
         &self,
         query: sqlx::query::Query<'_, sqlx::Sqlite, sqlx::sqlite::SqliteArguments>,
     ) -> Result<Vec<SqliteRow>, StoreError> {
-        let mut conn = self.pool.acquire().await?;
+        let mut conn = self.pool.acquire().await.or_store()?;
         match query.fetch_all(&mut *conn).await {
             Ok(rows) => Ok(rows),
             Err(e) => {
                 let _ = sqlx::query("ROLLBACK").execute(&mut *conn).await;
-                Err(e.into())
+                Err(e).or_store()
             }
         }
     }
@@ -94,7 +96,7 @@ impl Backend for SqliteBackend {
     type Db = sqlx::Sqlite;
 
     async fn write_tx(pool: &SqlitePool) -> Result<Tx<'_, sqlx::Sqlite>, StoreError> {
-        Ok(pool.begin_with("BEGIN IMMEDIATE").await?)
+        pool.begin_with("BEGIN IMMEDIATE").await.or_store()
     }
 
     async fn notify_work(&self, _plan_id: &str) {
@@ -121,12 +123,12 @@ impl Backend for SqliteBackend {
         now: Timestamp,
         among: Option<&str>,
     ) -> Result<Option<Claimed>, StoreError> {
-        let token = crate::plan_impl::token("claim");
+        let token = crate::plan_rows::token("claim");
         let query =
             sqlx::query(CLAIM_FAST).bind(plan).bind(now.0).bind(worker).bind(expires.0).bind(&token).bind(among);
         let rows = self.script(query).await?;
         let Some(row) = rows.into_iter().next() else { return Ok(None) };
-        crate::plan_impl::fast_claim(&Rec::<sqlx::Sqlite>(row), plan, worker, expires).map(Some)
+        crate::plan_rows::fast_claim(&Rec::<sqlx::Sqlite>(row), plan, worker, expires).map(Some)
     }
 
     /// End the task and the attempt, unblock dependents, write the events, in one
@@ -137,17 +139,17 @@ impl Backend for SqliteBackend {
         result: &AttemptResult,
         now: Timestamp,
     ) -> Result<Option<Finished>, StoreError> {
-        let Some(o) = crate::plan_impl::fast_outcome(lease, result, now) else { return Ok(None) };
-        let (done, ready) = (crate::plan_impl::token("finish"), crate::plan_impl::token("ready"));
-        let query = crate::plan_impl::bind_fast_report(sql(FINISH_FAST), lease, &o, now)
+        let Some(o) = arbiter_core::queue::rules::fast_outcome(lease, result, now) else { return Ok(None) };
+        let (done, ready) = (crate::plan_rows::token("finish"), crate::plan_rows::token("ready"));
+        let query = crate::plan_rows::bind_fast_report(sql(FINISH_FAST), lease, &o, now)
             .bind(done.as_str())
             .bind(ready.as_str());
         let rows = self.script(query.into_query()).await?;
         let mut finished = false;
         let mut newly_ready = Vec::new();
         for row in rows {
-            let id: String = row.try_get("id")?;
-            if row.try_get::<bool, _>("finished")? {
+            let id: String = row.try_get("id").or_store()?;
+            if row.try_get::<bool, _>("finished").or_store()? {
                 finished = true;
             } else {
                 newly_ready.push(id);
@@ -210,18 +212,19 @@ COMMIT;";
 
 /// SQLite has one writer at a time: write transactions need no locks of their own.
 impl PlanDialect for SqliteBackend {
-    const LOCK_PLAN: &'static str = plan_budget!();
-    const LOCK_TASK: &'static str = task_state!();
-    const PICK: &'static str = pick_ready!();
-    const PICK_AMONG: &'static str = pick_ready_among!("SELECT value FROM json_each($4)");
+    const LOCK_PLAN: &'static str = PLAN_BUDGET;
+    const LOCK_TASK: &'static str = TASK_STATE;
+    const PICK: &'static str = PICK_READY;
+    const PICK_AMONG: &'static str =
+        concatcp!(PICK_READY_AMONG_HEAD, "SELECT value FROM json_each($4)", PICK_READY_AMONG_TAIL);
     const ENDING_GUARD: Option<&'static str> = None;
     const IMPORT_GUARD: Option<&'static str> = None;
     const LOCK_ENDING: Option<&'static str> = None;
     const LOCK_TASKS: Option<&'static str> = None;
 }
 
-impl crate::unit_impl::UnitDialect for SqliteBackend {
-    const PICK_UNITS: &'static str = crate::unit_impl::pick_units!();
-    const LOCK_UNIT: &'static str = crate::unit_impl::unit_state!();
-    const LOCK_ATTEMPT: &'static str = crate::unit_impl::attempt_state!();
+impl crate::unit_sql::UnitDialect for SqliteBackend {
+    const PICK_UNITS: &'static str = crate::unit_sql::PICK_UNITS;
+    const LOCK_UNIT: &'static str = crate::unit_sql::UNIT_STATE;
+    const LOCK_ATTEMPT: &'static str = crate::unit_sql::ATTEMPT_STATE;
 }

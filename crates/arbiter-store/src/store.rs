@@ -17,7 +17,7 @@ use crate::StoreError;
 use crate::db::{Db, Tx};
 use crate::plan_sql::PlanDialect;
 use crate::plans::{AttemptResult, Claimed, Finished, Lease, Wake};
-use crate::unit_impl::UnitDialect;
+use crate::unit_sql::UnitDialect;
 
 /// What a database backend adds to the generic store.
 pub trait Backend: PlanDialect + UnitDialect + Send + Sync + 'static {
@@ -113,7 +113,7 @@ impl<B: Backend> SqlStore<B> {
         if !self.fast {
             return Ok(None);
         }
-        let expires = crate::plan_impl::expiry(now, ttl);
+        let expires = arbiter_core::queue::rules::expiry(now, ttl);
         self.backend.claim_fast(plan, worker, expires, now, among).await
     }
 

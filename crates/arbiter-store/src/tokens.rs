@@ -1,5 +1,5 @@
 //! Named access tokens of a control plane (`arbiter token create|list|revoke`), behind the
-//! [`AccessTokens`] port, on SQLite and Postgres alike (one macro, the same statements).
+//! [`AccessTokens`] port, on SQLite and Postgres alike (one generic implementation over [`SqlStore`], the same statements).
 //!
 //! The admin token of the environment (`ARBITER_ADMIN_TOKEN`) is one shared secret; these are
 //! per person or per use, each with a name and a role ([`Role::Admin`] administers, a
@@ -124,14 +124,13 @@ pub(crate) const REVOKE: &str =
 
 /// Decodes an `access_tokens` row.
 pub(crate) fn record<D: crate::db::Db>(row: &crate::db::Rec<D>) -> Result<AccessTokenRecord, StoreError> {
-    use crate::rows::get;
-    let role: String = get(row, "role")?;
+    let role: String = row.try_get("role")?;
     Ok(AccessTokenRecord {
-        name: get(row, "name")?,
+        name: row.try_get("name")?,
         role: Role::parse(&role).ok_or(StoreError::Corrupt { column: "access_tokens.role", value: role })?,
-        created_at: Timestamp(get(row, "created_at")?),
-        last_used_at: get::<_, Option<i64>>(row, "last_used_at")?.map(Timestamp),
-        revoked_at: get::<_, Option<i64>>(row, "revoked_at")?.map(Timestamp),
+        created_at: Timestamp(row.try_get("created_at")?),
+        last_used_at: row.try_get::<Option<i64>, _>("last_used_at")?.map(Timestamp),
+        revoked_at: row.try_get::<Option<i64>, _>("revoked_at")?.map(Timestamp),
     })
 }
 

@@ -9,28 +9,27 @@ use arbiter_core::time::Timestamp;
 use serde_json::json;
 
 use crate::StoreError;
-use crate::db::{Db, Rec, Tx, sql};
-use crate::plan_impl::expiry;
+use crate::db::{Db, OrStore, Rec, Tx, sql};
 use crate::plans::*;
 use crate::store::{Backend, SqlStore};
-use crate::unit_impl as u;
+use crate::unit_sql as u;
 use crate::units::*;
+use arbiter_core::queue::rules::expiry;
 
 /// An expired or released unit lease: (plan, task, attempt fence, name, kind,
 /// unit fence, worker, tries).
 type Held = (String, String, i64, String, UnitKind, i64, String, u32);
 
 fn held<D: Db>(r: &Rec<D>) -> Result<Held, StoreError> {
-    use crate::rows::get;
     Ok((
-        get(r, "plan_id")?,
-        get(r, "task_id")?,
-        get(r, "task_fence")?,
-        get(r, "name")?,
-        u::kind(get(r, "kind")?)?,
-        get(r, "fence")?,
-        get::<_, Option<String>>(r, "worker")?.unwrap_or_default(),
-        get::<_, i64>(r, "tries")?.max(0) as u32,
+        r.try_get("plan_id")?,
+        r.try_get("task_id")?,
+        r.try_get("task_fence")?,
+        r.try_get("name")?,
+        u::kind(r.try_get("kind")?)?,
+        r.try_get("fence")?,
+        r.try_get::<Option<String>, _>("worker")?.unwrap_or_default(),
+        r.try_get::<i64, _>("tries")?.max(0) as u32,
     ))
 }
 
@@ -76,7 +75,7 @@ impl<B: Backend> SqlStore<B> {
                 .bind(&name)
                 .fetch_optional(&mut *tx)
                 .await?
-                .map(|r| Ok::<_, sqlx::Error>((r.try_get("status")?, r.try_get("fence")?)))
+                .map(|r| Ok::<_, StoreError>((r.try_get("status")?, r.try_get("fence")?)))
                 .transpose()?;
             if still != Some(("running".to_string(), fence)) {
                 continue;
@@ -221,7 +220,7 @@ impl<B: Backend> UnitQueue for SqlStore<B> {
         }
         let mut tx = self.write_tx().await?;
         let outcome = Self::claim_tx(&mut tx, plan_id, worker, ttl, now, Some(&among)).await?;
-        tx.commit().await?;
+        tx.commit().await.or_store()?;
         Ok(outcome)
     }
 
@@ -301,7 +300,7 @@ impl<B: Backend> UnitQueue for SqlStore<B> {
             now,
         )
         .await?;
-        tx.commit().await?;
+        tx.commit().await.or_store()?;
         self.notify_work(&lease.plan_id).await;
         Ok(())
     }
@@ -380,7 +379,7 @@ impl<B: Backend> UnitQueue for SqlStore<B> {
                 now,
             )
             .await?;
-            tx.commit().await?;
+            tx.commit().await.or_store()?;
             let lease = UnitLease {
                 attempt,
                 name,
@@ -392,7 +391,7 @@ impl<B: Backend> UnitQueue for SqlStore<B> {
             };
             return Ok(Some(UnitClaim { lease, task: task_spec }));
         }
-        tx.commit().await?;
+        tx.commit().await.or_store()?;
         Ok(None)
     }
 
@@ -464,7 +463,7 @@ impl<B: Backend> UnitQueue for SqlStore<B> {
                 now,
             )
             .await?;
-            tx.commit().await?;
+            tx.commit().await.or_store()?;
             return Err(StoreError::StaleUnit {
                 plan: plan.to_string(),
                 task: task.to_string(),
@@ -571,7 +570,7 @@ impl<B: Backend> UnitQueue for SqlStore<B> {
                 sql(u::TASK_WAITING_REASON).bind(plan).bind(task).bind(note).execute(&mut tx).await?;
             }
         }
-        tx.commit().await?;
+        tx.commit().await.or_store()?;
         self.fail_given_up(failed, now).await?;
         self.notify_work(plan).await;
         Ok(UnitFinished { evaluation_ready, given_up })
@@ -618,7 +617,7 @@ impl<B: Backend> UnitQueue for SqlStore<B> {
         let units = rows.iter().map(held).collect::<Result<Vec<_>, _>>()?;
         let mut tx = self.write_tx().await?;
         let (taken, failed) = Self::take_back_tx(&mut tx, units, &u::TakeBack::Expired, now).await?;
-        tx.commit().await?;
+        tx.commit().await.or_store()?;
         self.fail_given_up(failed, now).await?;
         for plan in taken.iter().map(|t| t.plan_id.clone()).collect::<std::collections::BTreeSet<_>>() {
             self.notify_work(&plan).await;
@@ -644,7 +643,7 @@ impl<B: Backend> UnitQueue for SqlStore<B> {
         }
         let mut tx = self.write_tx().await?;
         let (taken, _) = Self::take_back_tx(&mut tx, units, &u::TakeBack::Released, now).await?;
-        tx.commit().await?;
+        tx.commit().await.or_store()?;
         self.notify_work(plan_id).await;
         Ok(taken)
     }

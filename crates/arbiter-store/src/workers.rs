@@ -1,5 +1,5 @@
 //! The worker registry: the remote workers a control plane (`arbiter serve`) knows, behind
-//! the [`WorkerRegistry`] port, on SQLite and Postgres alike (one macro, the same statements).
+//! the [`WorkerRegistry`] port, on SQLite and Postgres alike (one generic implementation over [`SqlStore`], the same statements).
 //!
 //! - A worker registers once with a name; the registry mints its id and a bearer token of
 //!   256 bits from the operating system's generator, returns the token once, and keeps only
@@ -218,7 +218,6 @@ pub(crate) const ROTATE: &str =
 
 /// Decodes a `workers` row.
 pub(crate) fn record<D: crate::db::Db>(row: &crate::db::Rec<D>) -> Result<WorkerRecord, StoreError> {
-    use crate::rows::get;
     let json = |column: &'static str, text: String| -> Result<serde_json::Value, StoreError> {
         serde_json::from_str(&text).map_err(|_| StoreError::Corrupt { column, value: text })
     };
@@ -226,18 +225,18 @@ pub(crate) fn record<D: crate::db::Db>(row: &crate::db::Rec<D>) -> Result<Worker
         serde_json::from_str(&text).map_err(|_| StoreError::Corrupt { column, value: text })
     };
     Ok(WorkerRecord {
-        id: get(row, "id")?,
-        name: get(row, "name")?,
+        id: row.try_get("id")?,
+        name: row.try_get("name")?,
         capabilities: Capabilities {
-            runners: list("workers.runners", get(row, "runners")?)?,
-            backends: list("workers.backends", get(row, "backends")?)?,
-            slots: u32::try_from(get::<_, i64>(row, "slots")?).unwrap_or(0),
+            runners: list("workers.runners", row.try_get("runners")?)?,
+            backends: list("workers.backends", row.try_get("backends")?)?,
+            slots: u32::try_from(row.try_get::<i64, _>("slots")?).unwrap_or(0),
         },
-        registered_at: Timestamp(get(row, "registered_at")?),
-        last_seen_at: get::<_, Option<i64>>(row, "last_seen_at")?.map(Timestamp),
-        current_work: json("workers.current_work", get(row, "current_work")?)?,
-        revoked_at: get::<_, Option<i64>>(row, "revoked_at")?.map(Timestamp),
-        revoked_by: get(row, "revoked_by")?,
+        registered_at: Timestamp(row.try_get("registered_at")?),
+        last_seen_at: row.try_get::<Option<i64>, _>("last_seen_at")?.map(Timestamp),
+        current_work: json("workers.current_work", row.try_get("current_work")?)?,
+        revoked_at: row.try_get::<Option<i64>, _>("revoked_at")?.map(Timestamp),
+        revoked_by: row.try_get("revoked_by")?,
     })
 }
 

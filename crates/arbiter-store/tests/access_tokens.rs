@@ -6,6 +6,8 @@
 
 mod common;
 
+use common::both;
+
 use std::sync::Arc;
 
 use arbiter_core::time::Timestamp;
@@ -74,34 +76,6 @@ async fn kinds_stay_apart(store: Arc<dyn Both>) {
     for bad in ["", "a b", "<script>", "../x", &"x".repeat(65)] {
         assert!(matches!(store.create_token(bad, Role::ReadOnly, t(2)).await, Err(StoreError::InvalidToken { .. })));
     }
-}
-
-macro_rules! both {
-    ($($name:ident),* $(,)?) => {
-        mod sqlite {
-            use super::*;
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    let dir = tempfile::tempdir().unwrap();
-                    let store = SqliteStore::open(&dir.path().join("arbiter.db")).await.unwrap();
-                    super::$name(Arc::new(store)).await;
-                }
-            )*
-        }
-        mod postgres {
-            use super::*;
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    let (url, name) = common::fresh_database().await;
-                    let store = PgStore::connect(&url).await.unwrap();
-                    super::$name(Arc::new(store)).await;
-                    common::drop_database(&name).await;
-                }
-            )*
-        }
-    };
 }
 
 both!(create_authenticate_revoke, kinds_stay_apart);

@@ -5,6 +5,8 @@
 
 mod common;
 
+use common::both;
+
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
@@ -817,34 +819,6 @@ async fn one_plan_per_source(store: Arc<dyn PlanStore>) {
     }
     let sourced = store.plans().await.unwrap().len();
     assert_eq!(sourced, 3, "a, one of r0..r7, same");
-}
-
-macro_rules! both {
-    ($($name:ident),* $(,)?) => {
-        mod sqlite {
-            use super::*;
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-                async fn $name() {
-                    let dir = tempfile::tempdir().unwrap();
-                    let store = SqliteStore::open(&dir.path().join("arbiter.db")).await.unwrap();
-                    super::$name(Arc::new(store)).await;
-                }
-            )*
-        }
-        mod postgres {
-            use super::*;
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-                async fn $name() {
-                    let (url, name) = common::fresh_database().await;
-                    let store = PgStore::connect(&url).await.unwrap();
-                    super::$name(Arc::new(store)).await;
-                    common::drop_database(&name).await;
-                }
-            )*
-        }
-    };
 }
 
 both!(

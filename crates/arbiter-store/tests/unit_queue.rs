@@ -6,6 +6,8 @@
 
 mod common;
 
+use common::both;
+
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
@@ -393,34 +395,6 @@ async fn concurrent_candidate_finishes(store: Arc<dyn UnitQueue>) {
         evaluations.insert(c.lease.attempt.task_id.clone());
     }
     assert_eq!(evaluations.len(), 12);
-}
-
-macro_rules! both {
-    ($($name:ident),* $(,)?) => {
-        mod sqlite {
-            use super::*;
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-                async fn $name() {
-                    let dir = tempfile::tempdir().unwrap();
-                    let store = SqliteStore::open(&dir.path().join("arbiter.db")).await.unwrap();
-                    super::$name(Arc::new(store)).await;
-                }
-            )*
-        }
-        mod postgres {
-            use super::*;
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-                async fn $name() {
-                    let (url, name) = common::fresh_database().await;
-                    let store = PgStore::connect(&url).await.unwrap();
-                    super::$name(Arc::new(store)).await;
-                    common::drop_database(&name).await;
-                }
-            )*
-        }
-    };
 }
 
 /// A worker that cannot run a unit refuses it: the unit goes to another worker (the

@@ -6,6 +6,8 @@
 
 mod common;
 
+use common::both;
+
 use std::sync::Arc;
 
 use arbiter_core::time::Timestamp;
@@ -146,34 +148,6 @@ async fn concurrent_registrations(reg: Arc<dyn WorkerRegistry>) {
         }
     }
     assert_eq!(won, 1);
-}
-
-macro_rules! both {
-    ($($name:ident),* $(,)?) => {
-        mod sqlite {
-            use super::*;
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-                async fn $name() {
-                    let dir = tempfile::tempdir().unwrap();
-                    let store = SqliteStore::open(&dir.path().join("arbiter.db")).await.unwrap();
-                    super::$name(Arc::new(store)).await;
-                }
-            )*
-        }
-        mod postgres {
-            use super::*;
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-                async fn $name() {
-                    let (url, name) = common::fresh_database().await;
-                    let store = PgStore::connect(&url).await.unwrap();
-                    super::$name(Arc::new(store)).await;
-                    common::drop_database(&name).await;
-                }
-            )*
-        }
-    };
 }
 
 both!(register_and_authenticate, revoke_and_rotate, touch, concurrent_registrations);

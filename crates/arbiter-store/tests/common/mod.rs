@@ -47,3 +47,36 @@ pub fn every_event_is_typed(events: &[arbiter_store::plans::PlanEvent]) {
         events.iter().filter(|e| e.entry().is_none()).map(|e| format!("{} {}", e.kind, e.data)).collect();
     assert!(untyped.is_empty(), "events that do not read as their types:\n{}", untyped.join("\n"));
 }
+
+/// Makes each named test (an `async fn(Arc<Store>)`) run twice: as `sqlite::NAME` on a
+/// temporary SQLite file and as `postgres::NAME` on a fresh Postgres database.
+#[allow(unused_macros)]
+macro_rules! both {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            use super::*;
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $name() {
+                    let dir = tempfile::tempdir().unwrap();
+                    let store = SqliteStore::open(&dir.path().join("arbiter.db")).await.unwrap();
+                    super::$name(Arc::new(store)).await;
+                }
+            )*
+        }
+        mod postgres {
+            use super::*;
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $name() {
+                    let (url, name) = common::fresh_database().await;
+                    let store = PgStore::connect(&url).await.unwrap();
+                    super::$name(Arc::new(store)).await;
+                    common::drop_database(&name).await;
+                }
+            )*
+        }
+    };
+}
+#[allow(unused_imports)]
+pub(crate) use both;

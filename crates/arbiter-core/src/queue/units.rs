@@ -11,22 +11,22 @@
 //! claimed (its git cannot reach the control plane, its sandbox cannot be set up, it cannot
 //! read the assignment) refuses it ([`UnitOutcome::Refused`]): the try counts the same, and
 //! that worker is not given the unit again for [`REFUSAL_COOLDOWN`], so another runs it. The evaluation's report ends the
-//! attempt with the task's lease ([`PlanStore::finish`]).
+//! attempt with the task's lease ([`PlanWork::finish`]).
 //!
 //! A worker claims only units whose needs (runners, backends) it has ([`Capabilities`]).
 
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use arbiter_core::money::Usd;
-use arbiter_core::plan::TaskSpec;
-use arbiter_core::settings::RunSettings;
-use arbiter_core::time::Timestamp;
+use crate::money::Usd;
+use crate::plan::TaskSpec;
+use crate::settings::RunSettings;
+use crate::time::Timestamp;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
-use crate::StoreError;
-use crate::plans::{ClaimOutcome, Lease, PlanStore};
+use crate::queue::StoreError;
+use crate::queue::plans::{ClaimOutcome, Lease, PlanStore};
 
 /// How often a unit's lease may run out before the unit is given up.
 pub const MAX_UNIT_TRIES: u32 = 3;
@@ -36,9 +36,9 @@ pub const MAX_UNIT_TRIES: u32 = 3;
 /// been passing).
 pub const REFUSAL_COOLDOWN: Duration = Duration::from_secs(60);
 
-pub use arbiter_core::plan::state::UnitResult;
+pub use crate::plan::state::UnitResult;
 
-pub use arbiter_core::plan::state::UnitKind;
+pub use crate::plan::state::UnitKind;
 
 /// Where a unit stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -205,7 +205,7 @@ pub trait UnitQueue: PlanStore {
         skip: u32,
         limit: u32,
     ) -> Result<Vec<TaskSpec>, StoreError>;
-    /// Claims the best of these tasks that is ready (as [`PlanStore::claim`] claims the best
+    /// Claims the best of these tasks that is ready (as [`PlanWork::claim`] claims the best
     /// of all), in one round trip where the plan allows; `Idle` (with the plan's counts) when
     /// none of them is claimable (any more), or none is given.
     async fn claim_among(

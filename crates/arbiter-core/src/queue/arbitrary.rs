@@ -1,10 +1,10 @@
 //! Generators of the store's records for property tests (`--features arbitrary`): what
 //! `#[derive(Arbitrary)]` cannot make, here and only here (the values themselves come from
-//! `arbiter_core::arbitrary`).
+//! `crate::arbitrary`).
 
 use proptest::prelude::*;
 
-use crate::plans::{PlanRecord, PlanView, TaskRecord};
+use crate::queue::plans::{PlanRecord, PlanView, TaskRecord};
 
 impl Arbitrary for PlanView {
     type Parameters = ();

@@ -1,14 +1,14 @@
-//! The unit queue's behaviour ([`UnitQueue`](crate::units::UnitQueue)), written once for
-//! both stores like the plan queue's: decoding unit rows, the statements both run as
-//! written, and a macro expanded for each store. Each store says how it locks a unit and an
-//! attempt ([`UnitDialect`]).
+//! The unit queue's statements that both stores run as written, the unit rows read back as
+//! records, and what each store says in its own dialect to lock a unit and an attempt
+//! ([`UnitDialect`]). The queue itself is [`crate::unit_queue`].
+
+use const_format::concatcp;
 
 use arbiter_core::money::Usd;
 use arbiter_core::time::Timestamp;
 
 use crate::StoreError;
 use crate::db::{Db, Rec};
-use crate::rows::get;
 use crate::units::{UnitKind, UnitRecord, UnitStatus};
 
 /// What each store says in its own dialect.
@@ -25,19 +25,15 @@ pub trait UnitDialect {
 /// The start of [`UnitDialect::PICK_UNITS`]: ready units of running attempts of plans that
 /// are not cancelled, evaluations first, then in task and unit order, with what a claim
 /// needs of their task.
-macro_rules! pick_units {
-    () => {
-        "SELECT u.plan_id, u.task_id, u.task_fence, u.name, u.kind, u.needs, u.fence, u.run_id, u.base,
-                u.avoid_worker, u.avoid_until, t.attempts, t.max_attempts, t.reserved_pico, t.spec, p.retry_backoff_seconds
-         FROM plan_units u
-         JOIN plan_tasks t ON t.plan_id = u.plan_id AND t.id = u.task_id AND t.status = 'running' AND t.fence = u.task_fence
-         JOIN plans p ON p.id = u.plan_id
-         WHERE u.status = 'ready' AND NOT p.cancelled AND (CAST($1 AS TEXT) IS NULL OR u.plan_id = $1)
-         ORDER BY CASE u.kind WHEN 'evaluation' THEN 0 ELSE 1 END, t.priority, t.ord, u.ord
-         LIMIT 64"
-    };
-}
-pub(crate) use pick_units;
+pub(crate) const PICK_UNITS: &str =
+    "SELECT u.plan_id, u.task_id, u.task_fence, u.name, u.kind, u.needs, u.fence, u.run_id, u.base,
+        u.avoid_worker, u.avoid_until, t.attempts, t.max_attempts, t.reserved_pico, t.spec, p.retry_backoff_seconds
+ FROM plan_units u
+ JOIN plan_tasks t ON t.plan_id = u.plan_id AND t.id = u.task_id AND t.status = 'running' AND t.fence = u.task_fence
+ JOIN plans p ON p.id = u.plan_id
+ WHERE u.status = 'ready' AND NOT p.cancelled AND (CAST($1 AS TEXT) IS NULL OR u.plan_id = $1)
+ ORDER BY CASE u.kind WHEN 'evaluation' THEN 0 ELSE 1 END, t.priority, t.ord, u.ord
+ LIMIT 64";
 
 /// Whether any unit of a running attempt is ready (`$1` a plan or NULL): a claim that finds
 /// none takes no write lock.
@@ -46,22 +42,13 @@ pub const ANY_READY_UNIT: &str = "SELECT 1 AS found FROM plan_units u
      WHERE u.status = 'ready' AND (CAST($1 AS TEXT) IS NULL OR u.plan_id = $1) LIMIT 1";
 
 /// The start of [`UnitDialect::LOCK_UNIT`].
-macro_rules! unit_state {
-    () => {
-        "SELECT u.status, u.fence, u.kind, u.tries, t.status AS task_status, t.fence AS task_fence_now
-         FROM plan_units u JOIN plan_tasks t ON t.plan_id = u.plan_id AND t.id = u.task_id
-         WHERE u.plan_id = $1 AND u.task_id = $2 AND u.task_fence = $3 AND u.name = $4"
-    };
-}
-pub(crate) use unit_state;
+pub(crate) const UNIT_STATE: &str =
+    "SELECT u.status, u.fence, u.kind, u.tries, t.status AS task_status, t.fence AS task_fence_now
+ FROM plan_units u JOIN plan_tasks t ON t.plan_id = u.plan_id AND t.id = u.task_id
+ WHERE u.plan_id = $1 AND u.task_id = $2 AND u.task_fence = $3 AND u.name = $4";
 
 /// The start of [`UnitDialect::LOCK_ATTEMPT`].
-macro_rules! attempt_state {
-    () => {
-        "SELECT status, fence FROM plan_tasks WHERE plan_id = $1 AND id = $2"
-    };
-}
-pub(crate) use attempt_state;
+pub(crate) const ATTEMPT_STATE: &str = "SELECT status, fence FROM plan_tasks WHERE plan_id = $1 AND id = $2";
 
 /// See [`UnitQueue::tasks_choose_runners`](crate::units::UnitQueue::tasks_choose_runners).
 /// A task's spec is compact JSON whose keys are present only when set, and a `"` inside a
@@ -157,22 +144,19 @@ pub const CANDIDATES_LEFT: &str = "SELECT COUNT(*) AS n FROM plan_units
 pub const EVALUATION_READY: &str = "UPDATE plan_units SET status = 'ready', updated_at = $4
      WHERE plan_id = $1 AND task_id = $2 AND task_fence = $3 AND kind = 'evaluation' AND status = 'waiting'";
 
-macro_rules! unit_columns {
-    () => {
-        "u.plan_id, u.task_id, u.task_fence, u.name, u.kind, u.ord, u.needs, u.status, u.fence, u.worker,
-         u.lease_expires, u.tries, u.run_id, u.base, u.result, u.cost_pico"
-    };
-}
+pub(crate) const UNIT_COLUMNS: &str =
+    "u.plan_id, u.task_id, u.task_fence, u.name, u.kind, u.ord, u.needs, u.status, u.fence, u.worker,
+ u.lease_expires, u.tries, u.run_id, u.base, u.result, u.cost_pico";
 
-pub const UNITS_OF: &str = concat!(
+pub const UNITS_OF: &str = concatcp!(
     "SELECT ",
-    unit_columns!(),
+    UNIT_COLUMNS,
     " FROM plan_units u WHERE u.plan_id = $1 AND u.task_id = $2 AND u.task_fence = $3 ORDER BY u.ord"
 );
 
-pub const RUNNING_UNITS: &str = concat!(
+pub const RUNNING_UNITS: &str = concatcp!(
     "SELECT ",
-    unit_columns!(),
+    UNIT_COLUMNS,
     " FROM plan_units u JOIN plan_tasks t ON t.plan_id = u.plan_id AND t.id = u.task_id AND t.status = 'running' AND t.fence = u.task_fence
      WHERE u.plan_id = $1 ORDER BY t.ord, u.ord"
 );
@@ -207,27 +191,27 @@ pub(crate) fn kind(text: String) -> Result<UnitKind, StoreError> {
 
 /// A unit row (the columns of `unit_columns!`).
 pub(crate) fn unit<D: Db>(row: &Rec<D>) -> Result<UnitRecord, StoreError> {
-    let status: String = get(row, "status")?;
-    let result: Option<String> = get(row, "result")?;
+    let status: String = row.try_get("status")?;
+    let result: Option<String> = row.try_get("result")?;
     Ok(UnitRecord {
-        plan_id: get(row, "plan_id")?,
-        task_id: get(row, "task_id")?,
-        task_fence: get(row, "task_fence")?,
-        name: get(row, "name")?,
-        kind: kind(get(row, "kind")?)?,
-        ord: get(row, "ord")?,
-        needs: needs(get(row, "needs")?)?,
+        plan_id: row.try_get("plan_id")?,
+        task_id: row.try_get("task_id")?,
+        task_fence: row.try_get("task_fence")?,
+        name: row.try_get("name")?,
+        kind: kind(row.try_get("kind")?)?,
+        ord: row.try_get("ord")?,
+        needs: needs(row.try_get("needs")?)?,
         status: UnitStatus::parse(&status).ok_or_else(|| corrupt("plan_units.status", status))?,
-        fence: get(row, "fence")?,
-        worker: get(row, "worker")?,
-        lease_expires: get::<_, Option<i64>>(row, "lease_expires")?.map(Timestamp),
-        tries: get::<_, i64>(row, "tries")?.max(0) as u32,
-        run_id: get(row, "run_id")?,
-        base: get(row, "base")?,
+        fence: row.try_get("fence")?,
+        worker: row.try_get("worker")?,
+        lease_expires: row.try_get::<Option<i64>, _>("lease_expires")?.map(Timestamp),
+        tries: row.try_get::<i64, _>("tries")?.max(0) as u32,
+        run_id: row.try_get("run_id")?,
+        base: row.try_get("base")?,
         result: match result {
             Some(text) => Some(serde_json::from_str(&text).map_err(|_| corrupt("plan_units.result", text))?),
             None => None,
         },
-        cost: Usd::from_pico(get(row, "cost_pico")?),
+        cost: Usd::from_pico(row.try_get("cost_pico")?),
     })
 }

@@ -18,17 +18,17 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use arbiter_core::budget::Budget;
-use arbiter_core::money::Usd;
-use arbiter_core::plan::event::{PlanEntry, PlanLogEntry};
-use arbiter_core::plan::gate::GateResult;
-use arbiter_core::plan::state::{AttemptStatus, TaskStatus};
-use arbiter_core::plan::{PlanSpec, TaskSpec};
-use arbiter_core::time::Timestamp;
+use crate::budget::Budget;
+use crate::money::Usd;
+use crate::plan::event::{PlanEntry, PlanLogEntry};
+use crate::plan::gate::GateResult;
+use crate::plan::state::{AttemptStatus, TaskStatus};
+use crate::plan::{PlanSpec, TaskSpec};
+use crate::time::Timestamp;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
-use crate::StoreError;
+use crate::queue::StoreError;
 
 /// A plan's own row.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -95,7 +95,7 @@ pub struct BranchRecord {
     pub recorded_at: Timestamp,
 }
 
-pub use arbiter_core::plan::event::BranchReset;
+pub use crate::plan::event::BranchReset;
 
 /// One task's row.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -122,7 +122,7 @@ pub struct TaskRecord {
     pub run_id: Option<String>,
     pub commit: Option<String>,
     /// Why it failed, was skipped or is waiting.
-    #[cfg_attr(feature = "arbitrary", proptest(strategy = "proptest::option::of(arbiter_core::arbitrary::text())"))]
+    #[cfg_attr(feature = "arbitrary", proptest(strategy = "proptest::option::of(crate::arbitrary::text())"))]
     pub reason: Option<String>,
     pub version: i64,
 }
@@ -170,7 +170,7 @@ impl PlanView {
         PlanSpec { tasks: self.tasks.iter().map(|t| t.spec.definition()).collect(), ..self.plan.header.clone() }
     }
 
-    /// Each task with its dependencies (the plan's DAG, for `arbiter_core::plan::dag`).
+    /// Each task with its dependencies (the plan's DAG, for `crate::plan::dag`).
     pub fn edges(&self) -> Vec<(&str, Vec<&str>)> {
         self.tasks
             .iter()
@@ -217,7 +217,7 @@ pub struct AttemptRecord {
     pub cost: Usd,
     pub run_id: Option<String>,
     pub commit: Option<String>,
-    #[cfg_attr(feature = "arbitrary", proptest(strategy = "proptest::option::of(arbiter_core::arbitrary::text())"))]
+    #[cfg_attr(feature = "arbitrary", proptest(strategy = "proptest::option::of(crate::arbitrary::text())"))]
     pub reason: Option<String>,
 }
 
@@ -232,7 +232,7 @@ pub struct PlanEvent {
     pub attempt: Option<u32>,
     pub kind: String,
     pub at: Timestamp,
-    #[cfg_attr(feature = "arbitrary", proptest(strategy = "arbiter_core::arbitrary::json()"))]
+    #[cfg_attr(feature = "arbitrary", proptest(strategy = "crate::arbitrary::json()"))]
     pub data: serde_json::Value,
 }
 
@@ -415,8 +415,8 @@ pub enum AttemptResult {
 
 impl AttemptResult {
     /// How the attempt ends when its worker reports this.
-    pub fn attempt_status(&self) -> arbiter_core::plan::state::AttemptStatus {
-        use arbiter_core::plan::state::AttemptStatus;
+    pub fn attempt_status(&self) -> crate::plan::state::AttemptStatus {
+        use crate::plan::state::AttemptStatus;
         match self {
             AttemptResult::Succeeded { .. } => AttemptStatus::Succeeded,
             AttemptResult::Failed { .. } => AttemptStatus::Failed,
@@ -463,26 +463,84 @@ pub enum Wake {
     TimedOut,
 }
 
-/// The plan queue port.
+/// The worker half of the plan queue: what a worker loop and the sweeper do — find plans
+/// with work, claim a task under a lease, renew it, report and charge, give back what
+/// expired or whose worker died, and wait for work.
 #[async_trait]
-pub trait PlanStore: Send + Sync {
+pub trait PlanWork: Send + Sync {
+    /// The plan without its tasks (a header, a budget, a branch record): what a claim needs.
+    async fn plan_record(&self, id: &str) -> Result<Option<PlanRecord>, StoreError>;
+    /// One task of a plan.
+    async fn task_record(&self, plan_id: &str, task_id: &str) -> Result<Option<TaskRecord>, StoreError>;
+    /// The ids of the plans with work a claim could take now or soon (not cancelled, a task
+    /// ready or running), in id order: what a worker without a plan of its own looks at, at
+    /// every claim, without the counts of [`PlanAdmin::plans`].
+    async fn claimable_plans(&self) -> Result<Vec<String>, StoreError>;
+    /// Takes the best ready task of the plan under a lease of `lease` from `now`.
+    async fn claim(
+        &self,
+        plan_id: &str,
+        worker: &str,
+        lease: Duration,
+        now: Timestamp,
+    ) -> Result<ClaimOutcome, StoreError>;
+    /// Renews a lease; `None` when it is no longer held (the worker must stop).
+    async fn heartbeat(&self, lease: &Lease, ttl: Duration, now: Timestamp) -> Result<Option<Timestamp>, StoreError>;
+    /// Reports an attempt and charges its cost. A stale fencing token is refused with
+    /// [`StoreError::StaleLease`] after its cost is charged.
+    async fn finish(
+        &self,
+        lease: &Lease,
+        result: AttemptResult,
+        cost: Usd,
+        now: Timestamp,
+    ) -> Result<Finished, StoreError>;
+    /// Charges a cost to a plan the moment it is incurred: for an attempt (its task and
+    /// fence) it is recorded on the task and the attempt too, and is not reported again at
+    /// [`finish`](PlanWork::finish).
+    async fn charge(
+        &self,
+        plan_id: &str,
+        attempt: Option<(&str, i64)>,
+        amount: Usd,
+        now: Timestamp,
+    ) -> Result<Charged, StoreError>;
+    /// Returns expired leases to the queue (or fails their task when no attempt is left).
+    async fn sweep_expired(&self, now: Timestamp) -> Result<Vec<Reclaimed>, StoreError>;
+    /// Takes back at once the leases `workers` hold in the plan (they are known to be dead);
+    /// like a release, their attempts do not count.
+    async fn release_workers(
+        &self,
+        plan_id: &str,
+        workers: &[String],
+        reason: &str,
+        now: Timestamp,
+    ) -> Result<Vec<Reclaimed>, StoreError>;
+    /// Appends a plan-level event (something that happened outside the store, such as a
+    /// git step that failed after the store's part was done).
+    async fn note_event(&self, plan_id: &str, entry: PlanEntry, now: Timestamp) -> Result<(), StoreError>;
+    /// Waits until the store may have work for `plan_id`, or `timeout`.
+    async fn wait_for_work(&self, plan_id: &str, timeout: Duration) -> Wake;
+    /// Notified whenever the store may have work (in this process, or in another through
+    /// Postgres `LISTEN`). A claimer arms `notified()` before it looks, so a wake-up that
+    /// comes between its look and its wait is not lost.
+    async fn work_signal(&self) -> std::sync::Arc<tokio::sync::Notify>;
+}
+
+/// The admin half of the plan queue: what people and the control plane's administration do
+/// — create and import plans, read them and their events, set budgets, cancel, retry,
+/// reset, and record the integration branch.
+#[async_trait]
+pub trait PlanAdmin: Send + Sync {
     /// Creates an empty plan; `false` when it exists (nothing changes then).
     async fn create_plan(&self, header: &PlanSpec, now: Timestamp) -> Result<bool, StoreError>;
     /// Imports a plan file: everything is checked first (against the stored tasks too) and
     /// nothing is written when anything is wrong.
     async fn import_plan(&self, import: Import<'_>) -> Result<ImportReport, StoreError>;
     async fn plan(&self, id: &str) -> Result<Option<PlanView>, StoreError>;
-    /// The plan without its tasks (a header, a budget, a branch record): what a claim needs.
-    async fn plan_record(&self, id: &str) -> Result<Option<PlanRecord>, StoreError>;
     /// The id of the plan that came from `source` (an issue's URL), if one did.
     async fn plan_by_source(&self, source: &str) -> Result<Option<String>, StoreError>;
-    /// One task of a plan.
-    async fn task_record(&self, plan_id: &str, task_id: &str) -> Result<Option<TaskRecord>, StoreError>;
     async fn plans(&self) -> Result<Vec<PlanSummary>, StoreError>;
-    /// The ids of the plans with work a claim could take now or soon (not cancelled, a task
-    /// ready or running), in id order: what a worker without a plan of its own looks at, at
-    /// every claim, without the counts of [`PlanStore::plans`].
-    async fn claimable_plans(&self) -> Result<Vec<String>, StoreError>;
     async fn attempts(&self, plan_id: &str) -> Result<Vec<AttemptRecord>, StoreError>;
     async fn events(&self, plan_id: &str) -> Result<Vec<PlanEvent>, StoreError>;
     /// The plan's events after the event `after` (exclusive; 0 for all), oldest first, at
@@ -513,46 +571,6 @@ pub trait PlanStore: Send + Sync {
         by: &str,
         now: Timestamp,
     ) -> Result<Budget, StoreError>;
-    /// Takes the best ready task of the plan under a lease of `lease` from `now`.
-    async fn claim(
-        &self,
-        plan_id: &str,
-        worker: &str,
-        lease: Duration,
-        now: Timestamp,
-    ) -> Result<ClaimOutcome, StoreError>;
-    /// Renews a lease; `None` when it is no longer held (the worker must stop).
-    async fn heartbeat(&self, lease: &Lease, ttl: Duration, now: Timestamp) -> Result<Option<Timestamp>, StoreError>;
-    /// Reports an attempt and charges its cost. A stale fencing token is refused with
-    /// [`StoreError::StaleLease`] after its cost is charged.
-    async fn finish(
-        &self,
-        lease: &Lease,
-        result: AttemptResult,
-        cost: Usd,
-        now: Timestamp,
-    ) -> Result<Finished, StoreError>;
-    /// Charges a cost to a plan the moment it is incurred: for an attempt (its task and
-    /// fence) it is recorded on the task and the attempt too, and is not reported again at
-    /// [`finish`](PlanStore::finish).
-    async fn charge(
-        &self,
-        plan_id: &str,
-        attempt: Option<(&str, i64)>,
-        amount: Usd,
-        now: Timestamp,
-    ) -> Result<Charged, StoreError>;
-    /// Returns expired leases to the queue (or fails their task when no attempt is left).
-    async fn sweep_expired(&self, now: Timestamp) -> Result<Vec<Reclaimed>, StoreError>;
-    /// Takes back at once the leases `workers` hold in the plan (they are known to be dead);
-    /// like a release, their attempts do not count.
-    async fn release_workers(
-        &self,
-        plan_id: &str,
-        workers: &[String],
-        reason: &str,
-        now: Timestamp,
-    ) -> Result<Vec<Reclaimed>, StoreError>;
     /// Cancels the plan; `by` names who asked (recorded in the `plan_cancelled` event).
     async fn cancel_plan(&self, plan_id: &str, by: &str, now: Timestamp) -> Result<usize, StoreError>;
     /// Gives a failed, cancelled or skipped task new attempts; `by` names who asked.
@@ -584,13 +602,9 @@ pub trait PlanStore: Send + Sync {
         branch: &BranchRecord,
         now: Timestamp,
     ) -> Result<Option<BranchRecord>, StoreError>;
-    /// Appends a plan-level event (something that happened outside the store, such as a
-    /// git step that failed after the store's part was done).
-    async fn note_event(&self, plan_id: &str, entry: PlanEntry, now: Timestamp) -> Result<(), StoreError>;
-    /// Waits until the store may have work for `plan_id`, or `timeout`.
-    async fn wait_for_work(&self, plan_id: &str, timeout: Duration) -> Wake;
-    /// Notified whenever the store may have work (in this process, or in another through
-    /// Postgres `LISTEN`). A claimer arms `notified()` before it looks, so a wake-up that
-    /// comes between its look and its wait is not lost.
-    async fn work_signal(&self) -> std::sync::Arc<tokio::sync::Notify>;
 }
+
+/// The whole plan queue: both halves, as every store implements them.
+pub trait PlanStore: PlanWork + PlanAdmin {}
+
+impl<T: PlanWork + PlanAdmin + ?Sized> PlanStore for T {}
