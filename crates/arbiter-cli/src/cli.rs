@@ -1035,7 +1035,9 @@ pub enum ConfigCommand {
 }
 
 impl SettingsArgs {
-    pub fn overrides(&self) -> Result<arbiter_core::settings::FlagOverrides, String> {
+    /// The flags as one layer of run settings (a flag not given says nothing).
+    pub fn options(&self) -> Result<arbiter_core::settings::RunOptions, String> {
+        let list = |v: &Vec<String>| (!v.is_empty()).then(|| v.clone());
         let budget_usd = match &self.budget_usd {
             None => None,
             Some(text) => match arbiter_core::money::Usd::parse(text) {
@@ -1047,13 +1049,13 @@ impl SettingsArgs {
                 }
             },
         };
-        Ok(arbiter_core::settings::FlagOverrides {
+        Ok(arbiter_core::settings::RunOptions {
             candidates: self.candidates,
             parallel: self.parallel,
             timeout_seconds: self.timeout_seconds,
-            verify: self.verify.clone(),
+            verify: list(&self.verify),
             verify_timeout_seconds: self.verify_timeout_seconds,
-            include: self.include.clone(),
+            include: list(&self.include),
             setup: self.setup.clone(),
             runner: self.runner.clone(),
             command: self.command.clone(),
@@ -1061,17 +1063,18 @@ impl SettingsArgs {
             max_steps: self.max_steps,
             max_tokens: self.max_tokens,
             apply: self.apply.clone(),
-            keep_worktrees: self.keep_worktrees,
+            keep_worktrees: self.keep_worktrees.then_some(true),
             sandbox: self.sandbox.clone(),
-            allow_test_changes: self.allow_test_changes,
-            no_judge: self.no_judge,
+            allow_test_changes: self.allow_test_changes.then_some(true),
+            judge: self.no_judge.then_some(false),
             strategy: self.strategy.clone(),
             min_capability: self.min_capability,
             budget_usd,
-            no_cross_tests: self.no_cross_tests,
-            no_verify: self.no_verify,
-            rules: self.rules,
+            cross_tests: self.no_cross_tests.then_some(false),
+            unverified: self.no_verify.then_some(true),
+            rules: self.rules.then_some(true),
             repair_rounds: self.repair_rounds,
+            ..Default::default()
         })
     }
 }

@@ -22,7 +22,7 @@ use std::time::Duration;
 use arbiter_core::money::Usd;
 use arbiter_core::plan::file::{Syntax, parse};
 use arbiter_core::plan::state::UnitResult;
-use arbiter_core::settings::{ConfigFile, FlagOverrides, RunSettings};
+use arbiter_core::settings::{ConfigFile, RunSettings};
 use arbiter_core::time::Timestamp;
 use arbiter_store::plans::*;
 use arbiter_store::postgres::PgStore;
@@ -458,7 +458,7 @@ async fn play_units(store: &dyn UnitQueue, s: &UnitScenario, id: &str) -> Vec<St
         tasks.join(", ")
     );
     let spec = parse(&json, Syntax::Json).unwrap();
-    let settings = RunSettings::resolve_values(&ConfigFile::default(), FlagOverrides::default()).unwrap();
+    let settings = RunSettings::resolve_values(&ConfigFile::default(), &[]).unwrap();
     let units: Vec<UnitSpec> = (1..=s.candidates)
         .map(|i| UnitSpec { name: format!("c{i:02}"), kind: UnitKind::Candidate, needs: Vec::new() })
         .chain([UnitSpec { name: "evaluation".into(), kind: UnitKind::Evaluation, needs: Vec::new() }])

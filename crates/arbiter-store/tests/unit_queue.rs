@@ -16,7 +16,7 @@ use arbiter_core::money::Usd;
 use arbiter_core::plan::PlanSpec;
 use arbiter_core::plan::file::{Syntax, parse};
 use arbiter_core::plan::state::TaskStatus;
-use arbiter_core::settings::{ConfigFile, FlagOverrides, RunSettings};
+use arbiter_core::settings::{ConfigFile, RunSettings};
 use arbiter_core::status::CandidateStatus;
 use arbiter_core::time::Timestamp;
 use arbiter_store::StoreError;
@@ -86,7 +86,7 @@ fn done(result: UnitResult) -> UnitOutcome {
 /// The settings an attempt spreads with: the defaults, but for a value the configuration
 /// does not default to (so that a round trip that lost it would show).
 fn settings() -> RunSettings {
-    let mut settings = RunSettings::resolve_values(&ConfigFile::default(), FlagOverrides::default()).unwrap();
+    let mut settings = RunSettings::resolve_values(&ConfigFile::default(), &[]).unwrap();
     settings.keep_worktrees.value = !settings.keep_worktrees.value;
     settings
 }

@@ -15,17 +15,9 @@ use crate::output::{JsonDocument, out};
 struct ConfigShown<'a> {
     config_file: String,
     config_file_exists: bool,
-    settings: Vec<Setting>,
+    settings: Vec<arbiter_core::settings::Row>,
     runners: Option<&'a Vec<arbiter_core::settings::RunnerSpec>>,
     runners_error: Option<String>,
-}
-
-/// One setting, its value and where it came from.
-#[derive(Serialize)]
-struct Setting {
-    key: &'static str,
-    value: String,
-    origin: arbiter_core::settings::Origin,
 }
 
 impl JsonDocument for ConfigShown<'_> {
@@ -35,7 +27,7 @@ impl JsonDocument for ConfigShown<'_> {
 pub async fn show(repo: Option<&Path>, args: &SettingsArgs, as_json: bool) -> Result<u8, CliError> {
     let ctx = RepoContext::locate(repo).await?;
     let config = ctx.config()?;
-    let settings = RunSettings::resolve_values(&config, args.overrides().map_err(CliError::usage)?)?;
+    let settings = RunSettings::resolve_values(&config, &[&args.options().map_err(CliError::usage)?])?;
     let runners = settings.resolve_runners(&config);
     let config_path = ctx.workspace.config_path();
     // A runner table that cannot work is an error of the file, used or not.
@@ -51,7 +43,7 @@ pub async fn show(repo: Option<&Path>, args: &SettingsArgs, as_json: bool) -> Re
         crate::output::json(&ConfigShown {
             config_file: config_path.display().to_string(),
             config_file_exists: config_path.exists(),
-            settings: settings.rows().into_iter().map(|(key, value, origin)| Setting { key, value, origin }).collect(),
+            settings: settings.rows(),
             runners: runners.as_ref().ok(),
             runners_error: runners.as_ref().err().map(|e| e.to_string()),
         });
@@ -64,10 +56,10 @@ pub async fn show(repo: Option<&Path>, args: &SettingsArgs, as_json: bool) -> Re
     );
     out!();
     let rows = settings.rows();
-    let width = rows.iter().map(|(k, _, _)| k.len()).max().unwrap_or(0);
-    let vwidth = rows.iter().map(|(_, v, _)| v.chars().count()).max().unwrap_or(0).min(48);
-    for (k, v, origin) in rows {
-        out!("{k:<width$}  {v:<vwidth$}  ({origin})");
+    let width = rows.iter().map(|r| r.key.len()).max().unwrap_or(0);
+    let vwidth = rows.iter().map(|r| r.value.chars().count()).max().unwrap_or(0).min(48);
+    for r in rows {
+        out!("{:<width$}  {:<vwidth$}  ({})", r.key, r.value, r.origin);
     }
     out!();
     match runners {

@@ -10,7 +10,7 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-use arbiter_core::settings::{FlagOverrides, RunSettings};
+use arbiter_core::settings::{RunOptions, RunSettings};
 use arbiter_core::task::Task;
 use arbiter_llm::{MockScript, MockServer};
 use arbiter_runner::git::Git;
@@ -54,14 +54,14 @@ pub async fn demo(dir: Option<&Path>, as_json: bool) -> Result<u8, CliError> {
     ];
     let settings = RunSettings::resolve(
         &config,
-        FlagOverrides {
+        &[&RunOptions {
             candidates: Some(4),
             runner: Some("builtin".into()),
             backend: Some(BACKENDS.join(",")),
-            verify: verify.clone(),
+            verify: Some(verify.clone()),
             timeout_seconds: Some(300),
             ..Default::default()
-        },
+        }],
     )?;
     preflight(&settings, ctx.workspace.repo_root())?;
     let task = Task::new(

@@ -376,13 +376,13 @@ async fn implement(
     args: &SettingsArgs,
 ) -> Result<u8, CliError> {
     let config = ctx.config()?;
-    let mut flags = args.overrides().map_err(CliError::usage)?;
+    let mut flags = args.options().map_err(CliError::usage)?;
     if flags.apply.is_some() {
         return Err(CliError::usage(
             "feature do applies the winner to the slice's branch and commits it there; leave out --apply",
         ));
     }
-    if flags.no_verify {
+    if flags.unverified == Some(true) {
         return Err(CliError::usage("feature do always runs the slice's tests as a gate; leave out --no-verify"));
     }
     let plan = verbs::prepare_do(ws, target).await.map_err(slice_error)?;
@@ -390,13 +390,12 @@ async fn implement(
         note!("arbiter: registered {} in .features.json ({})", plan.slice.branch(), short(c));
     }
     flags.apply = Some("worktree".into());
-    flags.rules = !no_rules;
+    flags.rules = Some(!no_rules);
     flags.repair_rounds = flags.repair_rounds.or(Some(ws.repo.settings.repair_rounds));
-    if flags.verify.is_empty() {
-        flags.verify = config.run.verify.clone().unwrap_or_default();
-    }
-    flags.verify.push(plan.test_command.clone());
-    let settings = RunSettings::resolve(&config, flags)?;
+    let mut verify = flags.verify.take().or_else(|| config.run.verify.clone()).unwrap_or_default();
+    verify.push(plan.test_command.clone());
+    flags.verify = Some(verify);
+    let settings = RunSettings::resolve(&config, &[&flags])?;
     let task = Task::new(plan.task.clone(), None, settings.verify.value.clone()).map_err(CliError::usage)?;
     run::preflight(&settings, ctx.workspace.repo_root())?;
     let mut prepared = run::Prepared::new(ctx, &config, task, settings, "HEAD".into(), false)?;

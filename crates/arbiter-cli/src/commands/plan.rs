@@ -26,7 +26,7 @@ use arbiter_core::plan::gate::Rules;
 use arbiter_core::plan::settings::{RunOverrides, task_settings};
 use arbiter_core::plan::spec::export;
 use arbiter_core::plan::state::TaskStatus;
-use arbiter_core::settings::{FlagOverrides, RunSettings};
+use arbiter_core::settings::RunSettings;
 use arbiter_core::task::shorten;
 use arbiter_runner::SystemClock;
 use arbiter_runner::coordinator::{CoordinatorError, PlanRepositories};
@@ -742,7 +742,7 @@ async fn run(
             .map_err(|e| CliError::usage(format!("task {} of plan {id}: {e}", t.spec.id)))?;
     }
     let overrides = overrides.clone();
-    let base_settings = RunSettings::resolve_values(&config, FlagOverrides::default())?;
+    let base_settings = RunSettings::resolve_values(&config, &[])?;
     let (keys, models) = crate::model_access::for_run(&target.secrets_path(), &config, &base_settings)?;
     let analyst = crate::model_access::analyst(&config, models.as_deref())?;
     if !overrides.is_empty() {

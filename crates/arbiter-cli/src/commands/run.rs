@@ -28,7 +28,7 @@ pub async fn run(repo: Option<&Path>, args: &RunArgs) -> Result<u8, CliError> {
         (None, None) => return Err(CliError::usage("give the task with --task TEXT or --task-file FILE")),
     };
     let config = ctx.config()?;
-    let mut settings = RunSettings::resolve(&config, args.settings.overrides().map_err(CliError::usage)?)?;
+    let mut settings = RunSettings::resolve(&config, &[&args.settings.options().map_err(CliError::usage)?])?;
     detect_verify(&ctx, &mut settings, &args.base).await?;
     let task =
         Task::new(task_text, args.success_criteria.clone(), settings.verify.value.clone()).map_err(CliError::usage)?;

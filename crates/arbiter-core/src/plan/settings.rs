@@ -3,7 +3,7 @@
 //! the integration branch, never into a working tree.
 
 use crate::plan::{PlanSpec, TaskSpec};
-use crate::settings::{ConfigFile, FlagOverrides, RunSettings};
+use crate::settings::{ConfigFile, RunOptions, RunSettings};
 
 /// What a `plan run` says for every task, over the plan's defaults (the task's own values
 /// still win). A Whilly file names no runner: these flags are how it runs as it is.
@@ -38,8 +38,9 @@ impl RunOverrides {
     }
 }
 
-/// The run settings of one task: the repository's configuration under the plan's defaults
-/// (under what the run says) and the task's own values.
+/// The run settings of one task: the repository's configuration under the plan's defaults,
+/// under what the run says, under the task's own values; a plan's winner goes onto the
+/// integration branch (`apply` is `none`).
 pub fn task_settings(
     config: &ConfigFile,
     plan: &PlanSpec,
@@ -48,26 +49,36 @@ pub fn task_settings(
 ) -> Result<RunSettings, String> {
     let d = &plan.defaults;
     let verify = task.verify_with(d);
-    let no_verify = verify.is_empty() && (run.no_verify || d.no_verify == Some(true));
-    let runner = if !task.runners.is_empty() {
-        Some(task.runners.join(","))
-    } else {
-        run.runner.clone().or_else(|| (!d.runners.is_empty()).then(|| d.runners.join(",")))
-    };
-    let flags = FlagOverrides {
-        candidates: task.candidates.or(run.candidates).or(d.candidates),
-        timeout_seconds: task.timeout_seconds.or(run.timeout_seconds).or(d.timeout_seconds),
-        verify,
-        no_verify,
-        runner,
-        command: task.command.clone().or_else(|| run.command.clone()).or_else(|| d.command.clone()),
-        backend: run.backend.clone().or_else(|| d.backend.clone()),
+    let unverified = verify.is_empty() && (run.no_verify || d.no_verify == Some(true));
+    let own = RunOptions {
+        candidates: task.candidates,
+        timeout_seconds: task.timeout_seconds,
+        runner: (!task.runners.is_empty()).then(|| task.runners.join(",")),
+        command: task.command.clone(),
+        verify: (!verify.is_empty()).then_some(verify),
+        unverified: unverified.then_some(true),
         apply: Some("none".into()),
-        strategy: run.strategy.clone().or_else(|| d.strategy.clone()),
         ..Default::default()
     };
-    let settings = RunSettings::resolve(config, flags).map_err(|e| e.to_string())?;
-    Ok(settings)
+    let said = RunOptions {
+        candidates: run.candidates,
+        timeout_seconds: run.timeout_seconds,
+        runner: run.runner.clone(),
+        command: run.command.clone(),
+        backend: run.backend.clone(),
+        strategy: run.strategy.clone(),
+        ..Default::default()
+    };
+    let defaults = RunOptions {
+        candidates: d.candidates,
+        timeout_seconds: d.timeout_seconds,
+        runner: (!d.runners.is_empty()).then(|| d.runners.join(",")),
+        command: d.command.clone(),
+        backend: d.backend.clone(),
+        strategy: d.strategy.clone(),
+        ..Default::default()
+    };
+    RunSettings::resolve(config, &[&own, &said, &defaults]).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]
