@@ -164,8 +164,6 @@ impl<T: Default> Default for Sourced<T> {
     }
 }
 
-
-
 /// Where the winning patch goes.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "arbitrary", derive(proptest_derive::Arbitrary))]
@@ -257,5 +255,5 @@ mod tests;
 use options::Layers;
 pub use options::RunOptions;
 pub use resolve::{OutsideProgram, RunSettings};
-pub use show::Row;
 pub use runners::{AGENT_CLIS, AgentCliSpec, INHERITABLE, RUNNER_KINDS, RunnerKind, RunnerSection, RunnerSpec};
+pub use show::Row;

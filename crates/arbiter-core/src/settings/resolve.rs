@@ -149,8 +149,10 @@ impl RunSettings {
             "verify_timeout_seconds",
             layers.pick(|o| o.verify_timeout_seconds, defaults::VERIFY_TIMEOUT_SECONDS),
         )?;
-        let setup_timeout_seconds =
-            positive("setup_timeout_seconds", layers.pick(|o| o.setup_timeout_seconds, defaults::SETUP_TIMEOUT_SECONDS))?;
+        let setup_timeout_seconds = positive(
+            "setup_timeout_seconds",
+            layers.pick(|o| o.setup_timeout_seconds, defaults::SETUP_TIMEOUT_SECONDS),
+        )?;
         if layers.unverified_and_verified() {
             return Err(SettingsError::Invalid {
                 key: "verify",
@@ -227,9 +229,13 @@ impl RunSettings {
         }
         let limits = config.run.limits()?;
         let env_passthrough = layers.pick(|o| o.env_passthrough.clone(), Vec::new());
-        let protected_paths = layers.pick(|o| o.protected_paths.clone(), crate::protect::DEFAULT_PROTECTED.iter().map(|s| s.to_string()).collect(),
+        let protected_paths = layers.pick(
+            |o| o.protected_paths.clone(),
+            crate::protect::DEFAULT_PROTECTED.iter().map(|s| s.to_string()).collect(),
         );
-        let build_outputs = layers.pick(|o| o.build_outputs.clone(), crate::protect::DEFAULT_BUILD_OUTPUTS.iter().map(|s| s.to_string()).collect(),
+        let build_outputs = layers.pick(
+            |o| o.build_outputs.clone(),
+            crate::protect::DEFAULT_BUILD_OUTPUTS.iter().map(|s| s.to_string()).collect(),
         );
         let test_reports = layers.pick(|o| o.test_reports.clone(), Vec::new());
         // The built-in lists are globs by construction (a test parses each): only what a

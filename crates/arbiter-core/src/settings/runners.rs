@@ -112,7 +112,7 @@ pub const AGENT_CLIS: &[&str] = &["claude-code", "codex", "gemini", "aider", "op
 impl RunSettings {
     /// Every distinct way to produce a candidate: each runner, and for the built-in agent
     /// with one backend per candidate, each of its backends; priced from the backends.
-    fn options(&self, config: &ConfigFile) -> Vec<CandidateOption> {
+    pub(super) fn options(&self, config: &ConfigFile) -> Vec<CandidateOption> {
         let mut options = Vec::new();
         for (i, spec) in self.runners.iter().enumerate() {
             options.extend(backend_choices(&spec.kind).into_iter().map(|backends| option_for(config, i, backends)));
@@ -123,7 +123,7 @@ impl RunSettings {
     /// Decides what each candidate runs: round-robin over runners and backends for a
     /// tournament; the options in cost or strength order for the other strategies, whose
     /// presets also choose the number of candidates when none was configured.
-    fn assign_slots(&mut self, config: &ConfigFile) -> Result<(), SettingsError> {
+    pub(super) fn assign_slots(&mut self, config: &ConfigFile) -> Result<(), SettingsError> {
         let strategy = self.strategy.value;
         let min = self.min_capability.value;
         let options = self.options(config);

@@ -55,7 +55,9 @@ fn shown(key: &str, value: &Value) -> String {
             p.get("writable").map_or_else(String::new, |v| shown("", v)),
             p.get("hidden").map_or_else(String::new, |v| shown("", v)),
         ),
-        ("apply", mode) => serde_json::from_value::<ApplyMode>(mode.clone()).map_or_else(|_| mode.to_string(), |m| m.to_string()),
+        ("apply", mode) => {
+            serde_json::from_value::<ApplyMode>(mode.clone()).map_or_else(|_| mode.to_string(), |m| m.to_string())
+        }
         (_, Value::Null) => "(none)".into(),
         (_, Value::String(s)) => s.clone(),
         (_, Value::Array(items)) => {

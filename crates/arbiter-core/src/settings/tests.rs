@@ -10,15 +10,12 @@ fn flags_with_command() -> RunOptions {
 fn the_command_flag_wins_over_a_runners_command_table() {
     let config =
         ConfigFile::parse("[runners.command]\nkind = \"command\"\ncommand = \"./from-config.sh\"\n", "c").unwrap();
-    let flags = RunOptions {
-        runner: Some("command".into()),
-        command: Some("./from-flag.sh".into()),
-        ..Default::default()
-    };
+    let flags =
+        RunOptions { runner: Some("command".into()), command: Some("./from-flag.sh".into()), ..Default::default() };
     let s = RunSettings::resolve(&config, &[&flags]).unwrap();
     assert_eq!(s.runners[0].kind, RunnerKind::Command { command: "./from-flag.sh".into() });
-    let s = RunSettings::resolve(&config, &[&RunOptions { runner: Some("command".into()), ..Default::default() }])
-        .unwrap();
+    let s =
+        RunSettings::resolve(&config, &[&RunOptions { runner: Some("command".into()), ..Default::default() }]).unwrap();
     assert_eq!(s.runners[0].kind, RunnerKind::Command { command: "./from-config.sh".into() });
 }
 
@@ -44,7 +41,11 @@ fn the_default_configuration_names_every_run_option() {
 /// The table `config show` prints has a row for every setting, in the order of the type.
 #[test]
 fn config_show_rows_come_from_the_settings_type() {
-    let s = RunSettings::resolve_values(&ConfigFile::default(), &[&RunOptions { unverified: Some(true), ..flags_with_command() }]).unwrap();
+    let s = RunSettings::resolve_values(
+        &ConfigFile::default(),
+        &[&RunOptions { unverified: Some(true), ..flags_with_command() }],
+    )
+    .unwrap();
     let rows = s.rows();
     let keys: Vec<&str> = rows.iter().map(|r| r.key.as_str()).collect();
     assert_eq!(&keys[..4], ["candidates", "parallel", "timeout_seconds", "verify"]);
@@ -91,7 +92,9 @@ fn sandbox_mode_limits_and_paths_layer_and_bad_values_name_the_fix() {
     assert_eq!(defaults.sandbox, Sourced { value: SandboxMode::Auto, origin: Origin::Default });
 
     let bad = RunSettings::resolve(
-        &ConfigFile::default(), &[&RunOptions { sandbox: Some("on".into()), ..flags_with_command() }],);
+        &ConfigFile::default(),
+        &[&RunOptions { sandbox: Some("on".into()), ..flags_with_command() }],
+    );
     let err = bad.unwrap_err().to_string();
     assert!(err.contains("'on' (from flag) is not a sandbox mode") && err.contains("auto, require, off"), "{err}");
     let relative = ConfigFile::parse("[sandbox]\nwritable = [\"cache\"]\n", "c").unwrap();
@@ -120,7 +123,9 @@ fn zero_candidates_is_refused() {
 #[test]
 fn unknown_runner_names_the_known_ones() {
     let err = RunSettings::resolve(
-        &ConfigFile::default(), &[&RunOptions { runner: Some("nope".into()), ..flags_with_command() }],)
+        &ConfigFile::default(),
+        &[&RunOptions { runner: Some("nope".into()), ..flags_with_command() }],
+    )
     .unwrap_err();
     assert!(err.to_string().contains("unknown runner 'nope'"), "{err}");
     assert!(err.to_string().contains("command"), "{err}");
@@ -134,7 +139,9 @@ fn named_runners_round_robin() {
     )
     .unwrap();
     let s = RunSettings::resolve(
-        &cfg, &[&RunOptions { runner: Some("a,b".into()), candidates: Some(3), ..Default::default() }],)
+        &cfg,
+        &[&RunOptions { runner: Some("a,b".into()), candidates: Some(3), ..Default::default() }],
+    )
     .unwrap();
     assert_eq!(s.runner_for(0).name, "a");
     assert_eq!(s.runner_for(1).name, "b");
@@ -143,7 +150,9 @@ fn named_runners_round_robin() {
     assert_eq!(s.needs_of(1), vec!["runner:command".to_string()]);
     assert!(s.spreads());
     let one = RunSettings::resolve(
-        &cfg, &[&RunOptions { runner: Some("a".into()), candidates: Some(1), ..Default::default() }],);
+        &cfg,
+        &[&RunOptions { runner: Some("a".into()), candidates: Some(1), ..Default::default() }],
+    );
     assert!(!one.unwrap().spreads(), "one candidate is one unit");
 }
 
@@ -232,8 +241,7 @@ fn mixed_tournaments_label_every_candidate_with_runner_and_model() {
 #[test]
 fn escalation_orders_agent_clis_by_their_backend_price() {
     let cfg = backends_config("[runners.cc]\nkind = \"claude-code\"\nbackend = \"dear\"\n");
-    let flags =
-        RunOptions { strategy: Some("escalate".into()), ..runners("cc,builtin,codex", Some("cheap"), 1) };
+    let flags = RunOptions { strategy: Some("escalate".into()), ..runners("cc,builtin,codex", Some("cheap"), 1) };
     let flags = RunOptions { candidates: None, ..flags };
     let s = RunSettings::resolve(&cfg, &[&flags]).unwrap();
     let labels: Vec<String> = (0..s.candidates.value as usize).map(|i| s.label_for(i)).collect();
