@@ -21,9 +21,13 @@
 //! `vitest --bail`, `go test -failfast`) are refused: the canary failing first would stop
 //! the run before the base's tests, and an honest candidate would lose its gate coverage.
 
+mod go;
+mod js;
 pub(crate) mod parse;
 mod planner;
+mod python;
 mod reader;
+mod rust;
 mod shell;
 
 use serde::{Deserialize, Serialize};
