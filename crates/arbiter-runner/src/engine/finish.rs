@@ -24,7 +24,7 @@ use serde_json::json;
 
 use crate::materialize::{self, describe_paths};
 
-use super::candidate::BaselineRun;
+use super::baseline::BaselineRun;
 use super::crosstests::cross_test;
 use super::{CandidateRun, EngineError, RunCtx, RunOutcome};
 use crate::judge;

@@ -18,14 +18,11 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use arbiter_core::Clock;
-use arbiter_core::artifact::{
-    AgentOutcome, Baseline, CandidateState, Evidence, Materialization, PatchEvidence, RunState, SCHEMA_VERSION,
-    SettingsSnapshot, paths,
-};
+use arbiter_core::artifact::{AgentOutcome, Baseline, Evidence, Materialization, PatchEvidence, RunState, paths};
 use arbiter_core::canary::{CanaryPlan, Planned};
 use arbiter_core::cost::{CallRecord, CostSummary};
 use arbiter_core::crosstest::AuthoredTest;
-use arbiter_core::event::{Event, Warning};
+use arbiter_core::event::Event;
 use arbiter_core::gate::CommandOutcome;
 use arbiter_core::ids::{CandidateId, RunId};
 use arbiter_core::redact::{KnownSecrets, Redactor};
@@ -33,7 +30,7 @@ use arbiter_core::selection::Decision;
 use arbiter_core::settings::RunSettings;
 use arbiter_core::status::{CandidateStatus, RunStatus};
 use arbiter_core::task::Task;
-use arbiter_store::{CandidateRecord, RunRecord, Store, StoreError};
+use arbiter_store::{CandidateRecord, Store, StoreError};
 use tokio::sync::mpsc::UnboundedSender;
 use tokio::sync::{Semaphore, watch};
 use tokio_util::sync::CancellationToken;
@@ -43,20 +40,23 @@ use crate::confinement::{Confinement, Sandboxing};
 use crate::events::EventLog;
 use crate::git::{Git, GitError};
 use crate::include::IncludeError;
-use crate::materialize::describe_paths;
-use crate::pool::{Owner, Pool, PoolError};
-use crate::rundir::{JsonLines, RunDir};
+use crate::pool::{Pool, PoolError};
+use crate::rundir::RunDir;
 use crate::runners;
 use crate::workspace::Workspace;
 
+mod baseline;
 mod candidate;
 mod crosstests;
 mod finish;
+mod gating;
 mod repair;
 mod resume;
+mod start;
 mod units;
 
-use candidate::{BaselineRun, run_baseline, run_candidate, skip_candidate};
+use baseline::{BaselineRun, run_baseline};
+use candidate::{run_candidate, skip_candidate};
 use finish::finish;
 use resume::Restart;
 
@@ -253,436 +253,6 @@ impl Engine {
         let (ctx, kept, restarts, saved_baseline) = self.reopen(workspace, run_id).await?;
         drive(Arc::new(ctx), saved_baseline, kept, restarts).await
     }
-
-    /// Reopens an interrupted run: its state, settings, event log and worktrees; what it
-    /// kept of each candidate and how the others restart.
-    #[allow(clippy::type_complexity)]
-    async fn reopen(
-        &self,
-        ws: Workspace,
-        run_id: &RunId,
-    ) -> Result<(RunCtx, BTreeMap<usize, CandidateRun>, BTreeMap<usize, Restart>, Option<Baseline>), EngineError> {
-        let not = |why: String| EngineError::NotResumable { run: run_id.to_string(), why };
-        let run_dir = RunDir::open(ws.run_dir(run_id));
-        let mut state: RunState = run_dir
-            .read_text(paths::STATE)
-            .ok()
-            .and_then(|t| serde_json::from_str(&t).ok())
-            .ok_or_else(|| not("its state.json is missing or unreadable".into()))?;
-        match state.status {
-            RunStatus::Running
-                if crate::process::process_alive(state.pid as i32) && state.pid != std::process::id() =>
-            {
-                return Err(not(format!("it is still running (process {})", state.pid)));
-            }
-            RunStatus::Running | RunStatus::Interrupted => {}
-            done => {
-                return Err(not(format!(
-                    "it already finished ({done}); `arbiter runs show {run_id}` shows its result"
-                )));
-            }
-        }
-        let settings: RunSettings = run_dir
-            .read_text(paths::SETTINGS)
-            .ok()
-            .and_then(|t| serde_json::from_str::<arbiter_core::artifact::SettingsArtifact>(&t).ok())
-            .map(|a| a.settings)
-            .ok_or_else(|| {
-                not("it has no settings.json (it was recorded by an older arbiter); start it again with `arbiter run`"
-                    .into())
-            })?;
-        // Written again from here on: unsealed until it finishes and is sealed anew.
-        run_dir.unseal()?;
-        let repo = Git::new(ws.repo_root().to_path_buf());
-        ws.init(&repo).await?;
-        let (pool, confinement) = self.open_workspaces(&ws, &repo, &settings).await?;
-        // Its own workspaces first, before the recovery of crashed runs takes them: they are
-        // what the agents continue in (and the kept candidates' trees, for cross-tests).
-        let mut own_slots = BTreeMap::new();
-        for i in 0..settings.candidates.value as usize {
-            let id = CandidateId::from_index(i);
-            if let Some(slot) = pool.reacquire(&Owner::new(run_id.as_str(), id.as_str())) {
-                own_slots.insert(i, slot);
-            }
-        }
-        let pruned = self.recover(&ws, &repo, &pool).await;
-        for id in pruned.iter().filter(|id| *id != run_id) {
-            let _ = self.store.finish_run(id, RunStatus::Interrupted, None, None).await;
-        }
-        let events_path = run_dir.path().join(paths::EVENTS);
-        let events = EventLog::new(
-            run_id.clone(),
-            JsonLines::open(&events_path)?,
-            self.store.clone(),
-            self.clock.clone(),
-            self.observer.clone(),
-        )
-        .continuing_after(resume::last_event_seq(&run_dir.path().join(paths::EVENTS)));
-
-        let mut kept = BTreeMap::new();
-        let mut restarts = BTreeMap::new();
-        for i in 0..settings.candidates.value as usize {
-            let id = CandidateId::from_index(i);
-            let slot = own_slots.remove(&i);
-            match resume::load(run_dir.path(), &id) {
-                Some(saved) => {
-                    kept.insert(i, saved.into_run(run_dir.path(), slot));
-                }
-                None => {
-                    let cdir = run_dir.path().join(paths::CANDIDATES).join(id.as_str());
-                    restarts.insert(i, Restart { slot, session: resume::session_of(&cdir) });
-                }
-            }
-        }
-        let saved_baseline: Option<Baseline> =
-            run_dir.read_text(paths::BASELINE).ok().and_then(|t| serde_json::from_str(&t).ok());
-
-        state.status = RunStatus::Running;
-        state.phase = "candidates".into();
-        state.pid = std::process::id();
-        state.message = None;
-        state.finished_at = None;
-        state.winner = None;
-        for c in state.candidates.iter_mut() {
-            if restarts.contains_key(&c.index) {
-                c.status = CandidateStatus::Queued;
-                c.finished_at = None;
-                c.exit_code = None;
-                c.gates = None;
-            }
-        }
-        run_dir.write_json(paths::STATE, &state)?;
-        self.store
-            .put_run(&RunRecord {
-                id: run_id.clone(),
-                repo: state.repo.clone(),
-                task_title: state.task.title(),
-                status: RunStatus::Running,
-                base_commit: state.base_commit.clone(),
-                run_dir: run_dir.path().display().to_string(),
-                candidates: settings.candidates.value,
-                winner: None,
-                started_at: state.started_at,
-                finished_at: None,
-            })
-            .await?;
-        events
-            .emit(
-                None,
-                &arbiter_core::event::RunResumed {
-                    kept: kept.values().map(|r: &CandidateRun| r.id.to_string()).collect(),
-                    restarting: restarts
-                        .iter()
-                        .map(|(i, r)| arbiter_core::event::Restarting {
-                            candidate: CandidateId::from_index(*i).to_string(),
-                            reuses_worktree: r.slot.is_some(),
-                            session: r.session.clone(),
-                        })
-                        .collect(),
-                    baseline_kept: saved_baseline.is_some(),
-                },
-            )
-            .await;
-        let canaries = crate::canary::plan_for(&repo, &state.base_commit, &settings.verify.value).await;
-        let rules = load_rules(&settings, &ws).await?;
-        let ctx = self.assemble(RunParts {
-            run_id: run_id.clone(),
-            repo,
-            workspace: ws,
-            run_dir,
-            pool,
-            confinement,
-            canaries,
-            base_commit: state.base_commit.clone(),
-            task: state.task.clone(),
-            settings,
-            events,
-            state,
-            allow_dirty: resume::started_allowing_dirty(&events_path),
-            unit: None,
-            rules,
-        });
-        resume::charge_kept(&ctx, kept.values()).await;
-        Ok((ctx, kept, restarts, saved_baseline))
-    }
-
-    async fn prepare(&self, req: RunRequest) -> Result<RunCtx, EngineError> {
-        let ws = req.workspace;
-        let repo = Git::new(ws.repo_root().to_path_buf());
-        if !req.allow_dirty {
-            let dirty = req.settings.uncommitted_work(repo.dirty_paths().await?);
-            if !dirty.is_empty() {
-                return Err(EngineError::Dirty(describe_paths(&dirty)));
-            }
-        }
-        let base_commit = repo.resolve_commit(&req.base_ref).await?;
-        // A sandbox the settings require but the kernel lacks stops the run here, before
-        // anything is written or spent.
-        self.sandboxing.enforcement(req.settings.sandbox.value)?;
-        ws.init(&repo).await?;
-        let (pool, confinement) = self.open_workspaces(&ws, &repo, &req.settings).await?;
-        let pruned = self.recover(&ws, &repo, &pool).await;
-        for id in &pruned {
-            let _ = self.store.finish_run(id, RunStatus::Interrupted, None, None).await;
-        }
-
-        let started = self.clock.now();
-        let run_id = RunId::new(started, self.run_suffix);
-        self.start_run(NewRun {
-            run_id,
-            workspace: ws,
-            repo,
-            base_ref: req.base_ref,
-            base_commit,
-            task: req.task,
-            settings: req.settings,
-            allow_dirty: req.allow_dirty,
-            pruned,
-            pool,
-            confinement,
-            started: None,
-        })
-        .await
-    }
-
-    /// Records a new run (its directory, state, settings, records in the store, first
-    /// events) and assembles its context.
-    async fn start_run(&self, new: NewRun) -> Result<RunCtx, EngineError> {
-        let NewRun {
-            run_id,
-            workspace: ws,
-            repo,
-            base_ref,
-            base_commit,
-            task,
-            settings,
-            allow_dirty,
-            pruned,
-            pool,
-            confinement,
-            started,
-        } = new;
-        let rules = load_rules(&settings, &ws).await?;
-        let canaries = crate::canary::plan_for(&repo, &base_commit, &settings.verify.value).await;
-        let started = started.unwrap_or_else(|| self.clock.now());
-        let run_dir = RunDir::create(ws.run_dir(&run_id))?;
-        let events_path = run_dir.path().join(paths::EVENTS);
-        let events = EventLog::new(
-            run_id.clone(),
-            JsonLines::open(&events_path)?,
-            self.store.clone(),
-            self.clock.clone(),
-            self.observer.clone(),
-        );
-        let state = RunState {
-            schema_version: SCHEMA_VERSION,
-            run_id: run_id.clone(),
-            status: RunStatus::Running,
-            phase: "candidates".into(),
-            repo: ws.repo_root().display().to_string(),
-            base_ref: base_ref.clone(),
-            base_commit: base_commit.clone(),
-            task: task.clone(),
-            settings: SettingsSnapshot::from(&settings),
-            candidates: (0..settings.candidates.value as usize)
-                .map(|i| CandidateState {
-                    id: CandidateId::from_index(i),
-                    index: i,
-                    runner: settings.label_for(i),
-                    status: CandidateStatus::Queued,
-                    started_at: None,
-                    finished_at: None,
-                    exit_code: None,
-                    gates: None,
-                })
-                .collect(),
-            started_at: started,
-            finished_at: None,
-            winner: None,
-            materialization: None,
-            message: None,
-            pid: std::process::id(),
-            sandbox: Some(confinement.enforcement.clone()),
-        };
-        run_dir.write_json(paths::STATE, &state)?;
-        run_dir.write_json(
-            paths::SETTINGS,
-            &arbiter_core::artifact::SettingsArtifact { schema_version: SCHEMA_VERSION, settings: settings.clone() },
-        )?;
-        self.store
-            .put_run(&RunRecord {
-                id: run_id.clone(),
-                repo: state.repo.clone(),
-                task_title: task.title(),
-                status: RunStatus::Running,
-                base_commit: base_commit.clone(),
-                run_dir: run_dir.path().display().to_string(),
-                candidates: settings.candidates.value,
-                winner: None,
-                started_at: started,
-                finished_at: None,
-            })
-            .await?;
-        for c in &state.candidates {
-            self.store
-                .put_candidate(&CandidateRecord {
-                    run_id: run_id.clone(),
-                    id: c.id.clone(),
-                    index: c.index,
-                    runner: c.runner.clone(),
-                    status: CandidateStatus::Queued,
-                    exit_code: None,
-                    normalized_hash: None,
-                    eligible: None,
-                    rank: None,
-                })
-                .await?;
-        }
-        events
-            .emit(
-                None,
-                &arbiter_core::event::RunStarted {
-                    task: task.title().to_string(),
-                    base_ref: base_ref.to_string(),
-                    base_commit: base_commit.to_string(),
-                    candidates: settings.candidates.value,
-                    parallel: state.settings.parallel,
-                    runners: settings.runners.iter().map(|r| r.name.clone()).collect(),
-                    verify: settings.verify.value.clone(),
-                    allow_dirty,
-                    strategy: settings.strategy.value,
-                    budget_usd: settings.budget_usd.value,
-                    sandbox: Some(confinement.enforcement.clone()),
-                },
-            )
-            .await;
-        if !confinement.enforcement.filesystem {
-            events.emit(None, &Warning::new(confinement.enforcement.describe())).await;
-        }
-        if !pruned.is_empty() {
-            events
-                .emit(
-                    None,
-                    &arbiter_core::event::LeftoversPruned { runs: pruned.iter().map(|r| r.to_string()).collect() },
-                )
-                .await;
-        }
-        for i in 0..settings.candidates.value as usize {
-            let id = CandidateId::from_index(i);
-            events.emit(Some(&id), &arbiter_core::event::CandidateQueued { runner: settings.label_for(i) }).await;
-        }
-        Ok(self.assemble(RunParts {
-            run_id,
-            repo,
-            workspace: ws,
-            run_dir,
-            pool,
-            confinement,
-            canaries,
-            base_commit,
-            task,
-            settings,
-            events,
-            state,
-            allow_dirty,
-            unit: None,
-            rules,
-        }))
-    }
-
-    /// The repository's workspace pool, and what the run's candidates run under (an error
-    /// when the settings require a sandbox this kernel lacks).
-    async fn open_workspaces(
-        &self,
-        ws: &Workspace,
-        repo: &Git,
-        settings: &RunSettings,
-    ) -> Result<(Pool, Confinement), EngineError> {
-        let pool = Pool::open(&self.sandboxing.dirs().cache, repo).await?;
-        let facts = repo.facts().await?;
-        let mut hidden: Vec<PathBuf> = vec![facts.git_dir, facts.common_dir];
-        hidden.push(ws.dir());
-        let home = self.process_env.iter().find(|(k, _)| k == "HOME").map(|(_, v)| PathBuf::from(v));
-        // The whole repository: a candidate has its own checkout, and the user's working tree
-        // holds what no candidate should read (ignored `.env` files, uncommitted work). Not
-        // when the repository holds the home directory (a repository of dotfiles): that would
-        // hide every toolchain installed there.
-        let root = ws.repo_root().canonicalize().unwrap_or_else(|_| ws.repo_root().to_path_buf());
-        if home.as_deref().and_then(|h| h.canonicalize().ok()).is_none_or(|h| !h.starts_with(&root)) {
-            hidden.push(root);
-        }
-        let confinement = self.sandboxing.confine(
-            settings.sandbox.value,
-            home.as_deref(),
-            hidden,
-            vec![pool.objects().to_path_buf(), self.sandboxing.dirs().program_copies()],
-            &settings.sandbox_paths.value,
-        )?;
-        Ok((pool, confinement))
-    }
-
-    /// Ends what crashed runs left behind — sandboxes whose arbiter died, worktrees of an
-    /// older arbiter — and returns the runs that died holding workspaces, recorded as
-    /// interrupted.
-    async fn recover(&self, ws: &Workspace, repo: &Git, pool: &Pool) -> Vec<RunId> {
-        self.sandboxing.end_orphans();
-        ws.remove_legacy_worktrees(repo).await;
-        let mut runs = Vec::new();
-        for owner in pool.abandoned() {
-            let Ok(id) = RunId::parse(&owner.run) else { continue };
-            if !runs.contains(&id) && crate::workspace::mark_interrupted(&ws.run_dir(&id)) {
-                runs.push(id);
-            }
-        }
-        runs
-    }
-
-    /// The shared context of a run's tasks, from its parts and the engine's services.
-    fn assemble(&self, p: RunParts) -> RunCtx {
-        let mut secrets = KnownSecrets::default();
-        for (name, value) in self.process_env.iter().filter(|(k, _)| looks_secret(k)) {
-            secrets.add(format!("the value of ${name}"), value);
-        }
-        for value in &self.secrets {
-            secrets.add("a backend key from the secrets file", value);
-        }
-        let redactor = secrets.redactor();
-        let (baseline_sender, known_baseline) = watch::channel(None);
-        let budget = Arc::new(RunBudget::new(
-            p.settings.budget_usd.value,
-            &self.cancel,
-            p.events.clone(),
-            self.spending.clone(),
-        ));
-        RunCtx {
-            run_id: p.run_id,
-            repo: p.repo,
-            workspace: p.workspace,
-            run_dir: p.run_dir,
-            pool: p.pool,
-            confinement: p.confinement,
-            canaries: p.canaries,
-            known_baseline,
-            baseline_sender: Mutex::new(Some(baseline_sender)),
-            base_commit: p.base_commit,
-            task: p.task,
-            settings: p.settings,
-            events: p.events,
-            store: self.store.clone(),
-            clock: self.clock.clone(),
-            cancel: self.cancel.clone(),
-            state: Mutex::new(p.state),
-            secrets,
-            redactor,
-            process_env: self.process_env.clone(),
-            allow_dirty: p.allow_dirty,
-            models: self.models.clone(),
-            budget,
-            base_facts: tokio::sync::OnceCell::new(),
-            unit: p.unit,
-            rules: p.rules,
-        }
-    }
 }
 
 /// What a new or reopened run is made of.
@@ -774,7 +344,7 @@ async fn tournament(
                 let ctx = ctx.clone();
                 tasks.spawn(async move {
                     let _slot = slot;
-                    candidate::gate_kept(&ctx, done).await
+                    gating::gate_kept(&ctx, done).await
                 });
             } else {
                 runs.push(done);
@@ -949,7 +519,7 @@ impl RunCtx {
     /// Which verify commands' canaries the base calibrated, once the baseline knows (all
     /// uncalibrated when it never says, or the run is interrupted first).
     pub(super) async fn calibration(&self) -> Vec<bool> {
-        self.baseline_known().await.map(|b| candidate::calibration_of(&b)).unwrap_or_default()
+        self.baseline_known().await.map(|b| baseline::calibration_of(&b)).unwrap_or_default()
     }
 
     /// Says why no agent may start when the checks cannot run on this machine: a run that

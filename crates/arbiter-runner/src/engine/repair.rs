@@ -147,7 +147,7 @@ async fn round_gates(ctx: &RunCtx, slot: &Slot, log_dir: &Path) -> Vec<CommandOu
                 Vec::new()
             }
         };
-        outcomes.extend(candidate::rules_gate(ctx, &tree, &touched).await);
+        outcomes.extend(super::gating::rules_gate(ctx, &tree, &touched).await);
     }
     outcomes
 }

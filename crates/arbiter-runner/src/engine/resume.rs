@@ -21,6 +21,21 @@ use serde::{Deserialize, Serialize};
 
 use super::{CandidateRun, RunCtx};
 use crate::pool::Slot;
+use std::collections::BTreeMap;
+
+use arbiter_core::artifact::{Baseline, RunState};
+use arbiter_core::ids::RunId;
+use arbiter_core::settings::RunSettings;
+use arbiter_core::status::RunStatus;
+use arbiter_store::RunRecord;
+
+use crate::events::EventLog;
+use crate::git::Git;
+use crate::pool::Owner;
+use crate::rundir::{JsonLines, RunDir};
+use crate::workspace::Workspace;
+
+use super::{Engine, EngineError, RunParts, load_rules};
 
 /// A test file a candidate wrote, as text.
 #[derive(Serialize, Deserialize)]
@@ -193,6 +208,160 @@ pub(super) fn started_allowing_dirty(events_file: &Path) -> bool {
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
         .find(|v| v["kind"] == "run_started")
         .is_some_and(|v| v["data"]["allow_dirty"] == true)
+}
+
+impl Engine {
+    /// Reopens an interrupted run: its state, settings, event log and worktrees; what it
+    /// kept of each candidate and how the others restart.
+    #[allow(clippy::type_complexity)]
+    pub(super) async fn reopen(
+        &self,
+        ws: Workspace,
+        run_id: &RunId,
+    ) -> Result<(RunCtx, BTreeMap<usize, CandidateRun>, BTreeMap<usize, Restart>, Option<Baseline>), EngineError> {
+        let not = |why: String| EngineError::NotResumable { run: run_id.to_string(), why };
+        let run_dir = RunDir::open(ws.run_dir(run_id));
+        let mut state: RunState = run_dir
+            .read_text(paths::STATE)
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .ok_or_else(|| not("its state.json is missing or unreadable".into()))?;
+        match state.status {
+            RunStatus::Running
+                if crate::process::process_alive(state.pid as i32) && state.pid != std::process::id() =>
+            {
+                return Err(not(format!("it is still running (process {})", state.pid)));
+            }
+            RunStatus::Running | RunStatus::Interrupted => {}
+            done => {
+                return Err(not(format!(
+                    "it already finished ({done}); `arbiter runs show {run_id}` shows its result"
+                )));
+            }
+        }
+        let settings: RunSettings = run_dir
+            .read_text(paths::SETTINGS)
+            .ok()
+            .and_then(|t| serde_json::from_str::<arbiter_core::artifact::SettingsArtifact>(&t).ok())
+            .map(|a| a.settings)
+            .ok_or_else(|| {
+                not("it has no settings.json (it was recorded by an older arbiter); start it again with `arbiter run`"
+                    .into())
+            })?;
+        // Written again from here on: unsealed until it finishes and is sealed anew.
+        run_dir.unseal()?;
+        let repo = Git::new(ws.repo_root().to_path_buf());
+        ws.init(&repo).await?;
+        let (pool, confinement) = self.open_workspaces(&ws, &repo, &settings).await?;
+        // Its own workspaces first, before the recovery of crashed runs takes them: they are
+        // what the agents continue in (and the kept candidates' trees, for cross-tests).
+        let mut own_slots = BTreeMap::new();
+        for i in 0..settings.candidates.value as usize {
+            let id = CandidateId::from_index(i);
+            if let Some(slot) = pool.reacquire(&Owner::new(run_id.as_str(), id.as_str())) {
+                own_slots.insert(i, slot);
+            }
+        }
+        let pruned = self.recover(&ws, &repo, &pool).await;
+        for id in pruned.iter().filter(|id| *id != run_id) {
+            let _ = self.store.finish_run(id, RunStatus::Interrupted, None, None).await;
+        }
+        let events_path = run_dir.path().join(paths::EVENTS);
+        let events = EventLog::new(
+            run_id.clone(),
+            JsonLines::open(&events_path)?,
+            self.store.clone(),
+            self.clock.clone(),
+            self.observer.clone(),
+        )
+        .continuing_after(last_event_seq(&run_dir.path().join(paths::EVENTS)));
+
+        let mut kept = BTreeMap::new();
+        let mut restarts = BTreeMap::new();
+        for i in 0..settings.candidates.value as usize {
+            let id = CandidateId::from_index(i);
+            let slot = own_slots.remove(&i);
+            match load(run_dir.path(), &id) {
+                Some(saved) => {
+                    kept.insert(i, saved.into_run(run_dir.path(), slot));
+                }
+                None => {
+                    let cdir = run_dir.path().join(paths::CANDIDATES).join(id.as_str());
+                    restarts.insert(i, Restart { slot, session: session_of(&cdir) });
+                }
+            }
+        }
+        let saved_baseline: Option<Baseline> =
+            run_dir.read_text(paths::BASELINE).ok().and_then(|t| serde_json::from_str(&t).ok());
+
+        state.status = RunStatus::Running;
+        state.phase = "candidates".into();
+        state.pid = std::process::id();
+        state.message = None;
+        state.finished_at = None;
+        state.winner = None;
+        for c in state.candidates.iter_mut() {
+            if restarts.contains_key(&c.index) {
+                c.status = CandidateStatus::Queued;
+                c.finished_at = None;
+                c.exit_code = None;
+                c.gates = None;
+            }
+        }
+        run_dir.write_json(paths::STATE, &state)?;
+        self.store
+            .put_run(&RunRecord {
+                id: run_id.clone(),
+                repo: state.repo.clone(),
+                task_title: state.task.title(),
+                status: RunStatus::Running,
+                base_commit: state.base_commit.clone(),
+                run_dir: run_dir.path().display().to_string(),
+                candidates: settings.candidates.value,
+                winner: None,
+                started_at: state.started_at,
+                finished_at: None,
+            })
+            .await?;
+        events
+            .emit(
+                None,
+                &arbiter_core::event::RunResumed {
+                    kept: kept.values().map(|r: &CandidateRun| r.id.to_string()).collect(),
+                    restarting: restarts
+                        .iter()
+                        .map(|(i, r)| arbiter_core::event::Restarting {
+                            candidate: CandidateId::from_index(*i).to_string(),
+                            reuses_worktree: r.slot.is_some(),
+                            session: r.session.clone(),
+                        })
+                        .collect(),
+                    baseline_kept: saved_baseline.is_some(),
+                },
+            )
+            .await;
+        let canaries = crate::canary::plan_for(&repo, &state.base_commit, &settings.verify.value).await;
+        let rules = load_rules(&settings, &ws).await?;
+        let ctx = self.assemble(RunParts {
+            run_id: run_id.clone(),
+            repo,
+            workspace: ws,
+            run_dir,
+            pool,
+            confinement,
+            canaries,
+            base_commit: state.base_commit.clone(),
+            task: state.task.clone(),
+            settings,
+            events,
+            state,
+            allow_dirty: started_allowing_dirty(&events_path),
+            unit: None,
+            rules,
+        });
+        charge_kept(&ctx, kept.values()).await;
+        Ok((ctx, kept, restarts, saved_baseline))
+    }
 }
 
 #[cfg(test)]
