@@ -354,6 +354,68 @@ fn hash_of<'a>(s: &Scored<'a>) -> Option<&'a str> {
     s.facts.patch.as_ref().and_then(|p| p.normalized_hash.as_deref())
 }
 
+/// What the evaluation has gathered so far, beyond each candidate's own evidence.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Gathered {
+    /// The tests candidates wrote were run against the survivors (or could not be).
+    pub cross_tests: bool,
+    /// The judges were asked (or could not be).
+    pub judges: bool,
+}
+
+/// The evaluation's next step. The engine follows one loop: it gathers what [`next`] asks
+/// for, records it in the facts, and asks again, until the evidence is complete and the
+/// run is decided — once, by [`decide`].
+#[derive(Clone, Debug, PartialEq)]
+pub enum Next {
+    /// Run the tests candidates wrote against these eligible candidates, best first.
+    CrossTests { survivors: Vec<CandidateId> },
+    /// Ask the judges about these eligible candidates, best first: the evidence so far
+    /// cannot separate the top two.
+    Judge { eligible: Vec<RankedCandidate> },
+    /// Nothing more can separate the candidates. `judge_skipped`: why judging was not
+    /// needed, when the evaluation got that far without asking.
+    Done { decision: Decision, judge_skipped: Option<String> },
+}
+
+/// The next step of the evaluation of `candidates` (see [`Next`]).
+pub fn next(candidates: &[CandidateFacts], policy: Policy, gathered: Gathered) -> Next {
+    let decision = decide(candidates, policy);
+    let eligible: Vec<&RankedCandidate> = decision.ranking.iter().filter(|r| r.eligible).collect();
+    if !gathered.cross_tests {
+        return Next::CrossTests { survivors: eligible.iter().map(|r| r.candidate_id.clone()).collect() };
+    }
+    if !gathered.judges {
+        let judge_skipped = judging_needless(&eligible);
+        if judge_skipped.is_none() {
+            return Next::Judge { eligible: eligible.into_iter().cloned().collect() };
+        }
+        return Next::Done { decision, judge_skipped };
+    }
+    Next::Done { decision, judge_skipped: None }
+}
+
+/// Why the judges have nothing to add, if so: fewer than two eligible candidates, one patch
+/// among them, or the top two already separated by gates, cross-tests or votes.
+fn judging_needless(eligible: &[&RankedCandidate]) -> Option<String> {
+    let cross_passed = |r: &RankedCandidate| r.cross_tests.map_or(0, |c| c.passed);
+    if eligible.len() < 2 {
+        Some("fewer than two eligible candidates".to_string())
+    } else if eligible.iter().all(|r| r.normalized_hash == eligible[0].normalized_hash) {
+        Some("every eligible candidate made the same patch".to_string())
+    } else if eligible[0].gates_passed != eligible[1].gates_passed
+        || cross_passed(eligible[0]) != cross_passed(eligible[1])
+        || eligible[0].votes != eligible[1].votes
+    {
+        Some(format!(
+            "the evidence already separates {} and {} (gates, cross-tests or votes)",
+            eligible[0].candidate_id, eligible[1].candidate_id
+        ))
+    } else {
+        None
+    }
+}
+
 /// Decides the run: eligibility, ranking, winner and reasons.
 pub fn decide(candidates: &[CandidateFacts], policy: Policy) -> Decision {
     let has_verify = policy.has_verify;
@@ -566,6 +628,46 @@ mod tests {
         assert_eq!(d.winner, Some(CandidateId::from_index(1)));
         assert!(d.ranking[0].reason.contains("pairwise judge preferred it"), "{}", d.ranking[0].reason);
         assert!(!d.ranking.iter().find(|r| r.index == 2).unwrap().eligible);
+    }
+
+    /// The evaluation loop: cross-tests first (on the eligible candidates), the judges only
+    /// where the evidence cannot separate the top two, and one decision at the end.
+    #[test]
+    fn the_evaluation_asks_for_cross_tests_then_judges_only_a_tie_then_decides_once() {
+        let (a, b, failing) = (
+            facts(0, Some("a"), 2, Some(true)),
+            facts(1, Some("b"), 9, Some(true)),
+            facts(2, Some("c"), 1, Some(false)),
+        );
+        let mut all = vec![a, b, failing];
+        let first = next(&all, VERIFY, Gathered::default());
+        let ids = |v: &[usize]| v.iter().map(|i| CandidateId::from_index(*i)).collect::<Vec<_>>();
+        assert_eq!(first, Next::CrossTests { survivors: ids(&[0, 1]) });
+        let tied = Gathered { cross_tests: true, judges: false };
+        let Next::Judge { eligible } = next(&all, VERIFY, tied) else {
+            panic!("a tie of two patches goes to the judges")
+        };
+        assert_eq!(eligible.iter().map(|r| r.candidate_id.clone()).collect::<Vec<_>>(), ids(&[0, 1]));
+        all[1].judge = Some(JudgeScore { copeland: 1, strength: 1.5 });
+        all[0].judge = Some(JudgeScore { copeland: -1, strength: 0.5 });
+        let Next::Done { decision, judge_skipped } = next(&all, VERIFY, Gathered { cross_tests: true, judges: true })
+        else {
+            panic!("judged: decided")
+        };
+        assert_eq!((decision.winner, judge_skipped), (Some(CandidateId::from_index(1)), None));
+
+        // Cross-tests separate them: no judge is asked, and the decision says why.
+        let mut separated = vec![facts(0, Some("x"), 2, Some(true)), facts(1, Some("y"), 2, Some(true))];
+        separated[1].cross_tests = Some(crate::crosstest::CrossScore { passed: 1, discriminating: 1 });
+        separated[0].cross_tests = Some(crate::crosstest::CrossScore { passed: 0, discriminating: 1 });
+        let Next::Done { decision, judge_skipped } = next(&separated, VERIFY, tied) else {
+            panic!("cross-tests decide")
+        };
+        assert_eq!(decision.winner, Some(CandidateId::from_index(1)));
+        assert!(judge_skipped.unwrap().contains("already separates c02 and c01"));
+        let alone = vec![facts(0, Some("x"), 2, Some(true))];
+        let Next::Done { judge_skipped, .. } = next(&alone, VERIFY, tied) else { panic!("one candidate") };
+        assert_eq!(judge_skipped.as_deref(), Some("fewer than two eligible candidates"));
     }
 
     const VERIFY: Policy = Policy { has_verify: true, allow_test_changes: false };

@@ -134,36 +134,54 @@ pub(super) async fn finish(
             .await;
     }
 
+    // The evaluation follows one pure loop (`selection::next`): gather what it asks for,
+    // record it in the facts, ask again; the run is decided once, when nothing more can
+    // separate the candidates. An interruption skips what is left to gather.
     let policy = policy(ctx);
-    let mut decision = selection::decide(&facts, policy);
-    let cross = if interrupted {
-        CrossTestMatrix::skipped("the run was interrupted")
-    } else {
-        ctx.update_state(|s| s.phase = "cross-tests".into());
-        let survivors: Vec<CandidateId> =
-            decision.ranking.iter().filter(|r| r.eligible).map(|r| r.candidate_id.clone()).collect();
-        cross_test(ctx, &runs, &survivors, baseline_run.tree.as_ref()).await
-    };
-    if cross.ran {
-        for f in facts.iter_mut() {
-            f.cross_tests = cross.scores.get(&f.id).copied();
+    let mut gathered = selection::Gathered::default();
+    let mut cross = CrossTestMatrix::skipped("the run was interrupted");
+    let mut judged = Judged::default();
+    // Whether the evaluation reached the judging step uninterrupted (the reviews follow it).
+    let mut judging = false;
+    let mut decision = loop {
+        match selection::next(&facts, policy, gathered) {
+            selection::Next::CrossTests { survivors } => {
+                if !interrupted {
+                    ctx.update_state(|s| s.phase = "cross-tests".into());
+                    cross = cross_test(ctx, &runs, &survivors, baseline_run.tree.as_ref()).await;
+                }
+                if cross.ran {
+                    for f in facts.iter_mut() {
+                        f.cross_tests = cross.scores.get(&f.id).copied();
+                    }
+                }
+                interrupted |= ctx.cancel.is_cancelled();
+                gathered.cross_tests = true;
+            }
+            selection::Next::Judge { eligible } => {
+                if !interrupted {
+                    ctx.update_state(|s| s.phase = "judging".into());
+                    judging = true;
+                    judged = judge(ctx, &runs, &mut facts, &eligible, &cross).await;
+                }
+                gathered.judges = true;
+            }
+            selection::Next::Done { decision, judge_skipped } => {
+                if !interrupted && let Some(why) = judge_skipped {
+                    ctx.update_state(|s| s.phase = "judging".into());
+                    judging = true;
+                    judged = judge_skipped_because(ctx, why).await;
+                }
+                break decision;
+            }
         }
-        decision = selection::decide(&facts, policy);
+    };
+    if judging && !ctx.cancel.is_cancelled() {
+        ctx.update_state(|s| s.phase = "reviewing".into());
+        let (reviews, calls) = review_survivors(ctx, &runs, &decision, &cross).await;
+        judged.reviews = reviews;
+        judged.calls.extend(calls);
     }
-    interrupted |= ctx.cancel.is_cancelled();
-    let judged = if interrupted {
-        Judged::default()
-    } else {
-        ctx.update_state(|s| s.phase = "judging".into());
-        let mut judged = judge_if_needed(ctx, &runs, &mut facts, &mut decision, policy, &cross).await;
-        if !ctx.cancel.is_cancelled() {
-            ctx.update_state(|s| s.phase = "reviewing".into());
-            let (reviews, calls) = review_survivors(ctx, &runs, &decision, &cross).await;
-            judged.reviews = reviews;
-            judged.calls.extend(calls);
-        }
-        judged
-    };
     interrupted |= ctx.cancel.is_cancelled();
     if interrupted {
         decision.winner = None;
@@ -395,49 +413,30 @@ fn evidence_words(run: &CandidateRun, cross: &CrossTestMatrix) -> String {
     words
 }
 
-/// Asks the pairwise judge (role `selection`) and the risk reviewers (role `review`) only
-/// where the evidence cannot decide: at least two eligible candidates, different patches,
-/// and the top two not already separated by gates, cross-tests or votes. The shortlist is
-/// the top four eligible candidates; every decision, run or skipped, is an event with its
-/// reason. A spent budget stops judging; so does an interruption, before the next request.
-async fn judge_if_needed(
+/// The judges, asked about the `eligible` candidates the evidence cannot separate (best
+/// first): the top four are compared pairwise, and their scores go into `facts`. No judge
+/// configured, or a spent budget, skips them, with an event saying why; so does an
+/// interruption, before the next request.
+async fn judge(
     ctx: &RunCtx,
     runs: &[CandidateRun],
     facts: &mut [CandidateFacts],
-    decision: &mut Decision,
-    policy: Policy,
+    eligible: &[selection::RankedCandidate],
     cross: &CrossTestMatrix,
 ) -> Judged {
     const SHORTLIST: usize = 4;
     let mut judged = Judged::default();
-    let models = ctx.models.as_ref().filter(|m| !m.judges.is_empty());
-    let eligible: Vec<&selection::RankedCandidate> = decision.ranking.iter().filter(|r| r.eligible).collect();
-    let cross_passed = |r: &selection::RankedCandidate| r.cross_tests.map_or(0, |c| c.passed);
-    let skip = if models.is_none() {
-        Some("no judge is configured (no backend with the selection role, or --no-judge)".to_string())
-    } else if eligible.len() < 2 {
-        Some("fewer than two eligible candidates".to_string())
-    } else if eligible.iter().all(|r| r.normalized_hash == eligible[0].normalized_hash) {
-        Some("every eligible candidate made the same patch".to_string())
-    } else if eligible[0].gates_passed != eligible[1].gates_passed
-        || cross_passed(eligible[0]) != cross_passed(eligible[1])
-        || eligible[0].votes != eligible[1].votes
-    {
-        Some(format!(
-            "the evidence already separates {} and {} (gates, cross-tests or votes)",
-            eligible[0].candidate_id, eligible[1].candidate_id
-        ))
-    } else if ctx.budget.exhausted() {
+    let Some(models) = ctx.models.as_ref().filter(|m| !m.judges.is_empty()) else {
+        return judge_skipped_because(ctx, String::new()).await;
+    };
+    if ctx.budget.exhausted() {
         judged.budget_stopped = true;
-        Some(format!("{}; no judge was asked", ctx.budget.reached_reason()))
-    } else {
-        None
-    };
-    let (Some(models), None) = (models, &skip) else {
-        ctx.events.emit(None, &arbiter_core::event::JudgeDecision::skipped(skip)).await;
+        let why = format!("{}; no judge was asked", ctx.budget.reached_reason());
+        ctx.events.emit(None, &arbiter_core::event::JudgeDecision::skipped(Some(why))).await;
         return judged;
-    };
+    }
     // Judging runs: the best four by the evidence are compared.
+    let eligible: Vec<&selection::RankedCandidate> = eligible.iter().collect();
     let survivors = judge_inputs(runs, &eligible, cross);
     let shortlist = &survivors[..survivors.len().min(SHORTLIST)];
     let judges = judge::Judges { client: &models.client, task: &ctx.task, budget: &ctx.budget, cancel: &ctx.cancel };
@@ -470,10 +469,22 @@ async fn judge_if_needed(
         interrupted: Some(ctx.cancel.is_cancelled()),
     };
     ctx.events.emit(None, &ran).await;
-    *decision = selection::decide(facts, policy);
     judged.calls.extend(result.calls);
     judged.pairs = result.pairs;
     judged
+}
+
+/// Judging skipped for `why` — or, whatever the evidence said, because no judge is
+/// configured (`why` empty: that is the reason) — as an event.
+async fn judge_skipped_because(ctx: &RunCtx, why: String) -> Judged {
+    let no_judge = ctx.models.as_ref().is_none_or(|m| m.judges.is_empty());
+    let why = if no_judge || why.is_empty() {
+        "no judge is configured (no backend with the selection role, or --no-judge)".to_string()
+    } else {
+        why
+    };
+    ctx.events.emit(None, &arbiter_core::event::JudgeDecision::skipped(Some(why))).await;
+    Judged::default()
 }
 
 /// What a judge or a reviewer is shown of each of `ranked`, in that order.
