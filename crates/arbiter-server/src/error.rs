@@ -200,6 +200,21 @@ fn malformed(e: &serde_json::Error) -> ApiError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use arbiter_runner::coordinator::Verdict;
+    use arbiter_store::plans::Retry;
+    use arbiter_wire::work_api::WireVerdict;
+
+    /// An agent's reason with a NUL character travels written out: the server, which refuses
+    /// a NUL anywhere in a request, takes the report.
+    #[test]
+    fn a_reason_with_a_nul_character_travels_written_out() {
+        let verdict = Verdict::Failed { reason: "exit 1: a\0b".into(), retry: Retry::Never, run_id: None };
+        let wire = WireVerdict::new(&verdict);
+        let text = serde_json::to_string(&wire).unwrap();
+        assert!(!text.contains("\\u0000"), "{text}");
+        let back: WireVerdict = parse_json(text.as_bytes()).unwrap();
+        assert!(matches!(back, WireVerdict::Failed { reason, .. } if reason == "exit 1: a\\u{0}b"));
+    }
 
     #[derive(Debug, serde::Deserialize)]
     #[serde(deny_unknown_fields)]

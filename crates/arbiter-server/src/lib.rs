@@ -10,29 +10,25 @@
 //!   token only registers workers, the admin token administers, a worker's own token
 //!   (stored only as its SHA-256 by the [`WorkerRegistry`](arbiter_store::workers::WorkerRegistry))
 //!   does a worker's work.
-//! - [`client`] is the HTTP client of workers and of `arbiter worker …`.
+//! - The protocol's bodies and the clients live in `arbiter-wire` (re-exported here as
+//!   [`api`], [`work_api`], [`plan_api`], [`client`], [`work_client`], [`plan_client`]).
 //! - [`web`] is the dashboard: server-rendered pages, sessions, live updates, actions.
 //!
 //! See `docs/protocol.md` for every route, its auth, limits and errors.
 
 #![forbid(unsafe_code)]
 
-pub mod api;
 pub mod auth;
-pub mod client;
 pub mod error;
 pub mod git;
 pub mod metrics;
-pub mod plan_api;
-pub mod plan_client;
 pub mod routes;
 pub mod serve;
 pub mod state;
 pub mod web;
 pub mod work;
-pub mod work_api;
-pub mod work_client;
 
+pub use arbiter_wire::{api, client, plan_api, plan_client, work_api, work_client};
 pub use error::ApiError;
 pub use metrics::Metrics;
 pub use routes::router;

@@ -9,7 +9,7 @@
 //! directory of the plan's repository (`.arbiter/runs/<run>/<path>`), refusing a path that
 //! leaves the directory or, for a candidate unit, its candidate's own directory.
 
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,7 +20,7 @@ use arbiter_store::units::{UnitKind, UnitQueue};
 use async_trait::async_trait;
 
 use crate::state::{AppState, RepoResolver};
-use crate::work_api::RunFile;
+use crate::work_api::{RunFile, run_path};
 
 /// The most files one report may carry, and their total size.
 pub const MAX_REPORT_FILES: usize = 20_000;
@@ -107,20 +107,6 @@ pub fn spawn_sweeper(state: AppState) -> tokio::task::JoinHandle<()> {
     })
 }
 
-/// A relative path inside a run directory, or why not.
-pub fn run_path(path: &str) -> Result<PathBuf, String> {
-    let p = Path::new(path);
-    let normal = !path.is_empty()
-        && path.len() <= 1024
-        && !path.contains('\0')
-        && p.components().all(|c| matches!(c, Component::Normal(_)));
-    if normal {
-        Ok(p.to_path_buf())
-    } else {
-        Err(format!("files: '{}' is not a path inside a run directory", path.escape_default()))
-    }
-}
-
 /// The run a report's files belong to, and the prefix they must stay under.
 pub fn report_scope(held: &Held, verdict_run: Option<&str>) -> Result<(RunId, PathBuf), String> {
     let (run, prefix) = match &held.unit {
@@ -175,41 +161,7 @@ pub async fn place_files(state: &AppState, run_dir: &Path, prefix: &Path, files:
     Ok(())
 }
 
-/// Every file under `dir` (relative paths), for a worker that evaluates the run.
-pub fn list_files(dir: &Path) -> std::io::Result<Vec<(String, PathBuf)>> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d)?.flatten() {
-            let path = entry.path();
-            let ft = entry.file_type()?;
-            if ft.is_dir() {
-                stack.push(path);
-            } else if ft.is_file()
-                && let Ok(rel) = path.strip_prefix(dir)
-            {
-                out.push((rel.to_string_lossy().into_owned(), path));
-            }
-        }
-    }
-    out.sort();
-    Ok(out)
-}
-
 /// The run directory of `run` in the plan's repository.
 pub fn run_dir(workspace: &Workspace, run: &RunId) -> PathBuf {
     workspace.run_dir(run)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn run_paths_stay_inside() {
-        assert!(run_path("candidates/c01/patch.diff").is_ok());
-        for bad in ["", "/etc/passwd", "../x", "candidates/../../x", "./x", "a\0b"] {
-            assert!(run_path(bad).is_err(), "{bad:?}");
-        }
-    }
 }

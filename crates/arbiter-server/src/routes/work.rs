@@ -39,7 +39,7 @@ use crate::auth::WorkerAuth;
 use crate::error::{ApiError, ApiJson};
 use crate::metrics::Completion;
 use crate::state::AppState;
-use crate::work::{WorkPlane, list_files, place_files, report_scope, run_path};
+use crate::work::{WorkPlane, place_files, report_scope};
 use crate::work_api::*;
 
 pub fn routes() -> Router<AppState> {

@@ -1,5 +1,5 @@
 //! The JSON bodies of plan administration (`/api/v1/plans…`), shared by the routes
-//! ([`crate::routes::plans`]) and the client ([`crate::plan_client`]), so the two sides
+//! (the server's `routes::plans`) and the client ([`crate::plan_client`]), so the two sides
 //! cannot drift. Requests refuse unknown fields. Answers are the port's own types
 //! ([`arbiter_runner::plan_admin`]) over the store's records, wrapped where a list or a
 //! number needs a name.

