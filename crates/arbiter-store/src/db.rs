@@ -203,9 +203,14 @@ pub fn sql<'q, D: Db>(text: impl sqlx::SqlSafeStr) -> Sql<'q, D> {
     Sql(sqlx::query(text))
 }
 
-/// `head VALUES ($1, …), (…)`: an insert of `rows` rows of `columns` values each, to bind
-/// row after row.
+/// `head VALUES (…), (…)`: an insert of `rows` rows of `columns` values each, to bind row
+/// after row, in the database's own placeholders (`?` on SQLite, whose `$N` are named
+/// parameters looked up one by one; `$1`, `$2`… on Postgres).
 pub fn values<D: Db>(head: &str, columns: usize, rows: usize) -> Sql<'static, D> {
+    use sqlx::Arguments as _;
+    let mut probe = String::new();
+    let _ = D::Arguments::default().format_placeholder(&mut probe);
+    let numbered = probe != "?";
     let mut text = String::with_capacity(head.len() + rows * columns * 6);
     text.push_str(head);
     text.push_str(" VALUES ");
@@ -215,7 +220,11 @@ pub fn values<D: Db>(head: &str, columns: usize, rows: usize) -> Sql<'static, D>
             if column > 0 {
                 text.push_str(", ");
             }
-            text.push_str(&format!("${}", row * columns + column + 1));
+            if numbered {
+                text.push_str(&format!("${}", row * columns + column + 1));
+            } else {
+                text.push('?');
+            }
         }
         text.push(')');
     }
